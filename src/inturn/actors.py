@@ -1,0 +1,324 @@
+"""Actors: one trio task per active lane, carrying out the core's decisions.
+
+Theory of operation
+-------------------
+`Runtime` is what every actor shares: the core, the journal, the codec, the
+handler, the options, and the supervision bookkeeping.  `Runtime.spawn`
+starts one `Actor` task for a lane when the core says the lane needs one;
+the actor then loops:
+
+1. ask the core for the lane's head (``Core.start``); run it if the gate
+   allows: mark the attempt in the journal, decode, call the handler;
+2. carry out the outcome: journal ``Complete``/``Discard`` and then tell the
+   core, or back off (sleep on trio's clock) with the head in place;
+3. with nothing to start, wait for a wake-up; after ``idle_timeout`` seconds
+   ask the core whether it may retire (``Core.try_retire``, synchronous, so
+   no ``send`` can slip between the check and the exit).
+
+The journal is written *before* the core is told, so a failed write leaves
+the job unfinished in both: the actor crashes, `Runtime` restarts it (the job
+runs again) within the restart budget, and escalates beyond it.
+
+Exceptions from the handler are failed attempts.  Everything else that
+escapes the actor (`trio.Cancelled`, `KeyboardInterrupt`) propagates, after
+giving back the attempt the handler did not finish.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeAlias, assert_never
+
+import attrs
+import structlog
+import trio
+
+from .codec import Codec
+from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
+from .errors import DecodeError, PermanentError
+from .jobs import Job
+from .journal import Complete, Discard, Halt, Journal, MarkAttempt
+
+if TYPE_CHECKING:
+    from .journal.records import Change
+
+logger = structlog.get_logger("inturn")
+
+Handler: TypeAlias = Callable[[Job], Awaitable[object]]
+
+
+def describe(error: BaseException) -> str:
+    """The text a dead letter keeps for *error*."""
+    return "".join(traceback.format_exception_only(error)).strip()
+
+
+@attrs.frozen
+class Completed:
+    """*entry*'s handler returned *result*."""
+
+    entry: Entry
+    result: object
+
+
+@attrs.define(eq=False)
+class Waiter:
+    """An ``ask`` waiting for one job's outcome."""
+
+    event: trio.Event = attrs.field(factory=trio.Event)
+    result: object = None
+    error: BaseException | None = None
+    closed: bool = False
+
+
+@attrs.define(eq=False, kw_only=True)
+class Runtime:
+    """The state every actor shares, and the supervision of actor tasks."""
+
+    core: Core
+    journal: Journal
+    codec: Codec
+    handler: Handler
+    random: Callable[[], float]
+    idle_timeout: float
+    job_timeout: float | None
+    limiter: trio.CapacityLimiter | None
+    max_restarts: int
+    restart_window: float
+    nursery: trio.Nursery | None = None
+    actors: dict[Lane, Actor] = attrs.field(factory=dict)
+    waiters: dict[int, Waiter] = attrs.field(factory=dict)
+    running: int = 0
+    closed: bool = False
+    escalated: BaseException | None = None
+    _crashes: deque[float] = attrs.field(factory=deque)
+    _idle: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+
+    # -- called by the supervisor --------------------------------------------
+
+    def committed(self, entry: Entry) -> None:
+        """*entry* is durable: start an actor for its lane, or wake the one there."""
+        if self.core.commit(entry):
+            self.spawn(entry.lane)
+        else:
+            self.wake(entry.lane)
+
+    def spawn(self, lane: Lane) -> None:
+        assert self.nursery is not None
+        actor = self.actors[lane] = Actor(self, lane)
+        self.nursery.start_soon(self._supervise, actor)
+
+    def wake(self, lane: Lane) -> None:
+        actor = self.actors.get(lane)
+        if actor is not None:
+            actor.wake()
+
+    async def wait_idle(self) -> None:
+        while not self.core.idle and not self.closed:
+            await self._idle.park()
+
+    def check_idle(self) -> None:
+        if self._idle and (self.core.idle or self.closed):
+            self._idle.unpark_all()
+
+    def close(self) -> None:
+        """No more jobs are accepted; every ``ask`` still waiting is told."""
+        self.closed = True
+        for waiter in self.waiters.values():
+            waiter.closed = True
+            waiter.event.set()
+        self.waiters.clear()
+        self.check_idle()
+
+    # -- called by actors ----------------------------------------------------
+
+    def finished(
+        self, entry: Entry, result: object = None, error: BaseException | None = None
+    ) -> None:
+        waiter = self.waiters.pop(entry.id, None)
+        if waiter is not None:
+            waiter.result, waiter.error = result, error
+            waiter.event.set()
+        self.check_idle()
+
+    async def call_handler(self, job: Job) -> object:
+        if self.limiter is None:
+            return await self._call_timed(job)
+        async with self.limiter:
+            return await self._call_timed(job)
+
+    async def _call_timed(self, job: Job) -> object:
+        self.running += 1
+        try:
+            if self.job_timeout is None:
+                return await self.handler(job)
+            with trio.move_on_after(self.job_timeout):
+                return await self.handler(job)
+            raise TimeoutError(f"job {job.id} ran longer than job_timeout={self.job_timeout}s")
+        finally:
+            self.running -= 1
+
+    # -- supervision ---------------------------------------------------------
+
+    async def _supervise(self, actor: Actor) -> None:
+        """Run *actor*; restart it after a crash, within the restart budget."""
+        while True:
+            try:
+                await actor.run()
+            except Exception as exc:
+                key = actor.lane if isinstance(actor.lane, str) else None
+                logger.error("actor.crashed", key=key, exc_info=exc)
+                if not self._may_restart():
+                    self.escalate(exc)
+                    return
+            else:
+                return
+
+    def _may_restart(self) -> bool:
+        now = trio.current_time()
+        self._crashes.append(now)
+        while self._crashes[0] <= now - self.restart_window:
+            self._crashes.popleft()
+        return len(self._crashes) <= self.max_restarts
+
+    def escalate(self, error: BaseException) -> None:
+        """Stop the supervisor; *error* comes out of ``open_supervisor``."""
+        if self.escalated is None:
+            self.escalated = error
+        assert self.nursery is not None
+        self.nursery.cancel_scope.cancel()
+
+
+@attrs.define(eq=False)
+class Actor:
+    """Runs one lane's jobs, one at a time, in order."""
+
+    runtime: Runtime
+    lane: Lane
+    _wakeup: trio.Event | None = attrs.field(default=None, init=False)
+
+    @property
+    def _key(self) -> str | None:
+        return self.lane if isinstance(self.lane, str) else None
+
+    def wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    async def run(self) -> None:
+        """Serve the lane until the core lets the actor retire."""
+        core = self.runtime.core
+        # a keyless lane holds one job: nothing will follow it, so don't linger
+        linger = self.runtime.idle_timeout if isinstance(self.lane, str) else 0.0
+        logger.debug("actor.spawned", key=self._key)
+        while True:
+            entry = core.start(self.lane)
+            if entry is not None:
+                await self._attempt(entry)
+                continue
+            if core.is_halted(self.lane) or not await self._wait(linger):
+                if core.try_retire(self.lane):
+                    del self.runtime.actors[self.lane]
+                    logger.debug("actor.exited", key=self._key)
+                    return
+                # the head is still being journaled: its send will wake us
+                await self._wait(math.inf)
+
+    async def _wait(self, seconds: float) -> bool:
+        """Wait for a wake-up; False if *seconds* passed without one."""
+        if seconds <= 0:
+            return False
+        wakeup = self._wakeup = trio.Event()
+        with trio.move_on_after(seconds):
+            await wakeup.wait()
+        self._wakeup = None
+        return wakeup.is_set()
+
+    async def _attempt(self, entry: Entry) -> None:
+        try:
+            if entry.exhausted:
+                error = PermanentError(
+                    f"the process stopped during each of its {entry.attempt} attempts"
+                )
+                outcome: Completed | Outcome = self._failed(entry, error)
+            else:
+                await self.runtime.journal.write([MarkAttempt(entry.id, entry.attempt)])
+                outcome = await self._run(entry)
+            await self._carry_out(outcome)
+        except BaseException:
+            if entry.running:
+                self.runtime.core.interrupt(entry)
+            raise
+
+    def _failed(self, entry: Entry, error: BaseException) -> Outcome:
+        runtime = self.runtime
+        return runtime.core.failed(entry, error, now=trio.current_time(), random=runtime.random)
+
+    async def _run(self, entry: Entry) -> Completed | Outcome:
+        runtime = self.runtime
+        try:
+            payload = runtime.codec.decode(entry.data)
+        except Exception as exc:
+            if not isinstance(exc, DecodeError):
+                decode_error = DecodeError(f"cannot decode payload: {exc}")
+                decode_error.__cause__ = exc
+                exc = decode_error
+            return self._failed(entry, exc)
+        job = Job(
+            id=entry.id, key=entry.key, payload=payload, attempt=entry.attempt, unique=entry.unique
+        )
+        logger.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
+        try:
+            result = await runtime.call_handler(job)
+        except Exception as exc:
+            return self._failed(entry, exc)
+        except BaseException:
+            # Shutdown is not the job's fault: give the attempt back (shielded,
+            # since we are being cancelled) so a restart runs it as the same one.
+            with trio.CancelScope(shield=True):
+                try:
+                    await runtime.journal.write([MarkAttempt(entry.id, entry.attempt - 1)])
+                except Exception as exc:
+                    logger.warning("job.attempt_not_returned", job_id=entry.id, exc_info=exc)
+            raise
+        return Completed(entry, result)
+
+    async def _carry_out(self, outcome: Completed | Outcome) -> None:
+        runtime, core = self.runtime, self.runtime.core
+        match outcome:
+            case Completed(entry=entry, result=result):
+                await runtime.journal.write([Complete(entry.id)])
+                core.complete(entry)
+                logger.debug("job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt)
+                runtime.finished(entry, result=result)
+            case Backoff(entry=entry, at=at):
+                core.backoff(entry)
+                logger.debug(
+                    "job.retry_scheduled",
+                    key=entry.key,
+                    job_id=entry.id,
+                    attempt=entry.attempt,
+                    at=at,
+                )
+                await trio.sleep_until(at)
+            case Discarding(entry=entry, error=error, halt=halt):
+                changes: list[Change] = [Discard(entry.id, describe(error))]
+                if halt:
+                    assert entry.key is not None
+                    changes.append(Halt(entry.key))
+                await runtime.journal.write(changes)
+                core.discard(entry, halt=halt)
+                logger.warning(
+                    "job.discarded",
+                    key=entry.key,
+                    job_id=entry.id,
+                    attempt=entry.attempt,
+                    error=describe(error),
+                )
+                if halt:
+                    logger.warning("key.halted", key=entry.key, job_id=entry.id)
+                runtime.finished(entry, error=error)
+            case _:
+                assert_never(outcome)

@@ -1,0 +1,130 @@
+"""Payload codecs: how a payload becomes the bytes a journal stores.
+
+Every journal stores bytes, the in-memory one too, and the handler always gets
+the payload decoded from those bytes.  So a payload that would not survive a
+restart fails at ``send``, in tests, instead of after the first crash.
+
+`JSONCodec` refuses everything that JSON would silently change (tuples become
+lists, int dict keys become str, NaN is not JSON, ...): a replay must never
+hand the handler a different value than ``send`` was given.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from typing import Final, Protocol
+
+import attrs
+
+from .errors import DecodeError, EncodeError
+
+__all__ = ["Codec", "JSONCodec"]
+
+TYPE_TAG: Final = "$type"
+"""The key that marks an encoded attrs instance; user dicts may not use it."""
+
+
+class Codec(Protocol):
+    """**Protocol:** turns payloads into bytes and back.
+
+    ``decode(encode(p)) == p`` must hold for every payload ``encode`` accepts.
+    """
+
+    def encode(self, payload: object) -> bytes:
+        """Return the bytes for *payload*; raise `EncodeError` if it cannot round-trip."""
+        ...
+
+    def decode(self, data: bytes) -> object:
+        """Return the payload in *data*; raise `DecodeError` if it is not one."""
+        ...
+
+
+def _type_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+@attrs.define(eq=False, init=False)
+class JSONCodec:
+    """JSON values, plus instances of the attrs classes in *types*.
+
+    Accepted: `None`, `bool`, `int`, finite `float`, `str` (valid Unicode),
+    `list`, `dict` with `str` keys, and instances of registered attrs classes
+    (encoded by field, decoded by calling the class).  Exact types only: a
+    subclass (an `enum.IntEnum`, say) would come back as its base type.
+    """
+
+    _by_type: dict[type, str]
+    _by_name: dict[str, type]
+
+    def __init__(self, types: Iterable[type] = ()) -> None:
+        self._by_type = {}
+        self._by_name = {}
+        for cls in types:
+            if not attrs.has(cls):
+                raise TypeError(f"JSONCodec can only register attrs classes, not {cls!r}")
+            if any(not field.init for field in attrs.fields(cls)):
+                raise TypeError(f"{cls.__qualname__} has init=False fields: it cannot be rebuilt")
+            if "__eq__" not in cls.__dict__:
+                raise TypeError(f"{cls.__qualname__} must compare by value (attrs eq=True)")
+            name = _type_name(cls)
+            if self._by_name.setdefault(name, cls) is not cls:
+                raise ValueError(f"two registered classes are both named {name}")
+            self._by_type[cls] = name
+
+    def encode(self, payload: object) -> bytes:
+        try:
+            tree = self._to_tree(payload)
+            return json.dumps(tree, ensure_ascii=False, separators=(",", ":")).encode()
+        except RecursionError:
+            raise EncodeError("payload is nested too deeply (or contains itself)") from None
+        except UnicodeEncodeError:
+            raise EncodeError(
+                "payload strings must be valid Unicode (no lone surrogates)"
+            ) from None
+
+    def decode(self, data: bytes) -> object:
+        try:
+            return json.loads(data, object_hook=self._from_dict)
+        except DecodeError:
+            raise
+        except Exception as exc:
+            raise DecodeError(f"cannot decode payload: {exc}") from exc
+
+    def _to_tree(self, value: object) -> object:
+        kind = type(value)
+        if kind is str or kind is int or kind is bool or value is None:
+            return value
+        if kind is float:
+            if not math.isfinite(value):  # type: ignore[arg-type]
+                raise EncodeError(f"payload floats must be finite, not {value!r}")
+            return value
+        if kind is list:
+            return [self._to_tree(item) for item in value]  # type: ignore[attr-defined]
+        if kind is dict:
+            tree = {}
+            for name, item in value.items():  # type: ignore[attr-defined]
+                if type(name) is not str:
+                    raise EncodeError(f"payload dict keys must be str, not {type(name).__name__}")
+                if name == TYPE_TAG:
+                    raise EncodeError(f"payload dict key {TYPE_TAG!r} is reserved")
+                tree[name] = self._to_tree(item)
+            return tree
+        type_name = self._by_type.get(kind)
+        if type_name is None:
+            hint = "; register attrs classes with JSONCodec(types=[...])" if attrs.has(kind) else ""
+            raise EncodeError(f"cannot encode a {kind.__qualname__} payload{hint}")
+        tree = {TYPE_TAG: type_name}
+        for field in attrs.fields(kind):  # type: ignore[arg-type]
+            tree[field.alias] = self._to_tree(getattr(value, field.name))
+        return tree
+
+    def _from_dict(self, tree: dict[str, object]) -> object:
+        type_name = tree.pop(TYPE_TAG, None)
+        if type_name is None:
+            return tree
+        cls = self._by_name.get(type_name) if isinstance(type_name, str) else None
+        if cls is None:
+            raise DecodeError(f"payload type {type_name!r} is not registered with this codec")
+        return cls(**tree)

@@ -1,0 +1,318 @@
+"""The sans-I/O heart of inturn: per-key FIFO, the gate, retries, halts, unique keys.
+
+Theory of operation
+-------------------
+Every accepted job is an `Entry` in the FIFO of its *lane*.  A lane is a
+sequence key (a `str`), or, for a keyless job from ``submit``, the job's own
+id (an `int`): a keyless job is a sequence of one, which is how it runs
+concurrently with everything else and still retries like any other job.
+
+The lane's FIFO is the one authoritative queue.  Only its head may run, and
+only once it is *durable* (its journal write returned) and its key is not
+halted: that is the gate.  A failing head keeps its place while it backs off,
+so nothing behind it can overtake it.  When the head is completed or
+discarded it leaves the FIFO and the next entry may start.
+
+An entry moves through::
+
+    reserve -> (retract)                       the journal refused it
+            -> commit -> start -> complete     terminal, forgotten
+                               -> backoff -> start ...
+                               -> discard     terminal (a dead letter)
+                               -> interrupt -> start ...  (cancel or crash)
+
+A lane's state exists only while it holds entries, is halted, or has an
+actor attached; `try_retire` drops it, so a million keys seen once leave
+nothing behind.
+
+Nothing here awaits, sleeps, logs, or reads a clock or an RNG.  The trio shell
+calls one method per fact, between two checkpoints, and carries out what comes
+back; because each call is synchronous, trio's scheduler makes it atomic (an
+actor retiring and a ``send`` arriving cannot interleave).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Literal, TypeAlias
+
+import attrs
+
+from .errors import DecodeError, DuplicateError
+from .jobs import Stats
+from .journal.records import Recovery
+from .retry import Retry
+
+__all__ = ["Backoff", "Core", "Discarding", "Entry", "Lane", "Outcome"]
+
+Lane: TypeAlias = str | int
+"""A sequence key, or the id of a keyless job."""
+
+
+@attrs.define(eq=False, slots=True, kw_only=True)
+class Entry:
+    """An accepted job as the core tracks it (mutable; never handed to users)."""
+
+    id: int
+    key: str | None
+    data: bytes
+    unique: str | None = None
+    attempt: int = 1
+    """The attempt that runs next, or is running."""
+    durable: bool = False
+    running: bool = False
+    exhausted: bool = False
+    """Recovered with every attempt already spent by crashes: discard, don't run."""
+
+    @property
+    def lane(self) -> Lane:
+        return self.id if self.key is None else self.key
+
+
+@attrs.frozen
+class Backoff:
+    """*entry* failed and keeps its place; its next attempt runs at trio time *at*."""
+
+    entry: Entry
+    at: float
+
+
+@attrs.frozen
+class Discarding:
+    """*entry* is given up after *error*; *halt* says whether its key parks."""
+
+    entry: Entry
+    error: BaseException
+    halt: bool
+
+
+Outcome: TypeAlias = Backoff | Discarding
+
+
+@attrs.define(eq=False, slots=True)
+class _LaneState:
+    fifo: deque[Entry] = attrs.field(factory=deque)
+    attached: bool = False
+    """An actor task serves this lane."""
+    halted: bool = False
+
+
+@attrs.define(eq=False)
+class Core:
+    """Every decision about which job may run, and what a failure leads to."""
+
+    retry: Retry
+    on_discard: Literal["continue", "halt"] = "continue"
+    next_id: int = 1
+    _lanes: dict[Lane, _LaneState] = attrs.field(factory=dict, init=False)
+    _unique: dict[str, int] = attrs.field(factory=dict, init=False)
+    _pending: int = attrs.field(default=0, init=False)
+    _parked: int = attrs.field(default=0, init=False)
+    _completed: int = attrs.field(default=0, init=False)
+    _discarded: int = attrs.field(default=0, init=False)
+
+    # -- accepting ---------------------------------------------------------
+
+    def reserve(self, key: str | None, data: bytes, unique: str | None = None) -> Entry:
+        """Give a new job its id, its FIFO place and its unique key.
+
+        It cannot run until `commit`.  Raises `DuplicateError`, changing nothing,
+        while another unfinished job holds *unique*.
+        """
+        if unique is not None and unique in self._unique:
+            raise DuplicateError(unique, self._unique[unique])
+        entry = Entry(id=self.next_id, key=key, data=data, unique=unique)
+        self.next_id += 1
+        self._enqueue(entry)
+        return entry
+
+    def commit(self, entry: Entry) -> bool:
+        """*entry* is durable.  Return True if its lane needs a new actor."""
+        entry.durable = True
+        return self._wants_actor(self._lanes[entry.lane])
+
+    def retract(self, entry: Entry) -> None:
+        """The journal refused *entry*: forget it as if it was never sent."""
+        assert not entry.durable, "a durable job cannot be retracted"
+        state = self._lanes[entry.lane]
+        state.fifo.remove(entry)
+        self._release(entry)
+        if state.halted:
+            self._parked -= 1
+        self._drop_if_unused(entry.lane, state)
+
+    def restore(self, recovery: Recovery) -> list[Lane]:
+        """Rebuild the FIFOs from a journal; return the lanes that need actors."""
+        assert not self._lanes, "restore() runs once, on an empty core"
+        self.next_id = max(self.next_id, recovery.next_id)
+        for key in recovery.halted:
+            self._lanes[key] = _LaneState(halted=True)
+        for stored in recovery.jobs:
+            if stored.unique is not None:
+                self._unique[stored.unique] = stored.id
+            exhausted = stored.attempts >= self.retry.max_attempts
+            entry = Entry(
+                id=stored.id,
+                key=stored.key,
+                data=stored.data,
+                unique=stored.unique,
+                attempt=stored.attempts if exhausted else stored.attempts + 1,
+                durable=True,
+                exhausted=exhausted,
+            )
+            self._enqueue(entry)
+        return [lane for lane, state in self._lanes.items() if self._wants_actor(state)]
+
+    # -- running -----------------------------------------------------------
+
+    def start(self, lane: Lane) -> Entry | None:
+        """The head of *lane* if the gate lets it run now; it is marked running."""
+        state = self._lanes[lane]
+        if state.halted or not state.fifo:
+            return None
+        head = state.fifo[0]
+        if not head.durable or head.running:
+            return None
+        head.running = True
+        return head
+
+    def failed(
+        self, entry: Entry, error: BaseException, *, now: float, random: Callable[[], float]
+    ) -> Outcome:
+        """Decide what *entry*'s failed attempt leads to.  Changes nothing."""
+        assert entry.running
+        if isinstance(error, DecodeError) or entry.exhausted:
+            delay = None  # neither a retry nor a restart can change the outcome
+        else:
+            delay = self.retry.delay_after(entry.attempt, error, random=random)
+        if delay is None:
+            halt = self.on_discard == "halt" and entry.key is not None
+            return Discarding(entry, error, halt=halt)
+        return Backoff(entry, at=now + delay)
+
+    def backoff(self, entry: Entry) -> None:
+        """*entry* waits for its next attempt, still at the head of its lane."""
+        assert entry.running
+        entry.running = False
+        entry.attempt += 1
+
+    def interrupt(self, entry: Entry) -> None:
+        """*entry*'s attempt was cut short (cancelled, or its actor crashed)."""
+        entry.running = False
+
+    def complete(self, entry: Entry) -> None:
+        """*entry* completed (and the journal knows): the gate opens."""
+        self._finish(entry)
+        self._completed += 1
+
+    def discard(self, entry: Entry, *, halt: bool) -> None:
+        """*entry* is a dead letter (and the journal knows); maybe park its key."""
+        self._finish(entry)
+        self._discarded += 1
+        if halt:
+            assert entry.key is not None
+            state = self._lanes[entry.key]
+            state.halted = True
+            self._parked += len(state.fifo)
+
+    # -- halts -------------------------------------------------------------
+
+    def is_halted(self, lane: Lane) -> bool:
+        state = self._lanes.get(lane)
+        return state is not None and state.halted
+
+    def resume(self, key: str) -> bool:
+        """Un-halt *key*.  Return True if it needs a new actor."""
+        state = self._lanes.get(key)
+        if state is None or not state.halted:
+            return False
+        state.halted = False
+        self._parked -= len(state.fifo)
+        if self._wants_actor(state):
+            return True
+        self._drop_if_unused(key, state)
+        return False
+
+    # -- actors ------------------------------------------------------------
+
+    def try_retire(self, lane: Lane) -> bool:
+        """Detach *lane*'s actor if it has nothing to run; True if it must exit.
+
+        Called when the actor found nothing to start and waited long enough.
+        Being synchronous, it cannot race a ``send``: that lands before this
+        call (and the actor stays) or after it (and spawns a fresh actor).
+        """
+        state = self._lanes[lane]
+        assert state.attached
+        if state.fifo and not state.halted:
+            return False
+        state.attached = False
+        self._drop_if_unused(lane, state)
+        return True
+
+    # -- introspection -----------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        """Every job is terminal or parked on a halted key."""
+        return self._pending == self._parked
+
+    def stats(self, *, actors: int, running: int) -> Stats:
+        """A snapshot; the shell knows the live actors and running handlers."""
+        return Stats(
+            actors=actors,
+            queued=self._pending - running,
+            running=running,
+            completed=self._completed,
+            discarded=self._discarded,
+            halted_keys=frozenset(
+                lane
+                for lane, state in self._lanes.items()
+                if state.halted and isinstance(lane, str)
+            ),
+        )
+
+    def lanes(self) -> int:
+        """How many lanes hold state (for leak checks)."""
+        return len(self._lanes)
+
+    def held_unique_keys(self) -> int:
+        return len(self._unique)
+
+    # -- internals ---------------------------------------------------------
+
+    def _enqueue(self, entry: Entry) -> None:
+        lane = entry.lane
+        state = self._lanes.get(lane)
+        if state is None:
+            state = self._lanes[lane] = _LaneState()
+        state.fifo.append(entry)
+        if entry.unique is not None:
+            self._unique[entry.unique] = entry.id
+        self._pending += 1
+        if state.halted:
+            self._parked += 1
+
+    def _wants_actor(self, state: _LaneState) -> bool:
+        if state.attached or state.halted or not state.fifo:
+            return False
+        state.attached = True
+        return True
+
+    def _finish(self, entry: Entry) -> None:
+        state = self._lanes[entry.lane]
+        assert entry.running, "only a running job finishes"
+        assert state.fifo[0] is entry, "only the head of its lane finishes"
+        entry.running = False
+        state.fifo.popleft()
+        self._release(entry)
+
+    def _release(self, entry: Entry) -> None:
+        if entry.unique is not None:
+            del self._unique[entry.unique]
+        self._pending -= 1
+
+    def _drop_if_unused(self, lane: Lane, state: _LaneState) -> None:
+        if not (state.fifo or state.attached or state.halted):
+            del self._lanes[lane]

@@ -1,0 +1,86 @@
+"""Every error inturn raises on purpose; all subclass `InturnError`.
+
+Errors carry their fields as attributes and pass them to ``super().__init__``
+so they pickle and compare cleanly; the message is built in ``__str__``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DecodeError",
+    "DuplicateError",
+    "EncodeError",
+    "InturnError",
+    "InvalidKey",
+    "JobDiscarded",
+    "JournalError",
+    "PermanentError",
+    "SupervisorClosed",
+]
+
+
+class InturnError(Exception):
+    """Base class: ``except inturn.InturnError`` catches inturn's errors only."""
+
+
+class InvalidKey(InturnError, ValueError):
+    """A sequence key or unique key is a `str` that breaks one of the key rules.
+
+    The message names the rule.  A key that is not a `str` at all raises a
+    plain `TypeError` instead.
+    """
+
+
+class EncodeError(InturnError, TypeError):
+    """The codec cannot turn a payload into bytes that decode to an equal value.
+
+    Raised by ``send``/``submit``/``ask`` before anything is journaled.
+    """
+
+
+class DecodeError(InturnError, ValueError):
+    """Journaled bytes cannot be turned back into a payload.
+
+    The job is discarded with this error as a dead letter; the supervisor
+    keeps running.
+    """
+
+
+class DuplicateError(InturnError):
+    """A ``unique`` key is held by another job that is not terminal yet."""
+
+    def __init__(self, unique: str, job_id: int) -> None:
+        super().__init__(unique, job_id)
+        self.unique = unique
+        self.job_id = job_id
+        """The id of the job that holds the unique key."""
+
+    def __str__(self) -> str:
+        return f"unique key {self.unique!r} is held by job {self.job_id}"
+
+
+class JobDiscarded(InturnError):
+    """Raised by ``ask``: the job was discarded; ``__cause__`` is its last failure."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} was discarded"
+
+
+class PermanentError(InturnError):
+    """Raise this (or a subclass) from a handler to discard the job at once.
+
+    A permanent failure is not retried: retrying cannot help a job that is
+    wrong, and it would hold up its key for nothing.
+    """
+
+
+class SupervisorClosed(InturnError):
+    """The supervisor has stopped: a send came too late, or an ``ask`` outlived it."""
+
+
+class JournalError(InturnError):
+    """The journal failed to store or load something; ``__cause__`` says why."""

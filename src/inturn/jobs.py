@@ -1,0 +1,45 @@
+"""The values a user sees: a job handed to the handler, and a stats snapshot."""
+
+from __future__ import annotations
+
+from typing import final
+
+import attrs
+
+__all__ = ["Job", "Stats"]
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Job:
+    """One accepted job, as the handler receives it."""
+
+    id: int
+    """Unique and increasing in acceptance order, across restarts."""
+    key: str | None
+    """The sequence key, or None for a job from ``submit``."""
+    payload: object
+    """The payload as the codec decoded it from the journal."""
+    attempt: int = 1
+    """1 for the first try, counting attempts across restarts."""
+    unique: str | None = None
+    """The unique key this job holds until it is terminal, if any."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Stats:
+    """A snapshot of a supervisor's state, from ``Supervisor.stats()``."""
+
+    actors: int
+    """Live actor tasks: one per active key, plus one per keyless job in flight."""
+    queued: int
+    """Accepted jobs that are not running and not terminal (halted keys included)."""
+    running: int
+    """Jobs whose attempt is in progress."""
+    completed: int
+    """Jobs completed since the supervisor opened."""
+    discarded: int
+    """Jobs discarded since the supervisor opened."""
+    halted_keys: frozenset[str]
+    """Keys parked by a discard under ``on_discard="halt"``."""

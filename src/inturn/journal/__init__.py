@@ -1,0 +1,33 @@
+"""Journals: where accepted jobs live until they are terminal."""
+
+from __future__ import annotations
+
+from ._protocol import Journal
+from .memory import MemoryJournal
+from .records import (
+    Append,
+    Change,
+    Complete,
+    DeadLetter,
+    Discard,
+    Halt,
+    MarkAttempt,
+    Recovery,
+    Resume,
+    StoredJob,
+)
+
+__all__ = [
+    "Append",
+    "Change",
+    "Complete",
+    "DeadLetter",
+    "Discard",
+    "Halt",
+    "Journal",
+    "MarkAttempt",
+    "MemoryJournal",
+    "Recovery",
+    "Resume",
+    "StoredJob",
+]

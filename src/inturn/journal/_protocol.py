@@ -1,0 +1,42 @@
+"""The port between the runtime and whatever stores its jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from .records import Change, Recovery
+
+__all__ = ["Journal"]
+
+
+class Journal(Protocol):
+    """**Protocol:** where accepted jobs live until they are terminal.
+
+    A supervisor calls `open` once when it starts, `write` for every change,
+    and `aclose` when it stops; a journal can be opened again afterwards, the
+    way a file is reopened after a restart.
+
+    * ``write`` applies a batch of changes all-or-nothing and returns only once
+      they are durable (as durable as the journal promises).  Job ids are
+      chosen by the supervisor, increasing in acceptance order, starting at
+      ``Recovery.next_id``.
+    * ``open`` returns every unfinished job in id order, with the attempts
+      marked for it, and the halted keys.
+    * Completed jobs may be forgotten; discarded ones are kept as dead letters.
+
+    Every method is a trio checkpoint.  A failure raises `inturn.JournalError`
+    (or a subclass) and leaves the journal as it was before the call.
+    """
+
+    async def open(self) -> Recovery:
+        """Claim the journal for one supervisor and return what it holds."""
+        ...
+
+    async def write(self, changes: Sequence[Change]) -> None:
+        """Apply *changes* atomically, in order."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the journal; its contents stay for the next `open`."""
+        ...

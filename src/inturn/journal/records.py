@@ -1,0 +1,117 @@
+"""The journal's vocabulary: the changes a supervisor writes, and what it reads back.
+
+Changes are frozen values so the runtime can batch whatever it has into one
+``Journal.write`` call; a durable journal turns one batch into one
+transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeAlias
+
+import attrs
+
+__all__ = [
+    "Append",
+    "Change",
+    "Complete",
+    "DeadLetter",
+    "Discard",
+    "Halt",
+    "MarkAttempt",
+    "Recovery",
+    "Resume",
+    "StoredJob",
+]
+
+
+@attrs.frozen(kw_only=True)
+class Append:
+    """A job was accepted; it is unfinished until `Complete` or `Discard`."""
+
+    job_id: int
+    key: str | None
+    data: bytes
+    unique: str | None = None
+
+
+@attrs.frozen
+class MarkAttempt:
+    """Attempt number *attempt* of *job_id* is about to run.
+
+    Written before the handler runs, so attempts survive a crash: a job whose
+    handler kills the process every time still runs out of attempts.  Written
+    with ``attempt - 1`` to give back an attempt that shutdown interrupted.
+    """
+
+    job_id: int
+    attempt: int
+
+
+@attrs.frozen
+class Complete:
+    """*job_id* completed; a journal may forget it (history stays bounded)."""
+
+    job_id: int
+
+
+@attrs.frozen
+class Discard:
+    """*job_id* was given up after *error*; a journal keeps it as a dead letter."""
+
+    job_id: int
+    error: str
+
+
+@attrs.frozen
+class Halt:
+    """*key* is parked: its queued jobs wait until `Resume`."""
+
+    key: str
+
+
+@attrs.frozen
+class Resume:
+    """*key* may run its queued jobs again."""
+
+    key: str
+
+
+Change: TypeAlias = Append | MarkAttempt | Complete | Discard | Halt | Resume
+
+
+@attrs.frozen(kw_only=True)
+class StoredJob:
+    """An unfinished job as a journal hands it back."""
+
+    id: int
+    key: str | None
+    data: bytes
+    unique: str | None = None
+    attempts: int = 0
+    """Attempts started and not given back: the next one is ``attempts + 1``."""
+
+
+@attrs.frozen(kw_only=True)
+class DeadLetter:
+    """A discarded job, kept for inspection."""
+
+    id: int
+    key: str | None
+    data: bytes
+    unique: str | None
+    attempts: int
+    error: str
+
+
+@attrs.frozen(kw_only=True)
+class Recovery:
+    """What a journal holds when a supervisor opens it."""
+
+    next_id: int = 1
+    """Ids below this were handed out before and are never reused."""
+    jobs: Sequence[StoredJob] = ()
+    """Every unfinished job, in acceptance (id) order."""
+    halted: frozenset[str] = frozenset()
+    """Keys parked by `Halt` and not resumed."""

@@ -1,0 +1,327 @@
+"""`open_supervisor` and `Supervisor`: the public face of the runtime.
+
+Theory of operation
+-------------------
+``open_supervisor`` opens the journal, rebuilds the core from it, and runs
+one nursery for all actor tasks.  The user's ``async with`` body runs inside
+that nursery, so its lifetime is structured the way trio's is:
+
+* leaving the body normally waits until idle (every job terminal or parked on
+  a halted key), then stops the lingering actors;
+* cancellation stops at once: running handlers are cancelled, nothing is
+  marked failed, unfinished jobs stay in the journal for the next open;
+* a runtime error beyond the restart budget cancels everything and comes out
+  of ``open_supervisor`` as itself.
+
+The nursery is an implementation detail, so its exception groups are
+unwrapped: an exception from the body, or an escalated runtime error, comes
+out bare when it is the only one.  Two or more real errors (the body failed
+*and* the runtime escalated) come out as an `ExceptionGroup`, so neither is
+lost.
+
+``send`` follows one shape: validate -> encode -> reserve in the core
+(synchronous: id, FIFO place, unique key) -> journal (the one await) -> commit
+(synchronous: the gate may open).  A failure before the commit retracts the
+reservation, so a rejected ``send`` changes nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import random as _random
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Literal, NoReturn, final
+
+import structlog
+import trio
+
+from .actors import Handler, Runtime, Waiter
+from .codec import Codec, JSONCodec
+from .core import Core, Entry
+from .errors import EncodeError, JobDiscarded, SupervisorClosed
+from .jobs import Stats
+from .journal import Append, Journal, MemoryJournal, Resume
+from .keys import validate_key, validate_unique
+from .retry import Retry
+
+__all__ = ["Supervisor", "open_supervisor"]
+
+logger = structlog.get_logger("inturn")
+
+
+@final
+class Supervisor:
+    """Accepts jobs and runs them: one at a time, in order, per key.
+
+    Made by `open_supervisor`; valid inside its ``async with`` block.
+    """
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+
+    async def send(self, key: str, payload: object, *, unique: str | None = None) -> int:
+        """Accept a job for sequence *key*; return its id once it is journaled.
+
+        It runs after every job accepted before it for *key* is terminal, and
+        never blocks because *key* is busy: the backlog has no limit.
+
+        Raises:
+            TypeError: *key* or *unique* is not a `str`.
+            InvalidKey: *key* or *unique* breaks a key rule.
+            EncodeError: the codec cannot round-trip *payload*.
+            DuplicateError: an unfinished job holds *unique*.
+            SupervisorClosed: the supervisor has stopped.
+            JournalError: the journal could not store the job.
+
+        Any of these leaves everything as it was: nothing is journaled.
+        """
+        key = validate_key(key)
+        return (await self._accept(key, payload, unique)).id
+
+    async def submit(self, payload: object, *, unique: str | None = None) -> int:
+        """Accept a job with no key: it runs concurrently with everything else.
+
+        Raises the same errors as `send`.
+        """
+        return (await self._accept(None, payload, unique)).id
+
+    async def ask(self, key: str, payload: object, *, unique: str | None = None) -> object:
+        """`send` a job, wait for it, and return what its handler returned.
+
+        Raises:
+            JobDiscarded: the job was discarded; its ``__cause__`` is the last failure.
+            SupervisorClosed: the supervisor stopped before the job was terminal.
+
+        and the errors of `send`.  If the caller is cancelled, the job itself
+        still runs: it was accepted.
+        """
+        key = validate_key(key)
+        entry = await self._accept(key, payload, unique)
+        # No checkpoint since the commit, so the job cannot have finished yet.
+        waiter = self._runtime.waiters[entry.id] = Waiter()
+        try:
+            await waiter.event.wait()
+        finally:
+            self._runtime.waiters.pop(entry.id, None)
+        if waiter.closed:
+            raise SupervisorClosed(f"the supervisor stopped before job {entry.id} finished")
+        if waiter.error is not None:
+            raise JobDiscarded(entry.id) from waiter.error
+        return waiter.result
+
+    async def wait_idle(self) -> None:
+        """Wait until every accepted job is terminal, or parked on a halted key.
+
+        Raises:
+            SupervisorClosed: the supervisor stopped with jobs still unfinished.
+        """
+        await trio.lowlevel.checkpoint()
+        await self._runtime.wait_idle()
+        if not self._runtime.core.idle:
+            raise SupervisorClosed("the supervisor stopped with jobs unfinished")
+
+    async def resume(self, key: str) -> None:
+        """Let a key halted by a discard run its queued jobs again, in order.
+
+        Resuming a key that is not halted does nothing.
+
+        Raises:
+            TypeError, InvalidKey: *key* is not a valid key.
+            SupervisorClosed: the supervisor has stopped.
+        """
+        key = validate_key(key)
+        runtime = self._runtime
+        if runtime.closed:
+            raise SupervisorClosed("the supervisor has stopped")
+        if not runtime.core.is_halted(key):
+            await trio.lowlevel.checkpoint()
+            return
+        await runtime.journal.write([Resume(key)])
+        if runtime.core.resume(key):
+            runtime.spawn(key)
+        logger.info("key.resumed", key=key)
+        runtime.check_idle()
+
+    def stats(self) -> Stats:
+        """A snapshot of the supervisor's counters."""
+        runtime = self._runtime
+        return runtime.core.stats(actors=len(runtime.actors), running=runtime.running)
+
+    async def _accept(self, key: str | None, payload: object, unique: object) -> Entry:
+        runtime = self._runtime
+        if runtime.closed:
+            raise SupervisorClosed("the supervisor has stopped")
+        unique = validate_unique(unique)
+        try:
+            data = runtime.codec.encode(payload)
+        except EncodeError:
+            raise
+        except Exception as exc:  # a custom codec's own error type
+            raise EncodeError(f"cannot encode payload: {exc}") from exc
+        entry = runtime.core.reserve(key, data, unique)
+        try:
+            await runtime.journal.write(
+                [Append(job_id=entry.id, key=key, data=data, unique=unique)]
+            )
+        except BaseException:
+            runtime.core.retract(entry)
+            runtime.wake(entry.lane)  # its actor may be waiting on this head
+            runtime.check_idle()
+            raise
+        if runtime.closed:  # stopped (cancelled) while we were journaling
+            raise SupervisorClosed(
+                f"the supervisor stopped while job {entry.id} was journaled;"
+                " it runs when the journal is opened again"
+            )
+        runtime.committed(entry)
+        logger.debug("job.accepted", key=key, job_id=entry.id)
+        return entry
+
+
+def _number(name: str, value: object, *, minimum: float, inclusive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    if not math.isfinite(value) or value < minimum or (not inclusive and value == minimum):
+        relation = ">=" if inclusive else ">"
+        raise ValueError(f"{name} must be a finite number {relation} {minimum}, not {value!r}")
+    return float(value)
+
+
+def _count(name: str, value: object, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, not {value!r}")
+    return value
+
+
+@asynccontextmanager
+async def open_supervisor(
+    handler: Handler,
+    *,
+    journal: Journal | None = None,
+    retry: Retry | None = None,
+    idle_timeout: float = 1.0,
+    job_timeout: float | None = None,
+    on_discard: Literal["continue", "halt"] = "continue",
+    max_concurrency: int | None = None,
+    codec: Codec | None = None,
+    max_restarts: int = 3,
+    restart_window: float = 5.0,
+    random: Callable[[], float] | None = None,
+) -> AsyncIterator[Supervisor]:
+    """Run *handler* for every accepted job, one at a time per key.
+
+    Args:
+        handler: ``async def handler(job: inturn.Job) -> object``.  An
+            `Exception` it raises fails the attempt; what it returns is the
+            result ``ask`` gets.
+        journal: where jobs live until they are terminal; None means a fresh
+            `MemoryJournal`.  Unfinished jobs found in it are run again.
+        retry: the retry policy; None means ``Retry()``.
+        idle_timeout: seconds an actor lingers with an empty mailbox.
+        job_timeout: seconds an attempt may run before it fails with
+            `TimeoutError`; None for no limit.
+        on_discard: ``"continue"`` runs a key's next job after a discard;
+            ``"halt"`` parks the key until `Supervisor.resume`.
+        max_concurrency: at most this many handlers at once (fair, FIFO);
+            None for no limit.
+        codec: turns payloads into bytes and back; None means `JSONCodec()`.
+        max_restarts: crashes of the runtime around jobs (a journal failing,
+            say) tolerated within *restart_window* seconds; one more escalates.
+        restart_window: see *max_restarts*.
+        random: the jitter's random source (``() -> float in [0, 1)``); pass a
+            seeded one for repeatable delays.
+
+    Raises:
+        TypeError, ValueError: an argument is invalid (before anything starts).
+
+    Exceptions from the ``async with`` body, and a runtime error escalated
+    beyond the restart budget, come out as themselves, not wrapped in an
+    exception group, unless there are several.
+    """
+    if not callable(handler):
+        raise TypeError(f"handler must be an async callable, not {handler!r}")
+    if retry is None:
+        retry = Retry()
+    elif not isinstance(retry, Retry):
+        raise TypeError(f"retry must be an inturn.Retry, not {type(retry).__name__}")
+    idle_timeout = _number("idle_timeout", idle_timeout, minimum=0)
+    if job_timeout is not None:
+        job_timeout = _number("job_timeout", job_timeout, minimum=0, inclusive=False)
+    if on_discard not in ("continue", "halt"):
+        raise ValueError(f"on_discard must be 'continue' or 'halt', not {on_discard!r}")
+    limiter = None
+    if max_concurrency is not None:
+        limiter = trio.CapacityLimiter(_count("max_concurrency", max_concurrency, minimum=1))
+    max_restarts = _count("max_restarts", max_restarts, minimum=0)
+    restart_window = _number("restart_window", restart_window, minimum=0, inclusive=False)
+    if codec is None:
+        codec = JSONCodec()
+    elif not (
+        callable(getattr(codec, "encode", None)) and callable(getattr(codec, "decode", None))
+    ):
+        raise TypeError(f"codec must have encode() and decode(), not {codec!r}")
+    if random is None:
+        random = _random.Random().random
+    elif not callable(random):
+        raise TypeError(f"random must be a callable returning a float, not {random!r}")
+    if journal is None:
+        journal = MemoryJournal()
+    elif not all(callable(getattr(journal, name, None)) for name in ("open", "write", "aclose")):
+        raise TypeError(f"journal must be an inturn.Journal, not {journal!r}")
+
+    recovery = await journal.open()
+    try:
+        core = Core(retry, on_discard)
+        lanes = core.restore(recovery)
+        runtime = Runtime(
+            core=core,
+            journal=journal,
+            codec=codec,
+            handler=handler,
+            random=random,
+            idle_timeout=idle_timeout,
+            job_timeout=job_timeout,
+            limiter=limiter,
+            max_restarts=max_restarts,
+            restart_window=restart_window,
+        )
+        errors: list[BaseException] = []
+        try:
+            async with trio.open_nursery() as nursery:
+                runtime.nursery = nursery
+                for lane in lanes:
+                    runtime.spawn(lane)
+                yield Supervisor(runtime)
+                await runtime.wait_idle()
+                runtime.close()
+                nursery.cancel_scope.cancel()  # only lingering actors are left
+        except BaseExceptionGroup as group:
+            errors.extend(group.exceptions)
+        finally:
+            runtime.close()
+        if runtime.escalated is not None:
+            errors.append(runtime.escalated)
+        if errors:
+            _raise_unwrapped(errors)
+    finally:
+        with trio.CancelScope(shield=True):
+            await journal.aclose()
+
+
+def _raise_unwrapped(errors: list[BaseException]) -> NoReturn:
+    """Raise the one real error bare; several as a group; else a Cancelled."""
+    real = [error for error in errors if not isinstance(error, trio.Cancelled)]
+    if len(real) > 1:
+        raise BaseExceptionGroup("several errors stopped the inturn supervisor", real)
+    error = real[0] if real else errors[0]
+    # Keep the error's own context and cause, not the group's (as trio does).
+    context, cause, suppress = error.__context__, error.__cause__, error.__suppress_context__
+    try:
+        raise error
+    finally:
+        error.__context__, error.__cause__ = context, cause
+        error.__suppress_context__ = suppress
+        del error

@@ -1,0 +1,137 @@
+"""Tools for testing code that uses inturn.  Not imported by ``import inturn``.
+
+With pytest-trio's ``autojump_clock`` fixture, backoff delays and idle
+timeouts pass in virtual time: a test that retries five times with a minute
+of backoff each returns at once.  `Recorder` wraps a handler and records every
+attempt on trio's clock, so a test can check what the handler saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import pairwise
+
+import attrs
+import trio
+
+from .actors import Handler
+from .errors import JournalError
+from .jobs import Job
+from .journal import Change, Journal, Recovery
+
+__all__ = ["Call", "FaultyJournal", "Recorder"]
+
+
+@attrs.define(eq=False, kw_only=True)
+class Call:
+    """One attempt the handler made, on trio's clock."""
+
+    job: Job
+    start: float
+    end: float | None = None
+    """None while the attempt is running (or if it was cancelled)."""
+    result: object = None
+    error: BaseException | None = None
+    overlapped: bool = False
+    """Another job of the same key was running when this one started."""
+
+
+async def _return_none(job: Job) -> None:
+    await trio.lowlevel.checkpoint()
+
+
+@attrs.define(eq=False)
+class Recorder:
+    """A handler wrapper that records each attempt's start and end.
+
+    Pass it to ``open_supervisor`` in place of the handler::
+
+        recorder = Recorder(handler)
+        async with inturn.open_supervisor(recorder) as sup:
+            ...
+        recorder.assert_sequential()
+
+    Without a handler it records calls to a no-op that returns None.
+    """
+
+    handler: Handler = _return_none
+    calls: list[Call] = attrs.field(factory=list, init=False)
+    _running: dict[str, int] = attrs.field(factory=dict, init=False)
+
+    async def __call__(self, job: Job) -> object:
+        call = Call(job=job, start=trio.current_time())
+        self.calls.append(call)
+        if job.key is not None:
+            call.overlapped = self._running.get(job.key, 0) > 0
+            self._running[job.key] = self._running.get(job.key, 0) + 1
+        try:
+            call.result = await self.handler(job)
+        except Exception as exc:
+            call.error = exc
+            raise
+        finally:
+            if job.key is not None:
+                self._running[job.key] -= 1
+                if not self._running[job.key]:
+                    del self._running[job.key]
+        call.end = trio.current_time()
+        return call.result
+
+    def by_key(self) -> dict[str | None, list[Call]]:
+        """The calls per key (None for keyless jobs), each list in start order."""
+        grouped: dict[str | None, list[Call]] = {}
+        for call in self.calls:
+            grouped.setdefault(call.job.key, []).append(call)
+        return grouped
+
+    def assert_sequential(self) -> None:
+        """Assert that each key's jobs ran one at a time, in acceptance order.
+
+        Within a key no attempt started while another was running, job ids never
+        went down (a retry repeats its id), and attempts of one job counted up.
+
+        Raises:
+            AssertionError: naming the key and the jobs at fault.
+        """
+        for key, calls in self.by_key().items():
+            if key is None:
+                continue
+            for call in calls:
+                assert not call.overlapped, (
+                    f"key {key!r}: job {call.job.id} started while another job was running"
+                )
+            for before, after in pairwise(calls):
+                assert after.job.id >= before.job.id, (
+                    f"key {key!r}: job {after.job.id} ran after job {before.job.id}"
+                )
+                if after.job.id == before.job.id:
+                    assert after.job.attempt > before.job.attempt, (
+                        f"key {key!r}: job {after.job.id} repeated attempt {after.job.attempt}"
+                    )
+
+
+@attrs.define(eq=False)
+class FaultyJournal:
+    """Wraps a journal and makes chosen writes fail, for fault-injection tests.
+
+    *fail* sees each batch of changes; when it returns True the write raises
+    `JournalError` and the inner journal is left untouched.
+    """
+
+    inner: Journal
+    fail: Callable[[Sequence[Change]], bool] = attrs.field(default=lambda changes: False)
+    failures: int = attrs.field(default=0, init=False)
+    """How many writes were made to fail."""
+
+    async def open(self) -> Recovery:
+        return await self.inner.open()
+
+    async def write(self, changes: Sequence[Change]) -> None:
+        if self.fail(changes):
+            await trio.lowlevel.checkpoint()
+            self.failures += 1
+            raise JournalError("injected failure")
+        await self.inner.write(changes)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
