@@ -93,10 +93,18 @@ class Runtime:
     running: int = 0
     closed: bool = False
     escalated: BaseException | None = None
+    reaper: IdleReaper = attrs.field(factory=lambda: IdleReaper())
     _crashes: deque[float] = attrs.field(factory=deque)
     _idle: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
 
     # -- called by the supervisor --------------------------------------------
+
+    def start(self, nursery: trio.Nursery, lanes: list[Lane]) -> None:
+        """Run in *nursery*: the idle reaper, and an actor for each of *lanes*."""
+        self.nursery = nursery
+        nursery.start_soon(self.reaper.run)
+        for lane in lanes:
+            self.spawn(lane)
 
     def committed(self, entry: Entry) -> None:
         """*entry* is durable: start an actor for its lane, or wake the one there."""
@@ -192,20 +200,64 @@ class Runtime:
 
 
 @attrs.define(eq=False)
+class IdleReaper:
+    """Times out idle actors: one timer for all of them, not one per actor.
+
+    Every actor lingers the same ``idle_timeout``, so deadlines arrive in the
+    order actors went idle and a FIFO of ``(deadline, actor, token)`` is
+    already sorted.  An actor woken by a send before its deadline bumps its
+    token, which turns its entry here stale.
+    """
+
+    _deadlines: deque[tuple[float, Actor, int]] = attrs.field(factory=deque)
+    _added: trio.Event = attrs.field(factory=trio.Event)
+
+    def add(self, deadline: float, actor: Actor, token: int) -> None:
+        self._deadlines.append((deadline, actor, token))
+        self._added.set()
+
+    async def run(self) -> None:
+        deadlines = self._deadlines
+        while True:
+            if not deadlines:
+                self._added = trio.Event()
+                await self._added.wait()
+            await trio.sleep_until(deadlines[0][0])
+            now = trio.current_time()
+            while deadlines and deadlines[0][0] <= now:
+                _, actor, token = deadlines.popleft()
+                actor.expire(token)
+
+
+@attrs.define(eq=False)
 class Actor:
     """Runs one lane's jobs, one at a time, in order."""
 
     runtime: Runtime
     lane: Lane
-    _wakeup: trio.Event | None = attrs.field(default=None, init=False)
+    _parked: trio.lowlevel.Task | None = attrs.field(default=None, init=False)
+    _woken: bool = attrs.field(default=False, init=False)
+    _token: int = attrs.field(default=0, init=False)
 
     @property
     def _key(self) -> str | None:
         return self.lane if isinstance(self.lane, str) else None
 
     def wake(self) -> None:
-        if self._wakeup is not None:
-            self._wakeup.set()
+        """New work may be startable: stop waiting."""
+        self._unpark(woken=True)
+
+    def expire(self, token: int) -> None:
+        """The idle deadline registered with *token* passed."""
+        if token == self._token:
+            self._unpark(woken=False)
+
+    def _unpark(self, *, woken: bool) -> None:
+        task = self._parked
+        if task is not None:
+            self._parked = None
+            self._woken = woken
+            trio.lowlevel.reschedule(task)
 
     async def run(self) -> None:
         """Serve the lane until the core lets the actor retire."""
@@ -213,10 +265,15 @@ class Actor:
         # a keyless lane holds one job: nothing will follow it, so don't linger
         linger = self.runtime.idle_timeout if isinstance(self.lane, str) else 0.0
         logger.debug("actor.spawned", key=self._key)
+        marked: Entry | None = None  # journaled as started, with the last completion
+        yielded = True  # a schedule point since the last job: spawned, or woken
         while True:
             entry = core.start(self.lane)
             if entry is not None:
-                await self._attempt(entry)
+                if not yielded:  # however fast the handler, let other tasks run
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                marked = await self._attempt(entry, marked=entry is marked)
+                yielded = False
                 continue
             if core.is_halted(self.lane) or not await self._wait(linger):
                 if core.try_retire(self.lane):
@@ -225,18 +282,30 @@ class Actor:
                     return
                 # the head is still being journaled: its send will wake us
                 await self._wait(math.inf)
+            yielded = True
 
     async def _wait(self, seconds: float) -> bool:
         """Wait for a wake-up; False if *seconds* passed without one."""
         if seconds <= 0:
             return False
-        wakeup = self._wakeup = trio.Event()
-        with trio.move_on_after(seconds):
-            await wakeup.wait()
-        self._wakeup = None
-        return wakeup.is_set()
+        self._token += 1
+        if seconds != math.inf:
+            self.runtime.reaper.add(trio.current_time() + seconds, self, self._token)
+        self._parked = trio.lowlevel.current_task()
 
-    async def _attempt(self, entry: Entry) -> None:
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self._parked = None
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        await trio.lowlevel.wait_task_rescheduled(abort)
+        return self._woken
+
+    async def _attempt(self, entry: Entry, *, marked: bool) -> Entry | None:
+        """Run one attempt of *entry* and carry out its outcome.
+
+        Returns the entry behind it if the completion journaled its start too
+        (one write instead of two); *marked* says this happened for *entry*.
+        """
         try:
             if entry.exhausted:
                 error = PermanentError(
@@ -244,9 +313,10 @@ class Actor:
                 )
                 outcome: Completed | Outcome = self._failed(entry, error)
             else:
-                await self.runtime.journal.write([MarkAttempt(entry.id, entry.attempt)])
+                if not marked:
+                    await self.runtime.journal.write([MarkAttempt(entry.id, entry.attempt)])
                 outcome = await self._run(entry)
-            await self._carry_out(outcome)
+            return await self._carry_out(outcome)
         except BaseException:
             if entry.running:
                 self.runtime.core.interrupt(entry)
@@ -285,14 +355,23 @@ class Actor:
             raise
         return Completed(entry, result)
 
-    async def _carry_out(self, outcome: Completed | Outcome) -> None:
+    async def _carry_out(self, outcome: Completed | Outcome) -> Entry | None:
         runtime, core = self.runtime, self.runtime.core
         match outcome:
             case Completed(entry=entry, result=result):
-                await runtime.journal.write([Complete(entry.id)])
+                # The job behind may start the moment this one is complete, so
+                # its start is journaled in the same write.
+                successor = core.successor(entry)
+                if successor is None:
+                    await runtime.journal.write([Complete(entry.id)])
+                else:
+                    await runtime.journal.write(
+                        [Complete(entry.id), MarkAttempt(successor.id, successor.attempt)]
+                    )
                 core.complete(entry)
                 logger.debug("job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt)
                 runtime.finished(entry, result=result)
+                return successor
             case Backoff(entry=entry, at=at):
                 core.backoff(entry)
                 logger.debug(
@@ -322,3 +401,4 @@ class Actor:
                 runtime.finished(entry, error=error)
             case _:
                 assert_never(outcome)
+        return None

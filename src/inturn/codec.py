@@ -57,10 +57,15 @@ class JSONCodec:
 
     _by_type: dict[type, str]
     _by_name: dict[str, type]
+    _encoder: json.JSONEncoder
+    _decoder: json.JSONDecoder
 
     def __init__(self, types: Iterable[type] = ()) -> None:
         self._by_type = {}
         self._by_name = {}
+        # Built once: json.dumps/loads build a new one per call when given options.
+        self._encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+        self._decoder = json.JSONDecoder(object_hook=self._from_dict)
         for cls in types:
             if not attrs.has(cls):
                 raise TypeError(f"JSONCodec can only register attrs classes, not {cls!r}")
@@ -76,17 +81,19 @@ class JSONCodec:
     def encode(self, payload: object) -> bytes:
         try:
             tree = self._to_tree(payload)
-            return json.dumps(tree, ensure_ascii=False, separators=(",", ":")).encode()
+            return self._encoder.encode(tree).encode()
         except RecursionError:
             raise EncodeError("payload is nested too deeply (or contains itself)") from None
         except UnicodeEncodeError:
             raise EncodeError(
                 "payload strings must be valid Unicode (no lone surrogates)"
             ) from None
+        except ValueError as exc:  # e.g. an int with more digits than int <-> str allows
+            raise EncodeError(f"cannot encode payload: {exc}") from None
 
     def decode(self, data: bytes) -> object:
         try:
-            return json.loads(data, object_hook=self._from_dict)
+            return self._decoder.decode(data.decode())
         except DecodeError:
             raise
         except Exception as exc:
@@ -121,9 +128,9 @@ class JSONCodec:
         return tree
 
     def _from_dict(self, tree: dict[str, object]) -> object:
-        type_name = tree.pop(TYPE_TAG, None)
-        if type_name is None:
+        if TYPE_TAG not in tree:
             return tree
+        type_name = tree.pop(TYPE_TAG)
         cls = self._by_name.get(type_name) if isinstance(type_name, str) else None
         if cls is None:
             raise DecodeError(f"payload type {type_name!r} is not registered with this codec")

@@ -177,6 +177,18 @@ class Core:
         head.running = True
         return head
 
+    def successor(self, entry: Entry) -> Entry | None:
+        """The entry that may start once running head *entry* completes, if any.
+
+        Lets the shell journal "complete this, start that" in one write.  Only
+        this lane's actor pops heads, so the answer holds until it completes.
+        """
+        state = self._lanes[entry.lane]
+        if state.halted or len(state.fifo) < 2:
+            return None
+        after = state.fifo[1]
+        return after if after.durable and not after.exhausted else None
+
     def failed(
         self, entry: Entry, error: BaseException, *, now: float, random: Callable[[], float]
     ) -> Outcome:

@@ -25,7 +25,7 @@ def validate_key(key: object, *, what: str = "key") -> str:
     if type(key) is not str:
         if not isinstance(key, str):
             raise TypeError(f"{what} must be a str, not {type(key).__name__}")
-        key = str(key)  # a str subclass could override encode() or __eq__
+        key = str.__str__(key)  # its own characters, whatever its __str__ or encode() say
     if not key:
         raise InvalidKey(f"{what} must not be empty")
     if "\x00" in key:

@@ -6,7 +6,9 @@ Pure: the jitter's random source is an argument, so a test passes a seeded
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -27,6 +29,20 @@ def _exception_types(
             raise TypeError(f"permanent must hold exception types, not {item!r}")
 
 
+def _number(*types: type) -> Callable[[object, attrs.Attribute[Any], object], None]:
+    """A validator: a finite number of *types* (int or float by default), never a bool."""
+    allowed = types or (int, float)
+
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, allowed):
+            names = " or ".join(kind.__name__ for kind in allowed)
+            raise TypeError(f"{attribute.name} must be {names}, not {type(value).__name__}")
+        if not math.isfinite(value):  # type: ignore[arg-type]
+            raise ValueError(f"{attribute.name} must be finite, not {value!r}")
+
+    return check
+
+
 @attrs.frozen(kw_only=True)
 class Retry:
     """How a failing job is retried before it is discarded.
@@ -38,38 +54,14 @@ class Retry:
     a type in *permanent*, is never retried.
     """
 
-    max_attempts: int = attrs.field(
-        default=5, validator=[attrs.validators.instance_of(int), attrs.validators.ge(1)]
-    )
-    initial_delay: float = attrs.field(
-        default=0.5,
-        validator=[attrs.validators.instance_of((int, float)), attrs.validators.ge(0)],
-    )
-    multiplier: float = attrs.field(
-        default=2.0,
-        validator=[attrs.validators.instance_of((int, float)), attrs.validators.ge(1)],
-    )
-    max_delay: float = attrs.field(
-        default=60.0,
-        validator=[attrs.validators.instance_of((int, float)), attrs.validators.ge(0)],
-    )
+    max_attempts: int = attrs.field(default=5, validator=[_number(int), attrs.validators.ge(1)])
+    initial_delay: float = attrs.field(default=0.5, validator=[_number(), attrs.validators.ge(0)])
+    multiplier: float = attrs.field(default=2.0, validator=[_number(), attrs.validators.ge(1)])
+    max_delay: float = attrs.field(default=60.0, validator=[_number(), attrs.validators.ge(0)])
     jitter: float = attrs.field(
-        default=0.1,
-        validator=[
-            attrs.validators.instance_of((int, float)),
-            attrs.validators.ge(0),
-            attrs.validators.le(1),
-        ],
+        default=0.1, validator=[_number(), attrs.validators.ge(0), attrs.validators.le(1)]
     )
     permanent: tuple[type[BaseException], ...] = attrs.field(default=(), validator=_exception_types)
-
-    def __attrs_post_init__(self) -> None:
-        for name in ("initial_delay", "multiplier", "max_delay", "jitter"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or value != value or value == float("inf"):
-                raise ValueError(f"{name} must be a finite number, not {value!r}")
-        if isinstance(self.max_attempts, bool):
-            raise TypeError("max_attempts must be an int, not a bool")
 
     def is_permanent(self, error: BaseException) -> bool:
         """Whether *error* discards its job without a retry."""

@@ -176,6 +176,9 @@ class Supervisor:
             )
         runtime.committed(entry)
         logger.debug("job.accepted", key=key, job_id=entry.id)
+        # The journal may not have yielded (the memory one doesn't): make send
+        # a full checkpoint, shielded so an accepted job is never reported lost.
+        await trio.lowlevel.cancel_shielded_checkpoint()
         return entry
 
 
@@ -291,9 +294,7 @@ async def open_supervisor(
         errors: list[BaseException] = []
         try:
             async with trio.open_nursery() as nursery:
-                runtime.nursery = nursery
-                for lane in lanes:
-                    runtime.spawn(lane)
+                runtime.start(nursery, lanes)
                 yield Supervisor(runtime)
                 await runtime.wait_idle()
                 runtime.close()

@@ -25,8 +25,12 @@ class Journal(Protocol):
       marked for it, and the halted keys.
     * Completed jobs may be forgotten; discarded ones are kept as dead letters.
 
-    Every method is a trio checkpoint.  A failure raises `inturn.JournalError`
-    (or a subclass) and leaves the journal as it was before the call.
+    Every method is a cancellation point: if the caller is cancelled before
+    anything is stored, it raises `trio.Cancelled` and stores nothing.  A
+    journal that waits for I/O yields to other tasks; one that has nothing to
+    wait for (`MemoryJournal`) need not, as the runtime adds the schedule
+    points fairness needs.  A failure raises `inturn.JournalError` (or a
+    subclass) and leaves the journal as it was before the call.
     """
 
     async def open(self) -> Recovery:

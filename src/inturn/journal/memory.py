@@ -30,6 +30,19 @@ from .records import (
 __all__ = ["MemoryJournal"]
 
 
+@attrs.define(eq=False, slots=True)
+class _Row:
+    key: str | None
+    data: bytes
+    unique: str | None
+    attempts: int = 0
+
+    def stored(self, job_id: int) -> StoredJob:
+        return StoredJob(
+            id=job_id, key=self.key, data=self.data, unique=self.unique, attempts=self.attempts
+        )
+
+
 @attrs.define(eq=False)
 class MemoryJournal:
     """A journal in memory: survives a supervisor, not the process.
@@ -37,7 +50,7 @@ class MemoryJournal:
     Reopen it with a new supervisor to test recovery without a file.
     """
 
-    _jobs: dict[int, StoredJob] = attrs.field(factory=dict, init=False)
+    _jobs: dict[int, _Row] = attrs.field(factory=dict, init=False)
     _unique: dict[str, int] = attrs.field(factory=dict, init=False)
     _dead: dict[int, DeadLetter] = attrs.field(factory=dict, init=False)
     _halted: set[str] = attrs.field(factory=set, init=False)
@@ -51,29 +64,17 @@ class MemoryJournal:
         self._is_open = True
         return Recovery(
             next_id=self._next_id,
-            jobs=sorted(self._jobs.values(), key=lambda job: job.id),
+            jobs=self.unfinished(),
             halted=frozenset(self._halted),
         )
 
     async def write(self, changes: Sequence[Change]) -> None:
-        await trio.lowlevel.checkpoint()
+        # A cancellation point, not a schedule point: there is nothing to wait
+        # for, and the runtime yields where fairness needs it.
+        await trio.lowlevel.checkpoint_if_cancelled()
         if not self._is_open:
             raise JournalError("this MemoryJournal is not open")
-        if len(changes) == 1:  # the common case needs no staging copy
-            self._check(changes[0], self._jobs, self._unique)
-            self._apply(changes[0])
-            return
-        jobs, unique = dict(self._jobs), dict(self._unique)
-        for change in changes:  # check the whole batch first: all or nothing
-            self._check(change, jobs, unique)
-            if isinstance(change, Append):
-                jobs[change.job_id] = StoredJob(id=change.job_id, key=None, data=b"")
-                if change.unique is not None:
-                    unique[change.unique] = change.job_id
-            elif isinstance(change, Complete | Discard):
-                job = jobs.pop(change.job_id)
-                if job.unique is not None:
-                    del unique[job.unique]
+        self._check(changes)  # the whole batch first: all or nothing
         for change in changes:
             self._apply(change)
 
@@ -87,32 +88,60 @@ class MemoryJournal:
 
     def unfinished(self) -> list[StoredJob]:
         """Jobs neither completed nor discarded, in id order."""
-        return sorted(self._jobs.values(), key=lambda job: job.id)
+        return [self._jobs[job_id].stored(job_id) for job_id in sorted(self._jobs)]
 
-    def _check(self, change: Change, jobs: dict[int, StoredJob], unique: dict[str, int]) -> None:
-        if isinstance(change, Append):
-            if change.job_id < self._next_id or change.job_id in jobs:
-                raise JournalError(f"job id {change.job_id} was used before")
-            if change.unique is not None and change.unique in unique:
-                raise DuplicateError(change.unique, unique[change.unique])
-        elif isinstance(change, MarkAttempt | Complete | Discard) and change.job_id not in jobs:
-            raise JournalError(f"job {change.job_id} is not an unfinished job")
+    def _check(self, changes: Sequence[Change]) -> None:
+        """Raise if any change in the batch is illegal, without changing anything."""
+        if len(changes) == 1:  # the common case: nothing to stage
+            only = changes[0]
+            if isinstance(only, MarkAttempt | Complete | Discard) and only.job_id not in self._jobs:
+                raise JournalError(f"job {only.job_id} is not an unfinished job")
+            if not isinstance(only, Append):
+                return
+        appended: dict[int, str | None] = {}  # job id -> its unique key
+        finished: set[int] = set()
+        taken: dict[str, int] = {}
+        freed: set[str] = set()
+        for change in changes:
+            if isinstance(change, Append):
+                job_id, unique = change.job_id, change.unique
+                if job_id < self._next_id or job_id in self._jobs or job_id in appended:
+                    raise JournalError(f"job id {job_id} was used before")
+                if unique is not None:
+                    holder = taken.get(unique)
+                    if holder is None and unique not in freed:
+                        holder = self._unique.get(unique)
+                    if holder is not None:
+                        raise DuplicateError(unique, holder)
+                    taken[unique] = job_id
+                appended[job_id] = unique
+            elif isinstance(change, MarkAttempt | Complete | Discard):
+                job_id = change.job_id
+                if job_id in finished or not (job_id in self._jobs or job_id in appended):
+                    raise JournalError(f"job {job_id} is not an unfinished job")
+                if isinstance(change, Complete | Discard):
+                    finished.add(job_id)
+                    row = self._jobs.get(job_id)
+                    unique = row.unique if row is not None else appended[job_id]
+                    if unique is not None:
+                        freed.add(unique)
+                        taken.pop(unique, None)
 
     def _apply(self, change: Change) -> None:
         match change:
             case Append(job_id=job_id, key=key, data=data, unique=unique):
-                self._jobs[job_id] = StoredJob(id=job_id, key=key, data=data, unique=unique)
+                self._jobs[job_id] = _Row(key=key, data=data, unique=unique)
                 if unique is not None:
                     self._unique[unique] = job_id
                 self._next_id = max(self._next_id, job_id + 1)
             case MarkAttempt(job_id=job_id, attempt=attempt):
-                self._jobs[job_id] = attrs.evolve(self._jobs[job_id], attempts=attempt)
+                self._jobs[job_id].attempts = attempt
             case Complete(job_id=job_id):
                 self._forget(job_id)
             case Discard(job_id=job_id, error=error):
                 job = self._forget(job_id)
                 self._dead[job_id] = DeadLetter(
-                    id=job.id,
+                    id=job_id,
                     key=job.key,
                     data=job.data,
                     unique=job.unique,
@@ -124,7 +153,7 @@ class MemoryJournal:
             case Resume(key=key):
                 self._halted.discard(key)
 
-    def _forget(self, job_id: int) -> StoredJob:
+    def _forget(self, job_id: int) -> _Row:
         job = self._jobs.pop(job_id)
         if job.unique is not None:
             del self._unique[job.unique]

@@ -1,0 +1,142 @@
+"""Throughput of inturn against a minimal hand-written trio design, side by side.
+
+    python bench/throughput.py            # full run (issue #2's figures)
+    python bench/throughput.py --quick    # smaller counts, for a smoke test
+
+The minimal design is what one would write by hand for per-key FIFO on trio:
+a dict of key -> unbounded memory channel, one task per key spawned lazily
+that exits when its channel is empty, a no-op handler that awaits one
+checkpoint, and a producer that awaits one checkpoint per job.  It has no
+journal, no retries, no unique keys, no stats and no idle linger, so it is a
+ceiling, not a rival.
+
+inturn runs with its default in-memory journal (every payload goes through
+the JSON codec) and a producer that awaits ``send`` per job, then
+``wait_idle()``.  Both run in this one process, alternately, so machine noise
+hits both; the ratio inturn/minimal is the figure to read.
+
+Memory: each side runs one million distinct keys, one job each, in a fresh
+child process, and reports the growth of peak RSS (ru_maxrss).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import math
+import resource
+import subprocess
+import sys
+import time
+
+import structlog
+import trio
+
+import inturn
+
+
+def configure_logging() -> None:
+    # What an application does in production: debug off, loggers cached.
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        cache_logger_on_first_use=True,
+    )
+
+
+async def run_minimal(jobs: int, keys: int) -> None:
+    channels: dict[str, trio.MemorySendChannel[int]] = {}
+
+    async def handler(job: int) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def actor(key: str, receive: trio.MemoryReceiveChannel[int]) -> None:
+        while True:
+            try:
+                job = receive.receive_nowait()
+            except trio.WouldBlock:
+                # empty: exit, and let the next job for this key spawn a new task
+                del channels[key]
+                return
+            await handler(job)
+
+    async with trio.open_nursery() as nursery:
+        for n in range(jobs):
+            key = f"key-{n % keys}"
+            send = channels.get(key)
+            if send is None:
+                send, receive = trio.open_memory_channel[int](math.inf)
+                channels[key] = send
+                nursery.start_soon(actor, key, receive)
+            send.send_nowait(n)
+            await trio.lowlevel.checkpoint()
+
+
+async def run_inturn(jobs: int, keys: int, idle_timeout: float = 1.0) -> None:
+    async def handler(job: inturn.Job) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async with inturn.open_supervisor(handler, idle_timeout=idle_timeout) as sup:
+        for n in range(jobs):
+            await sup.send(f"key-{n % keys}", n)
+        await sup.wait_idle()
+
+
+def timed(run: object, jobs: int, keys: int) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    trio.run(run, jobs, keys)  # type: ignore[arg-type]
+    return jobs / (time.perf_counter() - start)
+
+
+def rss_child(side: str, keys: int, idle_timeout: float) -> None:
+    configure_logging()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if side == "minimal":
+        trio.run(run_minimal, keys, keys)
+    else:
+        trio.run(run_inturn, keys, keys, idle_timeout)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"growth_kib": after - before}))
+
+
+def rss_growth(side: str, keys: int, idle_timeout: float = 1.0) -> float:
+    out = subprocess.run(
+        [sys.executable, __file__, "--rss-child", side, str(keys), str(idle_timeout)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return float(json.loads(out)["growth_kib"]) / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
+    parser.add_argument("--rss-child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.rss_child:
+        side, keys, idle = args.rss_child
+        rss_child(side, int(keys), float(idle))
+        return
+    configure_logging()
+    jobs = 20_000 if args.quick else 200_000
+    key_counts = [1, 100, 1_000] if args.quick else [1, 100, 10_000, 100_000]
+    distinct = 20_000 if args.quick else 1_000_000
+
+    print(f"jobs per run: {jobs:,}; no-op handler; producer awaits each job")
+    print(f"{'keys':>8}  {'minimal jobs/s':>15}  {'inturn jobs/s':>14}  {'ratio':>6}")
+    for keys in key_counts:
+        minimal = timed(run_minimal, jobs, keys)
+        fast = timed(run_inturn, jobs, keys)
+        print(f"{keys:>8,}  {minimal:>15,.0f}  {fast:>14,.0f}  {fast / minimal:>6.2f}")
+
+    print(f"\npeak RSS growth, {distinct:,} distinct keys, one job each:")
+    print(f"  minimal design:                 {rss_growth('minimal', distinct):7.1f} MiB")
+    print(f"  inturn, idle_timeout=1.0 (default): {rss_growth('inturn', distinct):7.1f} MiB")
+    print(f"  inturn, idle_timeout=0:         {rss_growth('inturn', distinct, 0.0):7.1f} MiB")
+
+
+if __name__ == "__main__":
+    main()
