@@ -102,7 +102,7 @@ class Runtime:
     def start(self, nursery: trio.Nursery, lanes: list[Lane]) -> None:
         """Run in *nursery*: the idle reaper, and an actor for each of *lanes*."""
         self.nursery = nursery
-        nursery.start_soon(self.reaper.run)
+        nursery.start_soon(self.reaper.run, name="inturn.idle_reaper")
         for lane in lanes:
             self.spawn(lane)
 
@@ -116,7 +116,8 @@ class Runtime:
     def spawn(self, lane: Lane) -> None:
         assert self.nursery is not None
         actor = self.actors[lane] = Actor(self, lane)
-        self.nursery.start_soon(self._supervise, actor)
+        # A constant name: trio would otherwise format one per task.
+        self.nursery.start_soon(self._supervise, actor, name="inturn.actor")
 
     def wake(self, lane: Lane) -> None:
         actor = self.actors.get(lane)
@@ -292,13 +293,12 @@ class Actor:
         if seconds != math.inf:
             self.runtime.reaper.add(trio.current_time() + seconds, self, self._token)
         self._parked = trio.lowlevel.current_task()
-
-        def abort(_: object) -> trio.lowlevel.Abort:
-            self._parked = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
+        await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
         return self._woken
+
+    def _abort_wait(self, raise_cancel: object) -> trio.lowlevel.Abort:
+        self._parked = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
     async def _attempt(self, entry: Entry, *, marked: bool) -> Entry | None:
         """Run one attempt of *entry* and carry out its outcome.

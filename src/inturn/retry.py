@@ -37,7 +37,11 @@ def _number(*types: type) -> Callable[[object, attrs.Attribute[Any], object], No
         if isinstance(value, bool) or not isinstance(value, allowed):
             names = " or ".join(kind.__name__ for kind in allowed)
             raise TypeError(f"{attribute.name} must be {names}, not {type(value).__name__}")
-        if not math.isfinite(value):  # type: ignore[arg-type]
+        try:
+            finite = math.isfinite(value)  # type: ignore[arg-type]
+        except OverflowError:  # an int beyond any float: fine as a count, not as a delay
+            finite = float not in allowed
+        if not finite:
             raise ValueError(f"{attribute.name} must be finite, not {value!r}")
 
     return check
@@ -79,7 +83,7 @@ class Retry:
         delay = float(self.initial_delay)
         if delay > 0:
             try:
-                delay = min(self.max_delay, delay * self.multiplier ** (attempt - 1))
+                delay = min(self.max_delay, delay * float(self.multiplier) ** (attempt - 1))
             except OverflowError:  # the exponential outgrew floats: it is capped anyway
                 delay = self.max_delay
         return max(0.0, delay * (1 + self.jitter * (2 * random() - 1)))

@@ -9,6 +9,7 @@ exactly as one restarted on a file would.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import assert_never
 
 import attrs
 import trio
@@ -152,6 +153,8 @@ class MemoryJournal:
                 self._halted.add(key)
             case Resume(key=key):
                 self._halted.discard(key)
+            case _:
+                assert_never(change)
 
     def _forget(self, job_id: int) -> _Row:
         job = self._jobs.pop(job_id)

@@ -1,0 +1,255 @@
+"""`Core` against a small reference model, driven by hypothesis."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+from hypothesis import settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import inturn
+from inturn.core import Backoff, Core, Discarding, Entry, Lane
+
+KEYS = ("a", "b")
+UNIQUES = ("u", "v")
+MAX_ATTEMPTS = 2
+BOOM = ValueError("boom")
+
+keys = st.sampled_from(["a", "a", "a", "b", None])  # most jobs queue up behind others
+uniques = st.none() | st.sampled_from(UNIQUES)
+outcomes = st.sampled_from(["ok", "fail", "interrupt"])
+
+
+def pick(data: st.DataObject, options: Iterable[Lane]) -> Lane:
+    return data.draw(st.sampled_from(sorted(options, key=repr)))
+
+
+class CoreVsModel(RuleBasedStateMachine):
+    """The core against a model: per-lane lists of live job ids, oldest first.
+
+    The rules do what the trio shell does: ``send`` (reserve, then commit or
+    retract once the journal answers), an attached actor starting its head
+    and finishing it (ok, failed, interrupted), retiring, and ``resume``.
+    Keys halt on a discard (``on_discard="halt"``).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        retry = inturn.Retry(max_attempts=MAX_ATTEMPTS, initial_delay=1.0, jitter=0.0)
+        self.core = Core(retry=retry, on_discard="halt")
+        self.fifo: dict[Lane, list[int]] = {}
+        """Lane -> ids of its live jobs, oldest first (no empty lists)."""
+        self.entries: dict[int, Entry] = {}
+        self.durable: set[int] = set()
+        self.attempt: dict[int, int] = {}
+        self.holder: dict[str, int] = {}
+        """Unique key -> the live job holding it."""
+        self.running: dict[Lane, int] = {}
+        self.attached: set[Lane] = set()
+        self.halted: set[str] = set()
+        self.completed = 0
+        self.discarded = 0
+        self.next_id = 1
+
+    # -- model helpers ---------------------------------------------------------
+
+    def _reserve(self, key: str | None, unique: str | None) -> Entry | None:
+        if unique is not None and unique in self.holder:
+            with pytest.raises(inturn.DuplicateError) as exc_info:
+                self.core.reserve(key, b"{}", unique)
+            assert exc_info.value.job_id == self.holder[unique]
+            return None
+        entry = self.core.reserve(key, b"{}", unique)
+        assert entry.id == self.next_id
+        self.next_id += 1
+        self.entries[entry.id] = entry
+        self.attempt[entry.id] = 1
+        self.fifo.setdefault(entry.lane, []).append(entry.id)
+        if unique is not None:
+            self.holder[unique] = entry.id
+        return entry
+
+    def _commit(self, entry: Entry) -> None:
+        lane = entry.lane
+        wants_actor = lane not in self.attached and lane not in self.halted
+        assert self.core.commit(entry) == wants_actor
+        if wants_actor:
+            self.attached.add(lane)
+        self.durable.add(entry.id)
+
+    def _forget(self, entry: Entry) -> None:
+        queue = self.fifo[entry.lane]
+        queue.remove(entry.id)
+        if not queue:
+            del self.fifo[entry.lane]
+        if entry.unique is not None:
+            del self.holder[entry.unique]
+        del self.entries[entry.id]
+
+    def _pending(self) -> list[int]:
+        return sorted(set(self.entries) - self.durable)
+
+    def _idle_actors(self) -> set[Lane]:
+        return self.attached - set(self.running)
+
+    # -- rules -----------------------------------------------------------------
+
+    @initialize(count=st.integers(0, 3))
+    def backlog(self, count: int) -> None:
+        """Start with a few jobs queued on one key, so halts strand work behind them."""
+        for _ in range(count):
+            self.send("a", None)
+
+    @rule(key=keys, unique=uniques)
+    def send(self, key: str | None, unique: str | None) -> None:
+        """A send whose journal write succeeds at once."""
+        entry = self._reserve(key, unique)
+        if entry is not None:
+            self._commit(entry)
+
+    @rule(key=keys, unique=uniques)
+    def send_while_journaling(self, key: str | None, unique: str | None) -> None:
+        """A send whose journal write has not returned yet."""
+        self._reserve(key, unique)
+
+    @precondition(lambda self: self._pending())
+    @rule(data=st.data(), ok=st.booleans())
+    def journal_answers(self, data: st.DataObject, ok: bool) -> None:
+        """A pending journal write returns (commit) or fails (retract)."""
+        entry = self.entries[data.draw(st.sampled_from(self._pending()))]
+        if ok:
+            self._commit(entry)
+        else:
+            self.core.retract(entry)
+            self._forget(entry)
+
+    def _start(self, lane: Lane) -> Entry | None:
+        queue = self.fifo.get(lane, [])
+        expected = None
+        if (
+            lane not in self.running
+            and lane not in self.halted
+            and queue
+            and queue[0] in self.durable
+        ):
+            expected = queue[0]
+        entry = self.core.start(lane)
+        assert (None if entry is None else entry.id) == expected
+        if entry is not None:
+            assert entry.running
+            assert entry.attempt == self.attempt[entry.id]
+            self.running[lane] = entry.id
+        return entry
+
+    def _finish(self, lane: Lane, how: str) -> None:
+        entry = self.entries[self.running.pop(lane)]
+        if how == "interrupt":  # cut short: it keeps its place and its attempt
+            self.core.interrupt(entry)
+        elif how == "ok":
+            queue = self.fifo[lane]
+            successor = None
+            if lane not in self.halted and len(queue) > 1 and queue[1] in self.durable:
+                successor = queue[1]
+            found = self.core.successor(entry)
+            assert (None if found is None else found.id) == successor
+            self.core.complete(entry)
+            self._forget(entry)
+            self.completed += 1
+        else:
+            attempt = self.attempt[entry.id]
+            outcome = self.core.failed(entry, BOOM, now=0.0, random=lambda: 0.5)
+            if attempt < MAX_ATTEMPTS:
+                assert outcome == Backoff(entry, at=2.0 ** (attempt - 1))
+                self.core.backoff(entry)
+                self.attempt[entry.id] += 1
+            else:
+                halt = isinstance(lane, str)
+                assert outcome == Discarding(entry, BOOM, halt=halt)
+                self.core.discard(entry, halt=halt)
+                self._forget(entry)
+                self.discarded += 1
+                if isinstance(lane, str):
+                    self.halted.add(lane)
+
+    @precondition(lambda self: self.attached)
+    @rule(data=st.data())
+    def start(self, data: st.DataObject) -> None:
+        """An actor asks for its head: the oldest live job, if durable, idle and not halted."""
+        self._start(pick(data, self.attached))
+
+    @precondition(lambda self: self.running)
+    @rule(data=st.data(), how=outcomes)
+    def finish(self, data: st.DataObject, how: str) -> None:
+        """A running head completes (successor() named what may follow), fails or is cut short."""
+        self._finish(pick(data, self.running), how)
+
+    @precondition(lambda self: self._idle_actors())
+    @rule(data=st.data(), how=outcomes)
+    def run_head(self, data: st.DataObject, how: str) -> None:
+        """An idle actor starts its head and finishes it in one step."""
+        lane = pick(data, self._idle_actors())
+        if self._start(lane) is not None:
+            self._finish(lane, how)
+
+    @precondition(lambda self: self._idle_actors())
+    @rule(data=st.data())
+    def retire(self, data: st.DataObject) -> None:
+        """An idle actor may retire only when its lane is empty or halted."""
+        lane = pick(data, self._idle_actors())
+        may_retire = lane not in self.fifo or lane in self.halted
+        assert self.core.try_retire(lane) == may_retire
+        if may_retire:
+            self.attached.remove(lane)
+
+    @precondition(lambda self: self.halted)
+    @rule(data=st.data())
+    def resume(self, data: st.DataObject) -> None:
+        """resume un-halts a key, asking for an actor if it has jobs and none is attached."""
+        key = data.draw(st.sampled_from(sorted(self.halted)))
+        wants_actor = key in self.fifo and key not in self.attached
+        self.halted.remove(key)
+        assert self.core.resume(key) == wants_actor
+        if wants_actor:
+            self.attached.add(key)
+
+    # -- invariants ------------------------------------------------------------
+
+    @invariant()
+    def stats_match_the_model(self) -> None:
+        live = sum(len(queue) for queue in self.fifo.values())
+        stats = self.core.stats(actors=len(self.attached), running=len(self.running))
+        assert stats == inturn.Stats(
+            actors=len(self.attached),
+            queued=live - len(self.running),
+            running=len(self.running),
+            completed=self.completed,
+            discarded=self.discarded,
+            halted_keys=frozenset(self.halted),
+        )
+
+    @invariant()
+    def idle_means_nothing_can_run(self) -> None:
+        assert self.core.idle == all(lane in self.halted for lane in self.fifo)
+
+    @invariant()
+    def no_residue(self) -> None:
+        assert self.core.lanes() == len(set(self.fifo) | self.attached | self.halted)
+        assert self.core.held_unique_keys() == len(self.holder)
+        assert self.core.next_id == self.next_id
+
+    @invariant()
+    def halts_match(self) -> None:
+        for key in KEYS:
+            assert self.core.is_halted(key) == (key in self.halted)
+
+    @invariant()
+    def no_durable_job_is_stranded(self) -> None:
+        """Every lane with a durable job and no halt has an actor to run it."""
+        for lane, queue in self.fifo.items():
+            if lane not in self.halted and self.durable.intersection(queue):
+                assert lane in self.attached
+
+
+TestCoreVsModel = CoreVsModel.TestCase
+TestCoreVsModel.settings = settings(max_examples=300, stateful_step_count=40)
