@@ -281,8 +281,10 @@ class Actor:
                     del self.runtime.actors[self.lane]
                     logger.debug("actor.exited", key=self._key)
                     return
-                # the head is still being journaled: its send will wake us
-                await self._wait(math.inf)
+                if not core.can_start(self.lane):
+                    # the head is still being journaled: its send will wake us
+                    await self._wait(math.inf)
+                # else a send landed as the linger ran out: serve it
             yielded = True
 
     async def _wait(self, seconds: float) -> bool:

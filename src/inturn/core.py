@@ -168,14 +168,14 @@ class Core:
 
     def start(self, lane: Lane) -> Entry | None:
         """The head of *lane* if the gate lets it run now; it is marked running."""
-        state = self._lanes[lane]
-        if state.halted or not state.fifo:
-            return None
-        head = state.fifo[0]
-        if not head.durable or head.running:
-            return None
-        head.running = True
+        head = self._startable_head(self._lanes[lane])
+        if head is not None:
+            head.running = True
         return head
+
+    def can_start(self, lane: Lane) -> bool:
+        """Whether `start` would return a job now."""
+        return self._startable_head(self._lanes[lane]) is not None
 
     def successor(self, entry: Entry) -> Entry | None:
         """The entry that may start once running head *entry* completes, if any.
@@ -305,6 +305,14 @@ class Core:
         self._pending += 1
         if state.halted:
             self._parked += 1
+
+    def _startable_head(self, state: _LaneState) -> Entry | None:
+        if state.halted or not state.fifo:
+            return None
+        head = state.fifo[0]
+        if not head.durable or head.running:
+            return None
+        return head
 
     def _wants_actor(self, state: _LaneState) -> bool:
         if state.attached or state.halted or not state.fifo:

@@ -74,17 +74,24 @@ class Supervisor:
             SupervisorClosed: the supervisor has stopped.
             JournalError: the journal could not store the job.
 
-        Any of these leaves everything as it was: nothing is journaled.
+        Any of these leaves everything as it was: nothing is journaled.  The one
+        exception: a supervisor cancelled while the job was being journaled
+        raises `SupervisorClosed` with the job already in the journal, where
+        the next supervisor opened on it finds it.
         """
         key = validate_key(key)
-        return (await self._accept(key, payload, unique)).id
+        entry = await self._accept(key, payload, unique)
+        await _schedule_point()
+        return entry.id
 
     async def submit(self, payload: object, *, unique: str | None = None) -> int:
         """Accept a job with no key: it runs concurrently with everything else.
 
         Raises the same errors as `send`.
         """
-        return (await self._accept(None, payload, unique)).id
+        entry = await self._accept(None, payload, unique)
+        await _schedule_point()
+        return entry.id
 
     async def ask(self, key: str, payload: object, *, unique: str | None = None) -> object:
         """`send` a job, wait for it, and return what its handler returned.
@@ -98,7 +105,8 @@ class Supervisor:
         """
         key = validate_key(key)
         entry = await self._accept(key, payload, unique)
-        # No checkpoint since the commit, so the job cannot have finished yet.
+        # _accept has no schedule point after the commit: the job cannot have
+        # finished before its waiter is registered.
         waiter = self._runtime.waiters[entry.id] = Waiter()
         try:
             await waiter.event.wait()
@@ -176,10 +184,16 @@ class Supervisor:
             )
         runtime.committed(entry)
         logger.debug("job.accepted", key=key, job_id=entry.id)
-        # The journal may not have yielded (the memory one doesn't): make send
-        # a full checkpoint, shielded so an accepted job is never reported lost.
-        await trio.lowlevel.cancel_shielded_checkpoint()
         return entry
+
+
+async def _schedule_point() -> None:
+    """Let other tasks run, without a cancellation point.
+
+    The journal may not have yielded (the memory one doesn't), and every trio
+    async function should; shielded, so an accepted job is never reported lost.
+    """
+    await trio.lowlevel.cancel_shielded_checkpoint()
 
 
 def _number(name: str, value: object, *, minimum: float, inclusive: bool = True) -> float:
@@ -303,6 +317,7 @@ async def open_supervisor(
             errors.extend(group.exceptions)
         finally:
             runtime.close()
+            runtime.actors.clear()  # their tasks are gone with the nursery
         if runtime.escalated is not None:
             errors.append(runtime.escalated)
         if errors:
