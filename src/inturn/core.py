@@ -149,8 +149,6 @@ class Core:
         for key in recovery.halted:
             self._lanes[key] = _LaneState(halted=True)
         for stored in recovery.jobs:
-            if stored.unique is not None:
-                self._unique[stored.unique] = stored.id
             exhausted = stored.attempts >= self.retry.max_attempts
             entry = Entry(
                 id=stored.id,
