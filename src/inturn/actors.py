@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, TypeAlias, assert_never
 import attrs
 import structlog
 import trio
+from structlog.typing import FilteringBoundLogger
 
 from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
@@ -45,7 +46,6 @@ from .journal import Complete, Discard, Halt, Journal, MarkAttempt
 if TYPE_CHECKING:
     from .journal.records import Change
 
-logger = structlog.get_logger("inturn")
 
 Handler: TypeAlias = Callable[[Job], Awaitable[object]]
 
@@ -94,6 +94,9 @@ class Runtime:
     closed: bool = False
     escalated: BaseException | None = None
     reaper: IdleReaper = attrs.field(factory=lambda: IdleReaper())
+    log: FilteringBoundLogger = attrs.field(factory=lambda: structlog.get_logger("inturn").bind())
+    """Bound once, when the supervisor opens: a filtered-out debug call is then
+    one call to a no-op, not a trip through structlog's lazy proxy."""
     _crashes: deque[float] = attrs.field(factory=deque)
     _idle: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
 
@@ -153,12 +156,6 @@ class Runtime:
         self.check_idle()
 
     async def call_handler(self, job: Job) -> object:
-        if self.limiter is None:
-            return await self._call_timed(job)
-        async with self.limiter:
-            return await self._call_timed(job)
-
-    async def _call_timed(self, job: Job) -> object:
         self.running += 1
         try:
             if self.job_timeout is None:
@@ -178,7 +175,7 @@ class Runtime:
                 await actor.run()
             except Exception as exc:
                 key = actor.lane if isinstance(actor.lane, str) else None
-                logger.error("actor.crashed", key=key, exc_info=exc)
+                self.log.error("actor.crashed", key=key, exc_info=exc)
                 if not self._may_restart():
                     self.escalate(exc)
                     return
@@ -265,7 +262,7 @@ class Actor:
         core = self.runtime.core
         # a keyless lane holds one job: nothing will follow it, so don't linger
         linger = self.runtime.idle_timeout if isinstance(self.lane, str) else 0.0
-        logger.debug("actor.spawned", key=self._key)
+        self.runtime.log.debug("actor.spawned", key=self._key)
         marked: Entry | None = None  # journaled as started, with the last completion
         yielded = True  # a schedule point since the last job: spawned, or woken
         while True:
@@ -279,7 +276,7 @@ class Actor:
             if core.is_halted(self.lane) or not await self._wait(linger):
                 if core.try_retire(self.lane):
                     del self.runtime.actors[self.lane]
-                    logger.debug("actor.exited", key=self._key)
+                    self.runtime.log.debug("actor.exited", key=self._key)
                     return
                 if not core.can_start(self.lane):
                     # the head is still being journaled: its send will wake us
@@ -341,9 +338,13 @@ class Actor:
         job = Job(
             id=entry.id, key=entry.key, payload=payload, attempt=entry.attempt, unique=entry.unique
         )
-        logger.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
+        self.runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
         try:
-            result = await runtime.call_handler(job)
+            if runtime.limiter is None:
+                result = await runtime.call_handler(job)
+            else:
+                async with runtime.limiter:  # fair: slots go in the order asked for
+                    result = await runtime.call_handler(job)
         except Exception as exc:
             return self._failed(entry, exc)
         except BaseException:
@@ -353,7 +354,9 @@ class Actor:
                 try:
                     await runtime.journal.write([MarkAttempt(entry.id, entry.attempt - 1)])
                 except Exception as exc:
-                    logger.warning("job.attempt_not_returned", job_id=entry.id, exc_info=exc)
+                    self.runtime.log.warning(
+                        "job.attempt_not_returned", job_id=entry.id, exc_info=exc
+                    )
             raise
         return Completed(entry, result)
 
@@ -371,12 +374,14 @@ class Actor:
                         [Complete(entry.id), MarkAttempt(successor.id, successor.attempt)]
                     )
                 core.complete(entry)
-                logger.debug("job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt)
+                self.runtime.log.debug(
+                    "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
+                )
                 runtime.finished(entry, result=result)
                 return successor
             case Backoff(entry=entry, at=at):
                 core.backoff(entry)
-                logger.debug(
+                self.runtime.log.debug(
                     "job.retry_scheduled",
                     key=entry.key,
                     job_id=entry.id,
@@ -391,7 +396,7 @@ class Actor:
                     changes.append(Halt(entry.key))
                 await runtime.journal.write(changes)
                 core.discard(entry, halt=halt)
-                logger.warning(
+                self.runtime.log.warning(
                     "job.discarded",
                     key=entry.key,
                     job_id=entry.id,
@@ -399,7 +404,7 @@ class Actor:
                     error=describe(error),
                 )
                 if halt:
-                    logger.warning("key.halted", key=entry.key, job_id=entry.id)
+                    self.runtime.log.warning("key.halted", key=entry.key, job_id=entry.id)
                 runtime.finished(entry, error=error)
             case _:
                 assert_never(outcome)

@@ -33,7 +33,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Literal, NoReturn, final
 
-import structlog
 import trio
 
 from .actors import Handler, Runtime, Waiter
@@ -46,8 +45,6 @@ from .keys import validate_key, validate_unique
 from .retry import Retry
 
 __all__ = ["Supervisor", "open_supervisor"]
-
-logger = structlog.get_logger("inturn")
 
 
 @final
@@ -148,7 +145,7 @@ class Supervisor:
         await runtime.journal.write([Resume(key)])
         if runtime.core.resume(key):
             runtime.spawn(key)
-        logger.info("key.resumed", key=key)
+        runtime.log.info("key.resumed", key=key)
         runtime.check_idle()
 
     def stats(self) -> Stats:
@@ -183,7 +180,7 @@ class Supervisor:
                 " it runs when the journal is opened again"
             )
         runtime.committed(entry)
-        logger.debug("job.accepted", key=key, job_id=entry.id)
+        runtime.log.debug("job.accepted", key=key, job_id=entry.id)
         return entry
 
 

@@ -95,10 +95,17 @@ class MemoryJournal:
         """Raise if any change in the batch is illegal, without changing anything."""
         if len(changes) == 1:  # the common case: nothing to stage
             only = changes[0]
-            if isinstance(only, MarkAttempt | Complete | Discard) and only.job_id not in self._jobs:
-                raise JournalError(f"job {only.job_id} is not an unfinished job")
+            if isinstance(only, MarkAttempt | Complete | Discard):
+                if only.job_id not in self._jobs:
+                    raise JournalError(f"job {only.job_id} is not an unfinished job")
+                return
             if not isinstance(only, Append):
                 return
+            if only.job_id < self._next_id or only.job_id in self._jobs:
+                raise JournalError(f"job id {only.job_id} was used before")
+            if only.unique is not None and only.unique in self._unique:
+                raise DuplicateError(only.unique, self._unique[only.unique])
+            return
         appended: dict[int, str | None] = {}  # job id -> its unique key
         finished: set[int] = set()
         taken: dict[str, int] = {}
