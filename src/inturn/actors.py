@@ -11,9 +11,13 @@ the actor then loops:
    allows: mark the attempt in the journal, decode, call the handler;
 2. carry out the outcome: journal ``Complete``/``Discard`` and then tell the
    core, or back off (sleep on trio's clock) with the head in place;
-3. with nothing to start, wait for a wake-up; after ``idle_timeout`` seconds
-   ask the core whether it may retire (``Core.try_retire``, synchronous, so
-   no ``send`` can slip between the check and the exit).
+3. with nothing to start, park until a ``send`` wakes it or `IdleReaper`
+   (one timer for all actors) says ``idle_timeout`` passed; then ask the core
+   whether it may retire (``Core.try_retire``, synchronous, so no ``send``
+   can slip between the check and the exit).
+
+Fairness: the memory journal does not yield, so an actor with a backlog
+yields once per job itself; one that waited for work has yielded already.
 
 The journal is written *before* the core is told, so a failed write leaves
 the job unfinished in both: the actor crashes, `Runtime` restarts it (the job
