@@ -221,9 +221,14 @@ class IdleReaper:
     async def run(self) -> None:
         deadlines = self._deadlines
         while True:
+            # Most entries went stale long before their deadline (a busy key's
+            # actor is woken again and again): drop them without sleeping.
+            while deadlines and not deadlines[0][1].waiting_on(deadlines[0][2]):
+                deadlines.popleft()
             if not deadlines:
                 self._added = trio.Event()
                 await self._added.wait()
+                continue
             await trio.sleep_until(deadlines[0][0])
             now = trio.current_time()
             while deadlines and deadlines[0][0] <= now:
@@ -249,9 +254,13 @@ class Actor:
         """New work may be startable: stop waiting."""
         self._unpark(woken=True)
 
+    def waiting_on(self, token: int) -> bool:
+        """Whether the actor still waits with the deadline registered as *token*."""
+        return token == self._token and self._parked is not None
+
     def expire(self, token: int) -> None:
         """The idle deadline registered with *token* passed."""
-        if token == self._token:
+        if self.waiting_on(token):
             self._unpark(woken=False)
 
     def _unpark(self, *, woken: bool) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 from itertools import accumulate
 
-import attrs
 import trio
 import trio.testing
 from hypothesis import given, strategies as st
@@ -13,27 +12,7 @@ from hypothesis import given, strategies as st
 import inturn
 from inturn.testing import Recorder
 
-
-@attrs.define(eq=False)
-class Concurrency:
-    """Counts handlers running at once, across every key."""
-
-    now: int = 0
-    peak: int = 0
-
-    def enter(self) -> None:
-        self.now += 1
-        self.peak = max(self.peak, self.now)
-
-    def exit(self) -> None:
-        self.now -= 1
-
-
-async def sleep_payload(job: inturn.Job) -> object:
-    """Sleep for the job's payload, in (virtual) seconds."""
-    assert isinstance(job.payload, int)
-    await trio.sleep(job.payload)
-    return None
+from .helpers import Concurrency, sleep_payload
 
 
 async def test_jobs_of_one_key_run_one_at_a_time_in_acceptance_order(
