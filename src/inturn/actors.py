@@ -351,7 +351,7 @@ class Actor:
         job = Job(
             id=entry.id, key=entry.key, payload=payload, attempt=entry.attempt, unique=entry.unique
         )
-        self.runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
+        runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
         try:
             if runtime.limiter is None:
                 result = await runtime.call_handler(job)
@@ -367,9 +367,7 @@ class Actor:
                 try:
                     await runtime.journal.write([MarkAttempt(entry.id, entry.attempt - 1)])
                 except Exception as exc:
-                    self.runtime.log.warning(
-                        "job.attempt_not_returned", job_id=entry.id, exc_info=exc
-                    )
+                    runtime.log.warning("job.attempt_not_returned", job_id=entry.id, exc_info=exc)
             raise
         return Completed(entry, result)
 
@@ -387,14 +385,14 @@ class Actor:
                         [Complete(entry.id), MarkAttempt(successor.id, successor.attempt)]
                     )
                 core.complete(entry)
-                self.runtime.log.debug(
+                runtime.log.debug(
                     "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
                 )
                 runtime.finished(entry, result=result)
                 return successor
             case Backoff(entry=entry, at=at):
                 core.backoff(entry)
-                self.runtime.log.debug(
+                runtime.log.debug(
                     "job.retry_scheduled",
                     key=entry.key,
                     job_id=entry.id,
@@ -403,21 +401,22 @@ class Actor:
                 )
                 await trio.sleep_until(at)
             case Discarding(entry=entry, error=error, halt=halt):
-                changes: list[Change] = [Discard(entry.id, describe(error))]
+                text = describe(error)
+                changes: list[Change] = [Discard(entry.id, text)]
                 if halt:
                     assert entry.key is not None
                     changes.append(Halt(entry.key))
                 await runtime.journal.write(changes)
                 core.discard(entry, halt=halt)
-                self.runtime.log.warning(
+                runtime.log.warning(
                     "job.discarded",
                     key=entry.key,
                     job_id=entry.id,
                     attempt=entry.attempt,
-                    error=describe(error),
+                    error=text,
                 )
                 if halt:
-                    self.runtime.log.warning("key.halted", key=entry.key, job_id=entry.id)
+                    runtime.log.warning("key.halted", key=entry.key, job_id=entry.id)
                 runtime.finished(entry, error=error)
             case _:
                 assert_never(outcome)

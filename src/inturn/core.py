@@ -149,6 +149,7 @@ class Core:
         for key in recovery.halted:
             self._lanes[key] = _LaneState(halted=True)
         for stored in recovery.jobs:
+            self.next_id = max(self.next_id, stored.id + 1)  # never trust one field alone
             exhausted = stored.attempts >= self.retry.max_attempts
             entry = Entry(
                 id=stored.id,

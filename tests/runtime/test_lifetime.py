@@ -8,7 +8,8 @@ import trio
 import trio.testing
 
 import inturn
-from inturn.testing import Recorder
+import inturn.journal
+from inturn.testing import FaultyJournal, Recorder
 
 
 async def test_leaving_the_body_waits_for_every_job(
@@ -221,3 +222,88 @@ async def test_pending_wait_idle_is_told_when_the_supervisor_is_cancelled(
 
     assert len(outcome) == 1
     assert trio.current_time() == 1.0
+
+
+async def test_resume_after_stop_raises_supervisor_closed() -> None:
+    """resume() on a stopped supervisor raises SupervisorClosed."""
+    async with inturn.open_supervisor(Recorder()) as sup:
+        pass
+    with pytest.raises(inturn.SupervisorClosed):
+        await sup.resume("k")
+
+
+class _GatedJournal:
+    """Delegates to a MemoryJournal; holds each write until ``gate`` is set; never closes it."""
+
+    def __init__(self) -> None:
+        self.inner = inturn.MemoryJournal()
+        self.gate = trio.Event()
+        self.gated = False
+
+    async def open(self) -> inturn.journal.Recovery:
+        return await self.inner.open()
+
+    async def write(self, changes: object) -> None:
+        if self.gated:
+            await self.gate.wait()
+        await self.inner.write(changes)  # type: ignore[arg-type]
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+async def test_send_journaled_as_the_supervisor_stops_raises_but_keeps_the_job(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A send whose write completes after a cancelled stop raises SupervisorClosed; the job stays journaled."""
+    journal = _GatedJournal()
+    outcome: list[BaseException] = []
+
+    async def sender(sup: inturn.Supervisor) -> None:
+        try:
+            await sup.send("k", "late")
+        except inturn.SupervisorClosed as exc:
+            outcome.append(exc)
+
+    async with trio.open_nursery() as outer:
+        with trio.CancelScope() as scope:
+            async with inturn.open_supervisor(Recorder(), journal=journal) as sup:
+                journal.gated = True
+                outer.start_soon(sender, sup)
+                await trio.testing.wait_all_tasks_blocked()
+                scope.cancel()
+        journal.gate.set()
+
+    assert len(outcome) == 1
+    assert "journaled" in str(outcome[0])
+    assert [(job.key, job.data) for job in journal.inner.unfinished()] == [("k", b'"late"')]
+
+
+async def test_an_attempt_that_cannot_be_given_back_is_logged(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """If giving an attempt back fails at shutdown, a warning says so and the stop stays a cancellation."""
+    inner = inturn.MemoryJournal()
+
+    def gives_back(changes: object) -> bool:
+        return any(
+            isinstance(change, inturn.journal.MarkAttempt) and change.attempt == 0
+            for change in changes  # type: ignore[attr-defined]
+        )
+
+    journal = FaultyJournal(inner, fail=gives_back)
+    started = trio.Event()
+
+    async def handler(job: inturn.Job) -> None:
+        started.set()
+        await trio.sleep_forever()
+
+    with structlog.testing.capture_logs() as logs, trio.move_on_after(5):
+        async with inturn.open_supervisor(handler, journal=journal) as sup:
+            await sup.send("k", 1)
+            await started.wait()
+
+    assert journal.failures == 1
+    [event] = [log for log in logs if log["event"] == "job.attempt_not_returned"]
+    assert event["log_level"] == "warning"
+    assert [job.attempts for job in inner.unfinished()] == [1]
