@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import random as _random
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Literal, NoReturn, final
 
@@ -80,6 +80,40 @@ class Supervisor:
         entry = await self._accept(key, payload, unique)
         await _schedule_point()
         return entry.id
+
+    async def send_many(self, jobs: Iterable[tuple[str, object]]) -> list[int]:
+        """Accept several sequenced jobs at once, all or none, in one journal write.
+
+        *jobs* holds ``(key, payload)`` pairs; they are accepted in that order,
+        so jobs of one key run in the order they are listed.  This is how one
+        producer gets a durable journal's group commit without concurrency.
+
+        Returns:
+            The jobs' ids, in the order given.
+
+        Raises:
+            TypeError: an item is not a ``(key, payload)`` pair, or a key is not a `str`.
+
+        and every error of `send`: one bad item rejects the whole batch, with
+        nothing journaled.
+        """
+        runtime = self._runtime
+        if runtime.closed:
+            raise SupervisorClosed("the supervisor has stopped")
+        batch: list[tuple[str, bytes]] = []
+        items: Iterable[object] = jobs  # checked here: callers may pass anything
+        for item in items:
+            if not (isinstance(item, tuple) and len(item) == 2):
+                raise TypeError(f"send_many takes (key, payload) pairs, not {item!r}")
+            key, payload = item
+            batch.append((validate_key(key), self._encode(payload)))
+        if not batch:
+            await trio.lowlevel.checkpoint()
+            return []
+        entries = [runtime.core.reserve(key, data) for key, data in batch]
+        await self._journal(entries)
+        await _schedule_point()
+        return [entry.id for entry in entries]
 
     async def submit(self, payload: object, *, unique: str | None = None) -> int:
         """Accept a job with no key: it runs concurrently with everything else.
@@ -154,34 +188,45 @@ class Supervisor:
         return runtime.core.stats(actors=len(runtime.actors), running=runtime.running)
 
     async def _accept(self, key: str | None, payload: object, unique: object) -> Entry:
-        runtime = self._runtime
-        if runtime.closed:
+        if self._runtime.closed:
             raise SupervisorClosed("the supervisor has stopped")
         unique = validate_unique(unique)
+        data = self._encode(payload)
+        entry = self._runtime.core.reserve(key, data, unique)
+        await self._journal([entry])
+        return entry
+
+    def _encode(self, payload: object) -> bytes:
         try:
-            data = runtime.codec.encode(payload)
+            return self._runtime.codec.encode(payload)
         except EncodeError:
             raise
         except Exception as exc:  # a custom codec's own error type
             raise EncodeError(f"cannot encode payload: {exc}") from exc
-        entry = runtime.core.reserve(key, data, unique)
+
+    async def _journal(self, entries: list[Entry]) -> None:
+        """Journal reserved *entries* in one write, then commit them; or retract them all."""
+        runtime = self._runtime
+        appends = [
+            Append(job_id=entry.id, key=entry.key, data=entry.data, unique=entry.unique)
+            for entry in entries
+        ]
         try:
-            await runtime.journal.write(
-                [Append(job_id=entry.id, key=key, data=data, unique=unique)]
-            )
+            await runtime.journal.write(appends)
         except BaseException:
-            runtime.core.retract(entry)
-            runtime.wake(entry.lane)  # its actor may be waiting on this head
+            for entry in reversed(entries):
+                runtime.core.retract(entry)
+                runtime.wake(entry.lane)  # its actor may be waiting on this head
             runtime.check_idle()
             raise
         if runtime.closed:  # stopped (cancelled) while we were journaling
             raise SupervisorClosed(
-                f"the supervisor stopped while job {entry.id} was journaled;"
+                f"the supervisor stopped while job {entries[0].id} was journaled;"
                 " it runs when the journal is opened again"
             )
-        runtime.committed(entry)
-        runtime.log.debug("job.accepted", key=key, job_id=entry.id)
-        return entry
+        for entry in entries:
+            runtime.committed(entry)
+            runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
 
 
 async def _schedule_point() -> None:

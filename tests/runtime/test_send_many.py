@@ -1,0 +1,114 @@
+"""send_many: several sequenced jobs accepted all or none, in one journal write."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+import trio
+import trio.testing
+
+import inturn
+from inturn.journal import Append, Change
+from inturn.testing import FaultyJournal, Recorder
+
+
+class CountingJournal(FaultyJournal):
+    """Records every batch it is asked to write."""
+
+    def __init__(self, fail: bool = False) -> None:
+        super().__init__(inturn.MemoryJournal(), fail=lambda changes: fail)
+        self.writes: list[Sequence[Change]] = []
+
+    async def write(self, changes: Sequence[Change]) -> None:
+        self.writes.append(list(changes))
+        await super().write(changes)
+
+    def appends_per_write(self) -> list[int]:
+        """How many jobs each write that accepted jobs accepted."""
+        counts = [sum(isinstance(change, Append) for change in batch) for batch in self.writes]
+        return [count for count in counts if count]
+
+
+async def test_send_many_returns_ids_in_order_and_runs_each_key_in_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The ids come back in the order given, and each key's jobs run in that order."""
+    recorder = Recorder()
+    async with inturn.open_supervisor(recorder) as sup:
+        ids = await sup.send_many([("a", 1), ("b", 2), ("a", 3), ("b", 4), ("a", 5)])
+        await sup.wait_idle()
+
+    assert ids == sorted(ids)
+    assert len(set(ids)) == 5
+    recorder.assert_sequential()
+    by_key = {key: [call.job.payload for call in calls] for key, calls in recorder.by_key().items()}
+    assert by_key == {"a": [1, 3, 5], "b": [2, 4]}
+
+
+async def test_send_many_is_one_journal_write(autojump_clock: trio.testing.MockClock) -> None:
+    """A batch of N jobs is journaled by one write holding N appends."""
+    journal = CountingJournal()
+    async with inturn.open_supervisor(Recorder(), journal=journal) as sup:
+        await sup.send_many([(f"k{n % 3}", n) for n in range(10)])
+        assert journal.appends_per_write() == [10]
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        (("", 1), inturn.InvalidKey),
+        ((7, 1), TypeError),
+        (("k", (1, 2)), inturn.EncodeError),
+        (("k",), TypeError),
+        (["k", 1], TypeError),
+    ],
+)
+async def test_one_bad_item_rejects_the_whole_batch(
+    bad: object, error: type[Exception], autojump_clock: trio.testing.MockClock
+) -> None:
+    """One invalid key, payload or item rejects the batch: nothing journaled, nothing changed."""
+    journal = inturn.MemoryJournal()
+    async with inturn.open_supervisor(Recorder(), journal=journal) as sup:
+        before = sup.stats()
+        with pytest.raises(error):
+            await sup.send_many([("a", 1), bad, ("b", 2)])  # type: ignore[list-item]
+        assert journal.unfinished() == []
+        assert sup.stats() == before
+        assert await sup.send("a", 3) == 1  # no id was used up
+
+
+async def test_a_refused_write_rejects_the_whole_batch(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """If the journal refuses the batch, no job of it is accepted and later sends work."""
+    inner = inturn.MemoryJournal()
+    refuse = True
+    journal = FaultyJournal(inner, fail=lambda changes: refuse and len(changes) > 1)
+    recorder = Recorder()
+    async with inturn.open_supervisor(recorder, journal=journal) as sup:
+        with pytest.raises(inturn.JournalError):
+            await sup.send_many([("a", 1), ("a", 2), ("b", 3)])
+        assert sup.stats().queued == 0
+        refuse = False
+        await sup.send("a", 4)
+        await sup.wait_idle()
+
+    assert [call.job.payload for call in recorder.calls] == [4]
+    assert inner.unfinished() == []
+
+
+async def test_empty_batch_accepts_nothing(autojump_clock: trio.testing.MockClock) -> None:
+    """An empty batch returns no ids and writes nothing."""
+    journal = CountingJournal()
+    async with inturn.open_supervisor(Recorder(), journal=journal) as sup:
+        assert await sup.send_many([]) == []
+    assert journal.writes == []
+
+
+async def test_send_many_after_stop_raises_supervisor_closed() -> None:
+    """send_many on a stopped supervisor raises SupervisorClosed."""
+    async with inturn.open_supervisor(Recorder()) as sup:
+        pass
+    with pytest.raises(inturn.SupervisorClosed):
+        await sup.send_many([("a", 1)])
