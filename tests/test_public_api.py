@@ -18,6 +18,8 @@ ERRORS = [
     inturn.DecodeError,
     inturn.SupervisorClosed,
     inturn.JournalError,
+    inturn.JournalCorrupt,
+    inturn.JournalLocked,
 ]
 
 CONTRACT = {

@@ -10,12 +10,14 @@ from .errors import (
     InturnError,
     InvalidKey,
     JobDiscarded,
+    JournalCorrupt,
     JournalError,
+    JournalLocked,
     PermanentError,
     SupervisorClosed,
 )
 from .jobs import Job, Stats
-from .journal import Journal, MemoryJournal
+from .journal import Journal, MemoryJournal, SQLiteJournal
 from .retry import Retry
 from .supervisor import Supervisor, open_supervisor
 
@@ -27,6 +29,7 @@ __all__ = [
     "Retry",
     "Journal",
     "MemoryJournal",
+    "SQLiteJournal",
     "Codec",
     "JSONCodec",
     "InturnError",
@@ -38,4 +41,6 @@ __all__ = [
     "DecodeError",
     "SupervisorClosed",
     "JournalError",
+    "JournalCorrupt",
+    "JournalLocked",
 ]

@@ -13,7 +13,9 @@ __all__ = [
     "InturnError",
     "InvalidKey",
     "JobDiscarded",
+    "JournalCorrupt",
     "JournalError",
+    "JournalLocked",
     "PermanentError",
     "SupervisorClosed",
 ]
@@ -84,3 +86,29 @@ class SupervisorClosed(InturnError):
 
 class JournalError(InturnError):
     """The journal failed to store or load something; ``__cause__`` says why."""
+
+
+class JournalCorrupt(JournalError):
+    """The file is not a journal, or not one this version of inturn can read.
+
+    Nothing in it was changed.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, reason)
+        self.path = path
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class JournalLocked(JournalError):
+    """Another supervisor (in this process or another) holds the journal."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"{self.path}: the journal is held by another supervisor"

@@ -16,6 +16,7 @@ from .records import (
     Resume,
     StoredJob,
 )
+from .sqlite import SQLiteJournal
 
 __all__ = [
     "Append",
@@ -29,5 +30,6 @@ __all__ = [
     "MemoryJournal",
     "Recovery",
     "Resume",
+    "SQLiteJournal",
     "StoredJob",
 ]

@@ -1,0 +1,398 @@
+"""`SQLiteJournal`: the embedded durable journal, one SQLite file.
+
+Theory of operation
+-------------------
+One dedicated thread owns the one connection; trio never blocks on SQLite.
+`write` hands its batch to that thread through a queue and waits (shielded:
+a batch that reached the thread is committed or refused as a whole, and the
+caller learns which).  The thread takes whatever batches are waiting, applies
+each inside its own savepoint of one ``BEGIN IMMEDIATE`` transaction, and
+commits once: that is group commit, one fsync for many concurrent sends.  A
+batch that breaks a rule (a duplicate unique key, an unknown job) is rolled
+back to its savepoint and refused alone; the others still commit.
+
+A failure of SQLite itself (disk full, I/O error, a failed COMMIT) rolls the
+whole transaction back and refuses every batch in it.  If COMMIT itself
+failed, what reached the disk is unknown, so the journal refuses all further
+work rather than pretend nothing happened.
+
+Rows: one per unfinished or discarded job (``state`` pending or dead);
+completed jobs are deleted, so the file does not grow with the number of jobs
+ever run.  A partial unique index over pending jobs makes "check the unique
+key and insert" one atomic step.  ``AUTOINCREMENT`` records the highest id
+ever used, so ids never repeat even after the newest row is deleted.
+
+One supervisor at a time: `open` takes an exclusive ``flock`` on
+``<path>.lock``; the kernel drops it when the process dies, even by SIGKILL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from typing import Final, Literal
+
+import attrs
+import trio
+
+from ..errors import DuplicateError, JournalCorrupt, JournalError, JournalLocked
+from .records import (
+    Append,
+    Change,
+    Complete,
+    Discard,
+    Halt,
+    MarkAttempt,
+    Recovery,
+    Resume,
+    StoredJob,
+)
+
+__all__ = ["SQLiteJournal"]
+
+SCHEMA_VERSION: Final = 1
+
+_SCHEMA: Final = """
+CREATE TABLE jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT,
+    unique_key TEXT,
+    data BLOB NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dead')),
+    error TEXT,
+    accepted_at REAL NOT NULL,
+    finished_at REAL
+);
+CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
+    WHERE state = 'pending' AND unique_key IS NOT NULL;
+CREATE TABLE halted (key TEXT PRIMARY KEY);
+"""
+
+
+class _Refused(Exception):
+    """A batch broke a rule; it alone is rolled back."""
+
+    def __init__(self, error: JournalError | DuplicateError) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+@attrs.define(eq=False)
+class _Request:
+    changes: Sequence[Change]
+    token: trio.lowlevel.TrioToken
+    done: trio.Event = attrs.field(factory=trio.Event)
+    error: BaseException | None = None
+
+    def finish(self, error: BaseException | None = None) -> None:
+        """Called on the journal's thread: report back to trio."""
+        self.error = error
+        self.token.run_sync_soon(self.done.set)
+
+
+_STOP: Final = object()
+
+
+def _path(path: str | os.PathLike[str]) -> str:
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or an os.PathLike, not {type(path).__name__}")
+    return os.fspath(path)
+
+
+@attrs.define(eq=False)
+class SQLiteJournal:
+    """A journal in one SQLite file: what is accepted survives a crash.
+
+    Args:
+        path: the database file; created (mode 0600) if missing.
+        durability: ``"full"`` (``synchronous=FULL``): an acknowledged write
+            survives power loss.  ``"normal"`` (``synchronous=NORMAL``): it
+            survives a crash of the process, not of the machine, and commits
+            are cheaper.
+    """
+
+    path: str = attrs.field(converter=_path)
+    durability: Literal["full", "normal"] = attrs.field(
+        default="full", kw_only=True, validator=attrs.validators.in_(("full", "normal"))
+    )
+    commits: int = attrs.field(default=0, init=False)
+    """Transactions committed since `open` (group commit makes it < writes)."""
+    _requests: queue.SimpleQueue[_Request | object] = attrs.field(
+        factory=queue.SimpleQueue, init=False
+    )
+    _thread: threading.Thread | None = attrs.field(default=None, init=False)
+    _lock_fd: int | None = attrs.field(default=None, init=False)
+    _broken: BaseException | None = attrs.field(default=None, init=False)
+
+    # -- trio side -----------------------------------------------------------
+
+    async def open(self) -> Recovery:
+        if self._thread is not None:
+            raise JournalError(f"{self.path}: this SQLiteJournal is already open")
+        return await trio.to_thread.run_sync(self._open_sync)
+
+    async def write(self, changes: Sequence[Change]) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._thread is None:
+            raise JournalError(f"{self.path}: this SQLiteJournal is not open")
+        if self._broken is not None:
+            raise JournalError(f"{self.path}: refusing work after a failed commit") from (
+                self._broken
+            )
+        request = _Request(changes, trio.lowlevel.current_trio_token())
+        self._requests.put(request)
+        # Once queued, the batch is committed or refused as a whole; wait for
+        # the verdict even if cancelled, so the caller never guesses.
+        with trio.CancelScope(shield=True):
+            await request.done.wait()
+        if request.error is not None:
+            raise request.error
+
+    async def aclose(self) -> None:
+        thread = self._thread
+        if thread is None:
+            await trio.lowlevel.checkpoint()
+            return
+        self._requests.put(_STOP)
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(thread.join)
+        self._thread = None
+        self._release_lock()
+
+    # -- the journal's thread --------------------------------------------------
+
+    def _open_sync(self) -> Recovery:
+        self._take_lock()
+        try:
+            connection = self._connect()
+            try:
+                recovery = self._recover(connection)
+            except BaseException:
+                connection.close()
+                raise
+        except BaseException:
+            self._release_lock()
+            raise
+        self._broken = None
+        self.commits = 0
+        self._thread = threading.Thread(
+            target=self._serve, args=(connection,), name=f"inturn-sqlite:{self.path}", daemon=True
+        )
+        self._thread.start()
+        return recovery
+
+    def _take_lock(self) -> None:
+        fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise JournalLocked(self.path) from None
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing drops the flock
+            self._lock_fd = None
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            # Create the file ourselves so that it (and the -wal/-shm files
+            # SQLite derives from it) is private to the user.
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+            connection = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=0
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise JournalError(f"{self.path}: cannot open: {exc}") from exc
+        try:
+            version = connection.execute("PRAGMA user_version").fetchone()[0]
+            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+            if version == 0 and not tables:
+                connection.execute("PRAGMA journal_mode = WAL")
+                connection.executescript(
+                    f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                )
+            elif version != SCHEMA_VERSION or "jobs" not in tables:
+                raise JournalCorrupt(
+                    self.path,
+                    f"not an inturn journal of schema version {SCHEMA_VERSION}"
+                    f" (user_version {version})",
+                )
+            connection.execute("PRAGMA journal_mode = WAL")
+            synchronous = "FULL" if self.durability == "full" else "NORMAL"
+            connection.execute(f"PRAGMA synchronous = {synchronous}")
+        except sqlite3.DatabaseError as exc:
+            connection.close()
+            raise JournalCorrupt(self.path, str(exc)) from exc
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    def _recover(self, connection: sqlite3.Connection) -> Recovery:
+        try:
+            rows = connection.execute(
+                "SELECT id, key, unique_key, data, attempts FROM jobs"
+                " WHERE state = 'pending' ORDER BY id"
+            ).fetchall()
+            halted = frozenset(row[0] for row in connection.execute("SELECT key FROM halted"))
+        except sqlite3.DatabaseError as exc:
+            raise JournalCorrupt(self.path, str(exc)) from exc
+        jobs = [
+            StoredJob(id=row[0], key=row[1], unique=row[2], data=bytes(row[3]), attempts=row[4])
+            for row in rows
+        ]
+        return Recovery(next_id=_highest_id(connection) + 1, jobs=jobs, halted=halted)
+
+    def _serve(self, connection: sqlite3.Connection) -> None:
+        try:
+            while True:
+                first = self._requests.get()
+                if first is _STOP:
+                    return
+                group = [first]
+                while True:  # group commit: take everything already waiting
+                    try:
+                        more = self._requests.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is _STOP:
+                        self._requests.put(_STOP)  # serve the group, then stop
+                        break
+                    group.append(more)
+                self._commit_group(connection, group)  # type: ignore[arg-type]
+        finally:
+            connection.close()
+
+    def _commit_group(self, connection: sqlite3.Connection, group: list[_Request]) -> None:
+        if self._broken is not None:
+            for request in group:
+                request.finish(JournalError(f"{self.path}: refusing work after a failed commit"))
+            return
+        verdicts: list[BaseException | None] = []
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            next_id = _highest_id(connection) + 1
+            for request in group:
+                connection.execute("SAVEPOINT batch")
+                try:
+                    next_id = _apply(connection, request.changes, next_id, self.path)
+                except _Refused as refused:
+                    connection.execute("ROLLBACK TO batch")
+                    verdicts.append(refused.error)
+                else:
+                    verdicts.append(None)
+                connection.execute("RELEASE batch")
+        except sqlite3.Error as exc:
+            _rollback(connection)
+            error = JournalError(f"{self.path}: write failed: {exc}")
+            error.__cause__ = exc
+            for request in group:
+                request.finish(error)
+            return
+        try:
+            connection.execute("COMMIT")
+        except sqlite3.Error as exc:
+            # What reached the disk is unknown now: never carry on as if not.
+            self._broken = exc
+            _rollback(connection)
+            error = JournalError(f"{self.path}: commit failed, journal closed to work: {exc}")
+            error.__cause__ = exc
+            for request in group:
+                request.finish(error)
+            return
+        self.commits += 1
+        for request, verdict in zip(group, verdicts, strict=True):
+            request.finish(verdict)
+
+
+def _highest_id(connection: sqlite3.Connection) -> int:
+    row = connection.execute("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'").fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def _rollback(connection: sqlite3.Connection) -> None:
+    # If even this fails, closing the connection rolls back.
+    if connection.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+
+
+def _apply(
+    connection: sqlite3.Connection, changes: Sequence[Change], next_id: int, path: str
+) -> int:
+    """Apply one batch inside the current savepoint; return the next free id.
+
+    Raises `_Refused` for a broken rule; `sqlite3.Error` for SQLite failing.
+    """
+    now = time.time()
+    for change in changes:
+        if isinstance(change, Append):
+            if change.job_id < next_id:
+                raise _Refused(JournalError(f"{path}: job id {change.job_id} was used before"))
+            try:
+                connection.execute(
+                    "INSERT INTO jobs (id, key, unique_key, data, accepted_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (change.job_id, change.key, change.unique, change.data, now),
+                )
+            except sqlite3.IntegrityError:
+                holder = connection.execute(
+                    "SELECT id FROM jobs WHERE unique_key = ? AND state = 'pending'",
+                    (change.unique,),
+                ).fetchone()
+                if holder is None:
+                    raise
+                raise _Refused(DuplicateError(change.unique or "", holder[0])) from None
+            next_id = change.job_id + 1
+        elif isinstance(change, MarkAttempt):
+            _one_pending(
+                connection,
+                "UPDATE jobs SET attempts = ? WHERE id = ? AND state = 'pending'",
+                (change.attempt, change.job_id),
+                change.job_id,
+                path,
+            )
+        elif isinstance(change, Complete):
+            _one_pending(
+                connection,
+                "DELETE FROM jobs WHERE id = ? AND state = 'pending'",
+                (change.job_id,),
+                change.job_id,
+                path,
+            )
+        elif isinstance(change, Discard):
+            _one_pending(
+                connection,
+                "UPDATE jobs SET state = 'dead', error = ?, finished_at = ?"
+                " WHERE id = ? AND state = 'pending'",
+                (change.error, now, change.job_id),
+                change.job_id,
+                path,
+            )
+        elif isinstance(change, Halt):
+            connection.execute("INSERT OR IGNORE INTO halted (key) VALUES (?)", (change.key,))
+        elif isinstance(change, Resume):
+            connection.execute("DELETE FROM halted WHERE key = ?", (change.key,))
+        else:
+            raise _Refused(JournalError(f"{path}: not a journal change: {change!r}"))
+    return next_id
+
+
+def _one_pending(
+    connection: sqlite3.Connection,
+    sql: str,
+    parameters: tuple[object, ...],
+    job_id: int,
+    path: str,
+) -> None:
+    if connection.execute(sql, parameters).rowcount != 1:
+        raise _Refused(JournalError(f"{path}: job {job_id} is not an unfinished job"))

@@ -1,0 +1,181 @@
+"""SQLiteJournal: what only a file-backed journal can get wrong."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+import inturn
+from inturn.journal import Append, Complete
+from inturn.testing import Recorder
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+async def test_files_are_private_to_the_user(tmp_path: Path) -> None:
+    """The database, its WAL and shared-memory files and the lock file are mode 0600."""
+    path = tmp_path / "jobs.db"
+    journal = inturn.SQLiteJournal(path)
+    await journal.open()
+    await journal.write([Append(job_id=1, key="k", data=b"1")])
+    try:
+        for name in ("jobs.db", "jobs.db-wal", "jobs.db-shm", "jobs.db.lock"):
+            assert mode(tmp_path / name) == 0o600, name
+    finally:
+        await journal.aclose()
+
+
+async def test_ids_never_repeat_after_the_newest_job_is_deleted(tmp_path: Path) -> None:
+    """Completing (deleting) the newest job does not let its id be handed out again."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db")
+    await journal.open()
+    await journal.write(
+        [Append(job_id=1, key="k", data=b"1"), Append(job_id=2, key="k", data=b"2")]
+    )
+    await journal.write([Complete(2)])
+    await journal.aclose()
+    recovery = await journal.open()
+    try:
+        assert recovery.next_id == 3
+        with pytest.raises(inturn.JournalError, match="used before"):
+            await journal.write([Append(job_id=2, key="k", data=b"again")])
+    finally:
+        await journal.aclose()
+
+
+async def test_a_file_that_is_not_a_journal_is_refused_untouched(tmp_path: Path) -> None:
+    """Opening a file that is not SQLite raises JournalCorrupt naming it, and changes nothing."""
+    path = tmp_path / "notes.txt"
+    content = b"these are not the rows you are looking for\n" * 100
+    path.write_bytes(content)
+    with pytest.raises(inturn.JournalCorrupt) as exc_info:
+        await inturn.SQLiteJournal(path).open()
+    assert exc_info.value.path == str(path)
+    assert str(path) in str(exc_info.value)
+    assert path.read_bytes() == content
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "CREATE TABLE invoices (id INTEGER); PRAGMA user_version = 0;",
+        "CREATE TABLE jobs (id INTEGER); PRAGMA user_version = 99;",
+    ],
+)
+async def test_another_database_is_refused_untouched(tmp_path: Path, setup: str) -> None:
+    """An SQLite file of another schema (or version) raises JournalCorrupt and is not altered."""
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as connection:
+        connection.executescript(setup)
+    connection.close()
+    before = path.read_bytes()
+    with pytest.raises(inturn.JournalCorrupt, match="not an inturn journal"):
+        await inturn.SQLiteJournal(path).open()
+    assert path.read_bytes() == before
+
+
+async def test_a_second_opener_gets_journal_locked_until_the_first_closes(tmp_path: Path) -> None:
+    """Two journals on one file at once: the second raises JournalLocked; after aclose it opens."""
+    path = tmp_path / "jobs.db"
+    first = inturn.SQLiteJournal(path)
+    await first.open()
+    second = inturn.SQLiteJournal(path)
+    with pytest.raises(inturn.JournalLocked) as exc_info:
+        await second.open()
+    assert exc_info.value.path == str(path)
+    await first.aclose()
+    recovery = await second.open()
+    await second.aclose()
+    assert (recovery.next_id, list(recovery.jobs)) == (1, [])
+
+
+def test_durability_must_be_full_or_normal(tmp_path: Path) -> None:
+    """An unknown durability is a ValueError at construction."""
+    with pytest.raises(ValueError, match="durability"):
+        inturn.SQLiteJournal(tmp_path / "jobs.db", durability="fast")  # type: ignore[arg-type]
+
+
+async def test_concurrent_writes_share_commits(tmp_path: Path) -> None:
+    """Writes that wait together are committed together: fewer commits than writes."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db", durability="normal")
+    await journal.open()
+    ids = iter(range(1, 201))
+
+    async def write_next() -> None:
+        # The id is taken when the task runs, so ids reach the journal in order,
+        # as they do from a supervisor.
+        job_id = next(ids)
+        await journal.write([Append(job_id=job_id, key=f"k{job_id % 7}", data=b"x")])
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for _ in range(200):
+                nursery.start_soon(write_next)
+        assert 0 < journal.commits < 200
+    finally:
+        await journal.aclose()
+    recovery = await journal.open()
+    await journal.aclose()
+    assert [job.id for job in recovery.jobs] == list(range(1, 201))
+
+
+async def test_a_refused_batch_does_not_spoil_its_group(tmp_path: Path) -> None:
+    """In one group commit, a batch with a duplicate unique key is refused alone."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db")
+    await journal.open()
+    errors: list[BaseException] = []
+
+    ids = iter(range(1, 4))
+
+    async def write(unique: str) -> None:
+        job_id = next(ids)  # taken when the task runs: ids reach the journal in order
+        try:
+            await journal.write([Append(job_id=job_id, key="k", data=b"x", unique=unique)])
+        except inturn.DuplicateError as exc:
+            errors.append(exc)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(write, "a")
+            nursery.start_soon(write, "a")
+            nursery.start_soon(write, "b")
+    finally:
+        await journal.aclose()
+    recovery = await journal.open()
+    await journal.aclose()
+    assert len(errors) == 1
+    assert {job.unique for job in recovery.jobs} == {"a", "b"}
+    assert errors[0].job_id in {job.id for job in recovery.jobs}  # type: ignore[attr-defined]
+
+
+async def test_a_supervisor_recovers_from_a_file(tmp_path: Path) -> None:
+    """Cancel a supervisor mid-run; a new journal on the same file finishes the rest in order."""
+    path = tmp_path / "jobs.db"
+
+    async def slow(job: inturn.Job) -> None:
+        await trio.sleep(1)
+
+    first = Recorder(slow)
+
+    with trio.move_on_after(2.5):
+        async with inturn.open_supervisor(first, journal=inturn.SQLiteJournal(path)) as sup:
+            await sup.send_many([(key, n) for n in range(5) for key in ("a", "b")])
+
+    second = Recorder()
+    async with inturn.open_supervisor(second, journal=inturn.SQLiteJournal(path)) as sup:
+        pass
+
+    done_first = {call.job.id for call in first.calls if call.end is not None}
+    assert 0 < len(done_first) < 10
+    rerun = [call.job.id for call in second.calls]
+    assert sorted(done_first | set(rerun)) == list(range(1, 11))
+    assert not done_first & set(rerun)
+    second.assert_sequential()
