@@ -179,3 +179,90 @@ async def test_a_supervisor_recovers_from_a_file(tmp_path: Path) -> None:
     assert sorted(done_first | set(rerun)) == list(range(1, 11))
     assert not done_first & set(rerun)
     second.assert_sequential()
+
+
+class Faults:
+    """A fault hook: raise an SQLite error at the chosen steps, a chosen number of times."""
+
+    def __init__(self, step: str, times: int = 1, message: str = "disk I/O error") -> None:
+        self.step, self.times, self.message = step, times, message
+
+    def __call__(self, step: str) -> None:
+        if step == self.step and self.times > 0:
+            self.times -= 1
+            raise sqlite3.OperationalError(self.message)
+
+
+async def test_a_failed_write_refuses_the_send_and_keeps_serving(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A write that fails (disk full) makes send raise JournalError with nothing stored; accepted jobs still run."""
+    path = tmp_path / "jobs.db"
+    journal = inturn.SQLiteJournal(path)
+    release = trio.Event()
+
+    async def handler(job: inturn.Job) -> None:
+        await release.wait()
+
+    recorder = Recorder(handler)
+    async with inturn.open_supervisor(recorder, journal=journal) as sup:
+        first = await sup.send("k", "accepted")
+        await trio.testing.wait_all_tasks_blocked()
+        journal._fault_hook = Faults("apply", message="database or disk is full")
+        with pytest.raises(inturn.JournalError, match="disk is full") as exc_info:
+            await sup.send("k", "refused")
+        assert isinstance(exc_info.value.__cause__, sqlite3.OperationalError)
+        assert sup.stats().queued + sup.stats().running == 1
+        release.set()
+        await sup.wait_idle()
+
+    assert [call.job.id for call in recorder.calls] == [first]
+    recovery = await journal.open()
+    await journal.aclose()
+    assert list(recovery.jobs) == []
+    assert recovery.next_id == first + 1  # the refused job left no trace
+
+
+async def test_a_failed_commit_makes_the_journal_refuse_all_further_work(tmp_path: Path) -> None:
+    """After a failed COMMIT the journal refuses every write until it is reopened."""
+    path = tmp_path / "jobs.db"
+    journal = inturn.SQLiteJournal(path)
+    await journal.open()
+    await journal.write([Append(job_id=1, key="k", data=b"1")])
+    journal._fault_hook = Faults("commit")
+    with pytest.raises(inturn.JournalError, match="commit failed"):
+        await journal.write([Append(job_id=2, key="k", data=b"2")])
+    journal._fault_hook = None
+    with pytest.raises(inturn.JournalError, match="refusing work"):
+        await journal.write([Append(job_id=3, key="k", data=b"3")])
+    await journal.aclose()
+
+    recovery = await journal.open()  # reopening reads what is really on disk
+    try:
+        assert [job.id for job in recovery.jobs] == [1]
+        await journal.write([Append(job_id=recovery.next_id, key="k", data=b"4")])
+    finally:
+        await journal.aclose()
+
+
+async def test_a_failed_completion_reruns_the_job(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """If recording a completion fails, the key's actor restarts and the job runs again (at least once)."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db")
+    recorder = Recorder()
+    faults = Faults("apply", times=0)
+
+    async def handler(job: inturn.Job) -> None:
+        if len(recorder.calls) == 1:
+            faults.times = 1  # the next write, this job's Complete, fails
+        await trio.lowlevel.checkpoint()
+
+    recorder.handler = handler
+    journal._fault_hook = faults
+    async with inturn.open_supervisor(recorder, journal=journal) as sup:
+        await sup.send_many([("k", 1), ("k", 2)])  # both journaled before any handler runs
+        await sup.wait_idle()
+        assert sup.stats().completed == 2
+
+    assert [call.job.payload for call in recorder.calls] == [1, 1, 2]

@@ -35,7 +35,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
 import attrs
@@ -130,6 +130,10 @@ class SQLiteJournal:
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
     _lock_fd: int | None = attrs.field(default=None, init=False)
     _broken: BaseException | None = attrs.field(default=None, init=False)
+    _fault_hook: Callable[[str], None] | None = attrs.field(default=None, init=False)
+    """For fault-injection tests: called on the journal's thread before each
+    batch is applied (``"apply"``) and before COMMIT (``"commit"``); raise a
+    `sqlite3.Error` from it to act out a full disk or an I/O error."""
 
     # -- trio side -----------------------------------------------------------
 
@@ -272,6 +276,10 @@ class SQLiteJournal:
         finally:
             connection.close()
 
+    def _fault(self, step: str) -> None:
+        if self._fault_hook is not None:
+            self._fault_hook(step)
+
     def _commit_group(self, connection: sqlite3.Connection, group: list[_Request]) -> None:
         if self._broken is not None:
             for request in group:
@@ -282,6 +290,7 @@ class SQLiteJournal:
             connection.execute("BEGIN IMMEDIATE")
             next_id = _highest_id(connection) + 1
             for request in group:
+                self._fault("apply")
                 connection.execute("SAVEPOINT batch")
                 try:
                     next_id = _apply(connection, request.changes, next_id, self.path)
@@ -299,6 +308,7 @@ class SQLiteJournal:
                 request.finish(error)
             return
         try:
+            self._fault("commit")
             connection.execute("COMMIT")
         except sqlite3.Error as exc:
             # What reached the disk is unknown now: never carry on as if not.
