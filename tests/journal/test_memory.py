@@ -1,4 +1,9 @@
-"""`MemoryJournal`: recovery, all-or-nothing batches, dead letters, unique keys, ids."""
+"""`MemoryJournal`: the journal conformance kit, plus what only MemoryJournal shows.
+
+The kit (`inturn.testing.JournalConformance`) covers recovery, unique keys, ids
+and all-or-nothing batches through the `Journal` protocol; the tests below
+check what the protocol cannot see: dead letters and ``unfinished()``.
+"""
 
 from __future__ import annotations
 
@@ -16,8 +21,14 @@ from inturn.journal import (
     MemoryJournal,
     Recovery,
     Resume,
-    StoredJob,
 )
+from inturn.testing import JournalConformance
+
+
+class TestMemoryJournalConformance(JournalConformance):
+    @pytest.fixture
+    def journal(self) -> MemoryJournal:
+        return MemoryJournal()
 
 
 async def opened(*changes: Change) -> MemoryJournal:
@@ -34,60 +45,24 @@ async def reopen(journal: MemoryJournal) -> Recovery:
     return await journal.open()
 
 
-async def test_fresh_journal_recovers_nothing() -> None:
-    """A new journal opens empty, handing out ids from 1."""
-    recovery = await MemoryJournal().open()
-    assert recovery == Recovery(next_id=1, jobs=[], halted=frozenset())
-
-
-async def test_open_returns_unfinished_jobs_in_id_order() -> None:
-    """open returns every unfinished job in id order with its attempts, and next_id."""
+async def test_ids_out_of_order_in_one_batch_are_refused() -> None:
+    """Ids rise in acceptance order: a batch appending 9 then 8 is refused whole."""
     journal = await opened()
-    await journal.write(
-        [
-            Append(job_id=1, key="a", data=b"1"),
-            Append(job_id=2, key="b", data=b"2", unique="u"),
-            Append(job_id=3, key=None, data=b"3"),
-            Append(job_id=4, key="a", data=b"4"),
-        ]
-    )
-    await journal.write([MarkAttempt(2, 1), MarkAttempt(2, 2), Complete(1)])
-
-    recovery = await reopen(journal)
-
-    assert recovery.next_id == 5
-    assert list(recovery.jobs) == [
-        StoredJob(id=2, key="b", data=b"2", unique="u", attempts=2),
-        StoredJob(id=3, key=None, data=b"3"),
-        StoredJob(id=4, key="a", data=b"4"),
-    ]
-    assert recovery.halted == frozenset()
+    with pytest.raises(inturn.JournalError, match="used before"):
+        await journal.write(
+            [Append(job_id=9, key="k", data=b""), Append(job_id=8, key="k", data=b"")]
+        )
+    assert journal.unfinished() == []
+    assert (await reopen(journal)).next_id == 1
 
 
-async def test_jobs_come_back_in_id_order_whatever_the_write_order() -> None:
-    """Jobs appended with ids out of order in one batch still recover in id order."""
-    journal = await opened()
-    await journal.write([Append(job_id=9, key="k", data=b""), Append(job_id=8, key="k", data=b"")])
-    assert [job.id for job in (await reopen(journal)).jobs] == [8, 9]
-    assert [job.id for job in journal.unfinished()] == [8, 9]
-
-
-async def test_halted_keys_are_recovered_until_resumed() -> None:
-    """Halt records a key as parked across reopens; Resume clears it."""
-    journal = await opened(Halt("a"), Halt("b"), Resume("b"), Resume("never-halted"))
+async def test_halt_and_resume_are_idempotent() -> None:
+    """Halting a halted key or resuming one that is not halted is accepted and changes nothing."""
+    journal = await opened(Halt("a"), Halt("a"), Resume("never-halted"))
     assert (await reopen(journal)).halted == frozenset({"a"})
     await journal.write([Resume("a")])
+    await journal.write([Resume("a")])
     assert (await reopen(journal)).halted == frozenset()
-
-
-async def test_attempt_marks_are_recovered() -> None:
-    """The last MarkAttempt of a job is its recovered attempt count (a give-back included)."""
-    journal = await opened(Append(job_id=1, key="k", data=b""))
-    await journal.write([MarkAttempt(1, 1)])
-    await journal.write([MarkAttempt(1, 2)])
-    await journal.write([MarkAttempt(1, 1)])  # attempt 2 was interrupted by shutdown
-    (job,) = (await reopen(journal)).jobs
-    assert job.attempts == 1
 
 
 async def test_complete_forgets_the_job() -> None:
@@ -119,41 +94,6 @@ async def test_discard_keeps_a_dead_letter() -> None:
     assert len(journal.dead_letters()) == 2
 
 
-async def test_unique_key_is_held_by_an_unfinished_job() -> None:
-    """Appending a unique key held by an unfinished job raises DuplicateError naming the holder."""
-    journal = await opened(Append(job_id=1, key="a", data=b"", unique="u"))
-    with pytest.raises(inturn.DuplicateError) as exc_info:
-        await journal.write([Append(job_id=2, key="b", data=b"", unique="u")])
-    assert exc_info.value.job_id == 1
-    assert [job.id for job in journal.unfinished()] == [1]
-
-
-@pytest.mark.parametrize("finish", [Complete(1), Discard(1, "boom")])
-async def test_unique_key_is_released_when_terminal(finish: Change) -> None:
-    """Once its holder is completed or discarded, a unique key can be appended again."""
-    journal = await opened(Append(job_id=1, key="a", data=b"", unique="u"), finish)
-    await journal.write([Append(job_id=2, key="a", data=b"", unique="u")])
-    assert [(job.id, job.unique) for job in journal.unfinished()] == [(2, "u")]
-
-
-async def test_unique_key_is_recovered() -> None:
-    """A unique key held before a reopen is still held after it."""
-    journal = await opened(Append(job_id=1, key="a", data=b"", unique="u"))
-    await reopen(journal)
-    with pytest.raises(inturn.DuplicateError):
-        await journal.write([Append(job_id=2, key="a", data=b"", unique="u")])
-
-
-@pytest.mark.parametrize("finish", [None, Complete(1), Discard(1, "boom")])
-async def test_ids_are_never_reused(finish: Change | None) -> None:
-    """An id once appended is refused again, whether its job is unfinished, completed or discarded."""
-    journal = await opened(Append(job_id=1, key="a", data=b""))
-    if finish is not None:
-        await journal.write([finish])
-    with pytest.raises(inturn.JournalError, match="job id 1 was used before"):
-        await journal.write([Append(job_id=1, key="a", data=b"")])
-
-
 async def test_ids_below_next_id_are_refused_after_reopen() -> None:
     """next_id survives a reopen: an id below it is refused though its job was forgotten."""
     journal = await opened(Append(job_id=5, key="a", data=b""), Complete(5))
@@ -162,79 +102,12 @@ async def test_ids_below_next_id_are_refused_after_reopen() -> None:
         await journal.write([Append(job_id=3, key="a", data=b"")])
 
 
-async def test_an_id_is_not_reused_inside_one_batch() -> None:
-    """A batch is checked as its changes one by one would be: an id reused inside it is refused."""
-    journal = await opened()
-    with pytest.raises(inturn.JournalError):
-        await journal.write(
-            [
-                Append(job_id=1, key="a", data=b"first"),
-                Complete(1),
-                Append(job_id=1, key="a", data=b"second"),
-            ]
-        )
-    assert journal.unfinished() == []
-    assert (await reopen(journal)).next_id == 1
-
-
-@pytest.mark.parametrize(
-    "change",
-    [MarkAttempt(7, 1), Complete(7), Discard(7, "boom")],
-)
-async def test_changes_to_unknown_jobs_are_refused(change: Change) -> None:
-    """MarkAttempt, Complete or Discard of a job that is not unfinished raises JournalError."""
-    journal = await opened()
-    with pytest.raises(inturn.JournalError, match="job 7 is not an unfinished job"):
-        await journal.write([change])
-
-
 async def test_a_finished_job_cannot_be_finished_again() -> None:
     """Completing a job twice raises JournalError, leaving no dead letter behind."""
     journal = await opened(Append(job_id=1, key="a", data=b""), Complete(1))
     with pytest.raises(inturn.JournalError):
         await journal.write([Discard(1, "late")])
     assert journal.dead_letters() == []
-
-
-@pytest.mark.parametrize(
-    ("bad", "error"),
-    [
-        (Append(job_id=1, key="k", data=b""), inturn.JournalError),  # id used before
-        (Append(job_id=3, key="k", data=b"", unique="held"), inturn.DuplicateError),
-        (MarkAttempt(99, 1), inturn.JournalError),
-        (Complete(99), inturn.JournalError),
-        (Discard(99, "x"), inturn.JournalError),
-    ],
-)
-@pytest.mark.parametrize("position", [0, 2, 4])
-async def test_a_batch_with_one_bad_change_changes_nothing(
-    bad: Change, error: type[Exception], position: int
-) -> None:
-    """A batch holding one bad change raises and leaves every record as it was."""
-    journal = await opened(
-        Append(job_id=1, key="k", data=b"one", unique="held"),
-        Append(job_id=2, key="k", data=b"two"),
-        Halt("h"),
-    )
-    good: list[Change] = [
-        Append(job_id=10, key="k", data=b"new", unique="fresh"),
-        MarkAttempt(1, 1),
-        Complete(2),
-        Halt("x"),
-        Resume("h"),
-    ]
-    batch = [*good[:position], bad, *good[position:]]
-    before = (journal.unfinished(), journal.dead_letters())
-
-    with pytest.raises(error):
-        await journal.write(batch)
-
-    assert (journal.unfinished(), journal.dead_letters()) == before
-    recovery = await reopen(journal)
-    assert (recovery.next_id, recovery.halted) == (3, frozenset({"h"}))
-    # the good changes alone still apply: nothing was left half-written
-    await journal.write(good)
-    assert [job.id for job in journal.unfinished()] == [1, 10]
 
 
 async def test_batch_sees_its_own_earlier_changes() -> None:
@@ -250,47 +123,6 @@ async def test_batch_sees_its_own_earlier_changes() -> None:
     )
     assert [dead.id for dead in journal.dead_letters()] == [1]
     assert [(job.id, job.unique) for job in journal.unfinished()] == [(2, "u")]
-
-
-async def test_duplicate_unique_inside_one_batch_is_refused() -> None:
-    """Two appends holding the same unique key in one batch raise DuplicateError, writing neither."""
-    journal = await opened()
-    with pytest.raises(inturn.DuplicateError) as exc_info:
-        await journal.write(
-            [
-                Append(job_id=1, key="a", data=b"", unique="u"),
-                Append(job_id=2, key="b", data=b"", unique="u"),
-            ]
-        )
-    assert exc_info.value.job_id == 1
-    assert journal.unfinished() == []
-
-
-async def test_open_twice_raises() -> None:
-    """A journal already open by one supervisor refuses a second open."""
-    journal = await opened(Append(job_id=1, key="k", data=b""))
-    with pytest.raises(inturn.JournalError, match="already open"):
-        await journal.open()
-    await journal.write([Complete(1)])  # the first opener still owns it
-
-
-async def test_write_before_open_raises() -> None:
-    """Writing to a journal that was never opened raises JournalError and stores nothing."""
-    journal = MemoryJournal()
-    with pytest.raises(inturn.JournalError, match="not open"):
-        await journal.write([Append(job_id=1, key="k", data=b"")])
-    assert journal.unfinished() == []
-
-
-@pytest.mark.parametrize("size", [1, 2])
-async def test_write_after_aclose_raises(size: int) -> None:
-    """Writing after aclose raises JournalError and stores nothing, for any batch size."""
-    journal = await opened()
-    await journal.aclose()
-    batch: list[Change] = [Append(job_id=n, key="k", data=b"") for n in range(1, size + 1)]
-    with pytest.raises(inturn.JournalError, match="not open"):
-        await journal.write(batch)
-    assert journal.unfinished() == []
 
 
 async def test_reopen_after_aclose_shows_the_same_content() -> None:

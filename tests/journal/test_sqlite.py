@@ -13,7 +13,13 @@ import trio.testing
 
 import inturn
 from inturn.journal import Append, Complete
-from inturn.testing import Recorder
+from inturn.testing import JournalConformance, Recorder
+
+
+class TestSQLiteJournalConformance(JournalConformance):
+    @pytest.fixture(params=["full", "normal"])
+    def journal(self, tmp_path: Path, request: pytest.FixtureRequest) -> inturn.SQLiteJournal:
+        return inturn.SQLiteJournal(tmp_path / "jobs.db", durability=request.param)
 
 
 def mode(path: Path) -> int:

@@ -20,7 +20,8 @@ class Journal(Protocol):
     * ``write`` applies a batch of changes all-or-nothing and returns only once
       they are durable (as durable as the journal promises).  Job ids are
       chosen by the supervisor, increasing in acceptance order, starting at
-      ``Recovery.next_id``.
+      ``Recovery.next_id``: an ``Append`` whose id is not above every id
+      appended before (in the same batch too) is refused.
     * ``open`` returns every unfinished job in id order, with the attempts
       marked for it, and the halted keys.
     * Completed jobs may be forgotten; discarded ones are kept as dead letters.

@@ -101,7 +101,7 @@ class MemoryJournal:
                 return
             if not isinstance(only, Append):
                 return
-            if only.job_id < self._next_id or only.job_id in self._jobs:
+            if only.job_id < self._next_id:  # every id ever appended is below it
                 raise JournalError(f"job id {only.job_id} was used before")
             if only.unique is not None and only.unique in self._unique:
                 raise DuplicateError(only.unique, self._unique[only.unique])
@@ -113,7 +113,8 @@ class MemoryJournal:
         for change in changes:
             if isinstance(change, Append):
                 job_id, unique = change.job_id, change.unique
-                if job_id < self._next_id or job_id in self._jobs or job_id in appended:
+                if job_id < self._next_id or (appended and job_id <= max(appended)):
+                    # ids rise in acceptance order, within a batch too
                     raise JournalError(f"job id {job_id} was used before")
                 if unique is not None:
                     holder = taken.get(unique)
