@@ -22,6 +22,10 @@ class TestSQLiteJournalConformance(JournalConformance):
         return inturn.SQLiteJournal(tmp_path / "jobs.db", durability=request.param)
 
 
+def file_sizes(folder: Path, prefix: str) -> dict[str, int]:
+    return {f.name: f.stat().st_size for f in folder.iterdir() if f.name.startswith(prefix)}
+
+
 def mode(path: Path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
@@ -272,3 +276,18 @@ async def test_a_failed_completion_reruns_the_job(
         assert sup.stats().completed == 2
 
     assert [call.job.payload for call in recorder.calls] == [1, 1, 2]
+
+
+async def test_the_file_does_not_grow_with_jobs_processed(tmp_path: Path) -> None:
+    """Completed jobs are deleted: 10,000 jobs through a 100-job working set leave a small file."""
+    path = tmp_path / "jobs.db"
+    journal = inturn.SQLiteJournal(path, durability="normal")
+    payload = "x" * 200  # 10,000 of these kept would be over 2 MB
+    async with inturn.open_supervisor(Recorder(), journal=journal) as sup:
+        for _ in range(100):
+            await sup.send_many([(f"k{n}", payload) for n in range(100)])
+            await sup.wait_idle()
+        assert sup.stats().completed == 10_000
+
+    sizes = file_sizes(tmp_path, "jobs.db")
+    assert sum(sizes.values()) < 512 * 1024, sizes
