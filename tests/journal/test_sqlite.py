@@ -291,3 +291,31 @@ async def test_the_file_does_not_grow_with_jobs_processed(tmp_path: Path) -> Non
 
     sizes = file_sizes(tmp_path, "jobs.db")
     assert sum(sizes.values()) < 512 * 1024, sizes
+
+
+async def test_a_bug_on_the_journal_thread_fails_writes_instead_of_hanging(tmp_path: Path) -> None:
+    """An unexpected error on the writer thread refuses the waiting write and all later ones."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db")
+    await journal.open()
+
+    def bug(step: str) -> None:
+        raise RuntimeError("a bug")
+
+    journal._fault_hook = bug
+    try:
+        with pytest.raises(inturn.JournalError, match="journal thread failed: a bug"):
+            await journal.write([Append(job_id=1, key="k", data=b"1")])
+        journal._fault_hook = None
+        with pytest.raises(inturn.JournalError, match="refusing work"):
+            await journal.write([Append(job_id=1, key="k", data=b"1")])
+    finally:
+        await journal.aclose()
+
+
+async def test_writes_after_aclose_are_refused(tmp_path: Path) -> None:
+    """Once aclose has begun, a write raises JournalError instead of waiting on a stopped thread."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db")
+    await journal.open()
+    await journal.aclose()
+    with pytest.raises(inturn.JournalError, match="not open"):
+        await journal.write([Append(job_id=1, key="k", data=b"1")])

@@ -160,14 +160,13 @@ class SQLiteJournal:
             raise request.error
 
     async def aclose(self) -> None:
-        thread = self._thread
+        thread, self._thread = self._thread, None  # from here on, writes are refused
         if thread is None:
             await trio.lowlevel.checkpoint()
             return
-        self._requests.put(_STOP)
+        self._requests.put(_STOP)  # after every batch already queued
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(thread.join)
-        self._thread = None
         self._release_lock()
 
     # -- the journal's thread --------------------------------------------------
@@ -260,7 +259,7 @@ class SQLiteJournal:
         try:
             while True:
                 first = self._requests.get()
-                if first is _STOP:
+                if not isinstance(first, _Request):  # _STOP
                     return
                 group = [first]
                 while True:  # group commit: take everything already waiting
@@ -268,11 +267,17 @@ class SQLiteJournal:
                         more = self._requests.get_nowait()
                     except queue.Empty:
                         break
-                    if more is _STOP:
+                    if not isinstance(more, _Request):
                         self._requests.put(_STOP)  # serve the group, then stop
                         break
                     group.append(more)
-                self._commit_group(connection, group)  # type: ignore[arg-type]
+                try:
+                    self._commit_group(connection, group)
+                except Exception as exc:  # a bug here must not leave writers waiting
+                    self._broken = exc
+                    error = JournalError(f"{self.path}: journal thread failed: {exc}")
+                    for request in group:
+                        request.finish(error)
         finally:
             connection.close()
 
