@@ -87,14 +87,15 @@ class _Refused(Exception):
 @attrs.define(eq=False)
 class _Request:
     changes: Sequence[Change]
-    token: trio.lowlevel.TrioToken
-    done: trio.Event = attrs.field(factory=trio.Event)
+    task: trio.lowlevel.Task
     error: BaseException | None = None
+    """The verdict, set on the journal's thread: None if committed."""
 
-    def finish(self, error: BaseException | None = None) -> None:
-        """Called on the journal's thread: report back to trio."""
-        self.error = error
-        self.token.run_sync_soon(self.done.set)
+
+def _wake(group: list[_Request]) -> None:
+    """Run by trio: let every writer of a finished group go on (one wake-up per group)."""
+    for request in group:
+        trio.lowlevel.reschedule(request.task)
 
 
 _STOP: Final = object()
@@ -130,6 +131,7 @@ class SQLiteJournal:
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
     _lock_fd: int | None = attrs.field(default=None, init=False)
     _broken: BaseException | None = attrs.field(default=None, init=False)
+    _token: trio.lowlevel.TrioToken | None = attrs.field(default=None, init=False)
     _fault_hook: Callable[[str], None] | None = attrs.field(default=None, init=False)
     """For fault-injection tests: called on the journal's thread before each
     batch is applied (``"apply"``) and before COMMIT (``"commit"``); raise a
@@ -150,12 +152,14 @@ class SQLiteJournal:
             raise JournalError(f"{self.path}: refusing work after a failed commit") from (
                 self._broken
             )
-        request = _Request(changes, trio.lowlevel.current_trio_token())
+        if self._token is None:
+            self._token = trio.lowlevel.current_trio_token()
+        request = _Request(changes, trio.lowlevel.current_task())
         self._requests.put(request)
-        # Once queued, the batch is committed or refused as a whole; wait for
-        # the verdict even if cancelled, so the caller never guesses.
-        with trio.CancelScope(shield=True):
-            await request.done.wait()
+        # Once queued, the batch is committed or refused as a whole: wait for
+        # the verdict even if cancelled (Abort.FAILED), so the caller never
+        # guesses; a cancellation is delivered at its next checkpoint.
+        await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
         if request.error is not None:
             raise request.error
 
@@ -275,9 +279,9 @@ class SQLiteJournal:
                     self._commit_group(connection, group)
                 except Exception as exc:  # a bug here must not leave writers waiting
                     self._broken = exc
-                    error = JournalError(f"{self.path}: journal thread failed: {exc}")
-                    for request in group:
-                        request.finish(error)
+                    _refuse(group, JournalError(f"{self.path}: journal thread failed: {exc}"))
+                assert self._token is not None
+                self._token.run_sync_soon(_wake, group)
         finally:
             connection.close()
 
@@ -286,31 +290,33 @@ class SQLiteJournal:
             self._fault_hook(step)
 
     def _commit_group(self, connection: sqlite3.Connection, group: list[_Request]) -> None:
+        """Commit *group* in one transaction; set each request's verdict."""
         if self._broken is not None:
-            for request in group:
-                request.finish(JournalError(f"{self.path}: refusing work after a failed commit"))
+            _refuse(group, JournalError(f"{self.path}: refusing work after a failed commit"))
             return
-        verdicts: list[BaseException | None] = []
         try:
             connection.execute("BEGIN IMMEDIATE")
             next_id = _highest_id(connection) + 1
             for request in group:
                 self._fault("apply")
-                connection.execute("SAVEPOINT batch")
+                # One statement is atomic by itself; a batch of several needs
+                # a savepoint to be refused alone.
+                several = len(request.changes) > 1
+                if several:
+                    connection.execute("SAVEPOINT batch")
                 try:
                     next_id = _apply(connection, request.changes, next_id, self.path)
                 except _Refused as refused:
-                    connection.execute("ROLLBACK TO batch")
-                    verdicts.append(refused.error)
-                else:
-                    verdicts.append(None)
-                connection.execute("RELEASE batch")
+                    if several:
+                        connection.execute("ROLLBACK TO batch")
+                    request.error = refused.error
+                if several:
+                    connection.execute("RELEASE batch")
         except sqlite3.Error as exc:
             _rollback(connection)
             error = JournalError(f"{self.path}: write failed: {exc}")
             error.__cause__ = exc
-            for request in group:
-                request.finish(error)
+            _refuse(group, error)
             return
         try:
             self._fault("commit")
@@ -321,12 +327,18 @@ class SQLiteJournal:
             _rollback(connection)
             error = JournalError(f"{self.path}: commit failed, journal closed to work: {exc}")
             error.__cause__ = exc
-            for request in group:
-                request.finish(error)
+            _refuse(group, error)
             return
         self.commits += 1
-        for request, verdict in zip(group, verdicts, strict=True):
-            request.finish(verdict)
+
+
+def _cannot_abort(raise_cancel: object) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.FAILED
+
+
+def _refuse(group: list[_Request], error: JournalError) -> None:
+    for request in group:
+        request.error = error
 
 
 def _highest_id(connection: sqlite3.Connection) -> int:
