@@ -15,7 +15,7 @@ import pytest
 import trio
 
 import inturn
-from inturn.journal import Change, Complete, MarkAttempt
+from inturn.journal import Change, Complete
 from inturn.testing import FaultyJournal, Recorder
 
 # docs/testing.md: end
@@ -116,11 +116,11 @@ async def test_job_runs_again_if_its_completion_is_lost(
 async def test_a_journal_that_keeps_failing_escalates(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    def every_attempt(changes: Sequence[Change]) -> bool:
-        return any(isinstance(change, MarkAttempt) for change in changes)
+    def every_completion(changes: Sequence[Change]) -> bool:
+        return any(isinstance(change, Complete) for change in changes)
 
     memory = inturn.MemoryJournal()
-    journal = FaultyJournal(memory, fail=every_attempt)
+    journal = FaultyJournal(memory, fail=every_completion)
 
     async def run() -> None:
         async with inturn.open_supervisor(Recorder(), journal=journal, max_restarts=3) as sup:

@@ -276,14 +276,13 @@ class Actor:
         # a keyless lane holds one job: nothing will follow it, so don't linger
         linger = self.runtime.idle_timeout if isinstance(self.lane, str) else 0.0
         self.runtime.log.debug("actor.spawned", key=self._key)
-        marked: Entry | None = None  # journaled as started, with the last completion
         yielded = True  # a schedule point since the last job: spawned, or woken
         while True:
             entry = core.start(self.lane)
             if entry is not None:
                 if not yielded:  # however fast the handler, let other tasks run
                     await trio.lowlevel.cancel_shielded_checkpoint()
-                marked = await self._attempt(entry, marked=entry is marked)
+                await self._attempt(entry)
                 yielded = False
                 continue
             if core.is_halted(self.lane) or not await self._wait(linger):
@@ -312,12 +311,8 @@ class Actor:
         self._parked = None
         return trio.lowlevel.Abort.SUCCEEDED
 
-    async def _attempt(self, entry: Entry, *, marked: bool) -> Entry | None:
-        """Run one attempt of *entry* and carry out its outcome.
-
-        Returns the entry behind it if the completion journaled its start too
-        (one write instead of two); *marked* says this happened for *entry*.
-        """
+    async def _attempt(self, entry: Entry) -> None:
+        """Run one attempt of *entry* and carry out its outcome."""
         try:
             if entry.exhausted:
                 error = PermanentError(
@@ -325,10 +320,11 @@ class Actor:
                 )
                 outcome: Completed | Outcome = self._failed(entry, error)
             else:
-                if not marked:
+                if not entry.marked:
                     await self.runtime.journal.write([MarkAttempt(entry.id, entry.attempt)])
+                    entry.marked = True
                 outcome = await self._run(entry)
-            return await self._carry_out(outcome)
+            await self._carry_out(outcome)
         except BaseException:
             if entry.running:
                 self.runtime.core.interrupt(entry)
@@ -371,7 +367,7 @@ class Actor:
             raise
         return Completed(entry, result)
 
-    async def _carry_out(self, outcome: Completed | Outcome) -> Entry | None:
+    async def _carry_out(self, outcome: Completed | Outcome) -> None:
         runtime, core = self.runtime, self.runtime.core
         match outcome:
             case Completed(entry=entry, result=result):
@@ -384,12 +380,12 @@ class Actor:
                     await runtime.journal.write(
                         [Complete(entry.id), MarkAttempt(successor.id, successor.attempt)]
                     )
+                    successor.marked = True
                 core.complete(entry)
                 runtime.log.debug(
                     "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
                 )
                 runtime.finished(entry, result=result)
-                return successor
             case Backoff(entry=entry, at=at):
                 core.backoff(entry)
                 runtime.log.debug(
@@ -420,4 +416,3 @@ class Actor:
                 runtime.finished(entry, error=error)
             case _:
                 assert_never(outcome)
-        return None

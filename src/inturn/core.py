@@ -61,6 +61,8 @@ class Entry:
     attempt: int = 1
     """The attempt that runs next, or is running."""
     durable: bool = False
+    marked: bool = False
+    """The journal already records `attempt` as started (written with an earlier change)."""
     running: bool = False
     exhausted: bool = False
     """Recovered with every attempt already spent by crashes: discard, don't run."""
@@ -176,6 +178,15 @@ class Core:
         """Whether `start` would return a job now."""
         return self._startable_head(self._lanes[lane]) is not None
 
+    def starts_next(self, entry: Entry) -> bool:
+        """Whether reserved *entry* will be the next job its lane starts.
+
+        True when it heads an unhalted lane: nothing can get ahead of it, so
+        its start may be journaled with its acceptance, in one write.
+        """
+        state = self._lanes[entry.lane]
+        return state.fifo[0] is entry and not state.halted and not entry.exhausted
+
     def successor(self, entry: Entry) -> Entry | None:
         """The entry that may start once running head *entry* completes, if any.
 
@@ -207,10 +218,12 @@ class Core:
         assert entry.running
         entry.running = False
         entry.attempt += 1
+        entry.marked = False
 
     def interrupt(self, entry: Entry) -> None:
         """*entry*'s attempt was cut short (cancelled, or its actor crashed)."""
         entry.running = False
+        entry.marked = False  # the attempt may have been given back: mark it again
 
     def complete(self, entry: Entry) -> None:
         """*entry* completed (and the journal knows): the gate opens."""

@@ -40,7 +40,7 @@ from .codec import Codec, JSONCodec
 from .core import Core, Entry
 from .errors import EncodeError, JobDiscarded, SupervisorClosed
 from .jobs import Stats
-from .journal import Append, Journal, MemoryJournal, Resume
+from .journal import Append, Change, Journal, MarkAttempt, MemoryJournal, Resume
 from .keys import validate_key, validate_unique
 from .retry import Retry
 
@@ -207,12 +207,17 @@ class Supervisor:
     async def _journal(self, entries: list[Entry]) -> None:
         """Journal reserved *entries* in one write, then commit them; or retract them all."""
         runtime = self._runtime
-        appends = [
-            Append(job_id=entry.id, key=entry.key, data=entry.data, unique=entry.unique)
-            for entry in entries
-        ]
+        changes: list[Change] = []
+        starting: list[Entry] = []
+        for entry in entries:
+            changes.append(
+                Append(job_id=entry.id, key=entry.key, data=entry.data, unique=entry.unique)
+            )
+            if runtime.core.starts_next(entry):  # its start goes in the same write
+                changes.append(MarkAttempt(entry.id, entry.attempt))
+                starting.append(entry)
         try:
-            await runtime.journal.write(appends)
+            await runtime.journal.write(changes)
         except BaseException:
             for entry in reversed(entries):
                 runtime.core.retract(entry)
@@ -224,6 +229,8 @@ class Supervisor:
                 f"the supervisor stopped while job {entries[0].id} was journaled;"
                 " it runs when the journal is opened again"
             )
+        for entry in starting:
+            entry.marked = True
         for entry in entries:
             runtime.committed(entry)
             runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
