@@ -3,13 +3,15 @@
 Theory of operation
 -------------------
 One dedicated thread owns the one connection; trio never blocks on SQLite.
-`write` hands its batch to that thread through a queue and waits (shielded:
-a batch that reached the thread is committed or refused as a whole, and the
-caller learns which).  The thread takes whatever batches are waiting, applies
-each inside its own savepoint of one ``BEGIN IMMEDIATE`` transaction, and
-commits once: that is group commit, one fsync for many concurrent sends.  A
-batch that breaks a rule (a duplicate unique key, an unknown job) is rolled
-back to its savepoint and refused alone; the others still commit.
+`write` hands its batch to that thread through a queue and parks until the
+verdict comes back; the park cannot be aborted, so a batch that reached the
+thread is committed or refused as a whole and the caller always learns which
+(a cancellation lands at its next checkpoint).  The thread takes whatever
+batches are waiting, applies them in one ``BEGIN IMMEDIATE`` transaction and
+commits once: that is group commit, one fsync for many concurrent sends, and
+one wake-up into trio for the whole group.  A batch that breaks a rule (a
+duplicate unique key, an unknown job) is refused alone: a single statement
+undoes itself, and a batch of several runs inside its own savepoint.
 
 A failure of SQLite itself (disk full, I/O error, a failed COMMIT) rolls the
 whole transaction back and refuses every batch in it.  If COMMIT itself
