@@ -319,3 +319,20 @@ async def test_writes_after_aclose_are_refused(tmp_path: Path) -> None:
     await journal.aclose()
     with pytest.raises(inturn.JournalError, match="not open"):
         await journal.write([Append(job_id=1, key="k", data=b"1")])
+
+
+def test_one_journal_object_serves_two_trio_runs(tmp_path: Path) -> None:
+    """Reopened in a new trio.run, the journal answers writes in that run, not the finished one."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db")
+    seen: list[int] = []
+
+    async def append_one() -> None:
+        recovery = await journal.open()
+        seen.append(recovery.next_id)
+        with trio.fail_after(10):
+            await journal.write([Append(job_id=recovery.next_id, key="k", data=b"x")])
+        await journal.aclose()
+
+    trio.run(append_one)
+    trio.run(append_one)
+    assert seen == [1, 2]

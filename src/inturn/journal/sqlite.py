@@ -144,6 +144,7 @@ class SQLiteJournal:
     async def open(self) -> Recovery:
         if self._thread is not None:
             raise JournalError(f"{self.path}: this SQLiteJournal is already open")
+        self._token = trio.lowlevel.current_trio_token()  # where verdicts are delivered
         return await trio.to_thread.run_sync(self._open_sync)
 
     async def write(self, changes: Sequence[Change]) -> None:
@@ -154,8 +155,6 @@ class SQLiteJournal:
             raise JournalError(f"{self.path}: refusing work after a failed commit") from (
                 self._broken
             )
-        if self._token is None:
-            self._token = trio.lowlevel.current_trio_token()
         request = _Request(changes, trio.lowlevel.current_task())
         self._requests.put(request)
         # Once queued, the batch is committed or refused as a whole: wait for
