@@ -8,7 +8,9 @@ starts one `Actor` task for a lane when the core says the lane needs one;
 the actor then loops:
 
 1. ask the core for the lane's head (``Core.start``); run it if the gate
-   allows: mark the attempt in the journal, decode, call the handler;
+   allows: mark the attempt in the journal (unless ``Entry.marked`` says it
+   went with the job's acceptance or the last completion), decode, call the
+   handler;
 2. carry out the outcome: journal ``Complete``/``Discard`` and then tell the
    core, or back off (sleep on trio's clock) with the head in place;
 3. with nothing to start, park until a ``send`` wakes it or `IdleReaper`

@@ -20,9 +20,11 @@ out bare when it is the only one.  Two or more real errors (the body failed
 lost.
 
 ``send`` follows one shape: validate -> encode -> reserve in the core
-(synchronous: id, FIFO place, unique key) -> journal (the one await) -> commit
+(synchronous: id, FIFO place, unique key) -> journal (the one await; a job
+that will start next has its start journaled in the same write) -> commit
 (synchronous: the gate may open).  A failure before the commit retracts the
-reservation, so a rejected ``send`` changes nothing.
+reservation, so a rejected ``send`` changes nothing.  ``send_many`` is the
+same shape for a whole batch, with one write.
 """
 
 from __future__ import annotations
