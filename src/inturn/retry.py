@@ -6,12 +6,12 @@ Pure: the jitter's random source is an argument, so a test passes a seeded
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
+from ._checks import check_number
 from .errors import PermanentError
 
 __all__ = ["Retry"]
@@ -34,15 +34,7 @@ def _number(*types: type) -> Callable[[object, attrs.Attribute[Any], object], No
     allowed = types or (int, float)
 
     def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
-        if isinstance(value, bool) or not isinstance(value, allowed):
-            names = " or ".join(kind.__name__ for kind in allowed)
-            raise TypeError(f"{attribute.name} must be {names}, not {type(value).__name__}")
-        try:
-            finite = math.isfinite(value)  # type: ignore[arg-type]
-        except OverflowError:  # an int beyond any float: fine as a count, not as a delay
-            finite = float not in allowed
-        if not finite:
-            raise ValueError(f"{attribute.name} must be finite, not {value!r}")
+        check_number(attribute.name, value, types=allowed)
 
     return check
 

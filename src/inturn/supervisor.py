@@ -29,7 +29,6 @@ same shape for a whole batch, with one write.
 
 from __future__ import annotations
 
-import math
 import random as _random
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
@@ -37,6 +36,7 @@ from typing import Literal, NoReturn, final
 
 import trio
 
+from ._checks import check_number
 from .actors import Handler, Runtime, Waiter
 from .codec import Codec, JSONCodec
 from .core import Core, Entry
@@ -248,17 +248,17 @@ async def _schedule_point() -> None:
 
 
 def _number(name: str, value: object, *, minimum: float, inclusive: bool = True) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
-    if not math.isfinite(value) or value < minimum or (not inclusive and value == minimum):
+    check_number(name, value)
+    assert isinstance(value, int | float)
+    if value < minimum or (not inclusive and value == minimum):
         relation = ">=" if inclusive else ">"
         raise ValueError(f"{name} must be a finite number {relation} {minimum}, not {value!r}")
     return float(value)
 
 
 def _count(name: str, value: object, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    check_number(name, value, types=(int,))
+    assert isinstance(value, int)
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, not {value!r}")
     return value

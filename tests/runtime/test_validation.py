@@ -258,6 +258,7 @@ BAD_OPTIONS: dict[str, tuple[dict[str, object], type[Exception]]] = {
     "idle-timeout-inf": ({"idle_timeout": math.inf}, ValueError),
     "idle-timeout-str": ({"idle_timeout": "1"}, TypeError),
     "idle-timeout-bool": ({"idle_timeout": True}, TypeError),
+    "idle-timeout-beyond-float": ({"idle_timeout": 10**400}, ValueError),
     "job-timeout-zero": ({"job_timeout": 0}, ValueError),
     "job-timeout-negative": ({"job_timeout": -5.0}, ValueError),
     "job-timeout-inf": ({"job_timeout": math.inf}, ValueError),

@@ -1,0 +1,27 @@
+"""The one check every numeric option goes through (pure)."""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["check_number"]
+
+
+def check_number(name: str, value: object, *, types: tuple[type, ...] = (int, float)) -> None:
+    """Raise unless *value* is a finite number of one of *types*, and not a bool.
+
+    Raises:
+        TypeError: *value* is a bool (an int to `isinstance`, never meant as
+            one), or not of *types*.
+        ValueError: *value* is NaN or infinite, or an int too large for a
+            float where floats are allowed.
+    """
+    if isinstance(value, bool) or not isinstance(value, types):
+        names = " or ".join(kind.__name__ for kind in types)
+        raise TypeError(f"{name} must be {names}, not {type(value).__name__}")
+    try:
+        finite = math.isfinite(value)  # type: ignore[arg-type]
+    except OverflowError:  # an int beyond any float: fine as a count, not as a float
+        finite = float not in types
+    if not finite:
+        raise ValueError(f"{name} must be finite, not {value!r}")
