@@ -74,6 +74,9 @@ class Report:
     """Acked jobs that ran under a key other than the one they were sent to."""
     malformed: int
     """Lines that do not parse, ends without their start, kill markers out of sequence."""
+    torn_by_kill: int = 0
+    """Log lines cut short by a kill (the line just before a ``KILL`` marker):
+    the handler never got past that write, so they count as not written."""
     problems: tuple[str, ...] = ()
     """The first few violations, described."""
 
@@ -114,6 +117,7 @@ class _Count:
     in_flight_at_kills: int = 0
     attempt_violations: int = 0
     malformed: int = 0
+    torn_by_kill: int = 0
     problems: list[str] = attrs.Factory(list)
 
     def problem(self, kind: str, text: str) -> None:
@@ -148,7 +152,8 @@ def check(acks: Iterable[str], log_lines: Iterable[str]) -> Report:
     ended: set[int] = set()  # jobs whose latest start logged its end
     starts_per_epoch = [0]
 
-    for number, line in enumerate(log_lines, 1):
+    lines = list(log_lines)
+    for number, line in enumerate(lines, 1):
         fields = line.split()
         if not fields:
             continue
@@ -166,7 +171,10 @@ def check(acks: Iterable[str], log_lines: Iterable[str]) -> Report:
             or not (fields[1].isdigit() and fields[2].isdigit())
             or fields[3] not in ("start", "end")
         ):
-            count.problem("malformed", f"{where}: {line!r}")
+            if number < len(lines) and lines[number].startswith("KILL"):
+                count.torn_by_kill += 1  # SIGKILL can cut a write(2) short
+            else:
+                count.problem("malformed", f"{where}: {line!r}")
             continue
         key, job, attempt, event = fields[0], int(fields[1]), int(fields[2]), fields[3]
 
@@ -247,5 +255,6 @@ def check(acks: Iterable[str], log_lines: Iterable[str]) -> Report:
         attempt_violations=count.attempt_violations,
         misrouted=len(misrouted),
         malformed=count.malformed,
+        torn_by_kill=count.torn_by_kill,
         problems=tuple(count.problems),
     )

@@ -293,6 +293,16 @@ def test_malformed_lines_are_counted(log: str) -> None:
     assert not judge(log).ok
 
 
+def test_a_line_torn_by_a_kill_counts_as_not_written() -> None:
+    """A partial line just before a KILL marker is the kill's doing, not a malformed log."""
+    report = judge("a 1 1 start\na 1 1 en\nKILL 1\na 1 2 start\na 1 2 end\n", acked((1, "a")))
+
+    assert report.torn_by_kill == 1
+    assert report.malformed == 0
+    assert report.duplicates == report.duplicates_in_flight_at_kill == 1
+    assert report.ok
+
+
 def test_a_malformed_ack_is_counted() -> None:
     assert judge("", acks="1 a\n").malformed == 1
 
