@@ -11,18 +11,51 @@ entry that fails every attempt, or is refused as an overdraft (a
 `PermanentError`, never retried), is discarded; the journal keeps it as a dead
 letter and the account moves on to its next entry.
 
-At the end the example checks every account's balance history against the
-entries it sent, then prints one summary line.
+At the end the example checks every account's postings against its entries,
+then prints one summary line.
 
-Run it with ``python examples/ledger.py``.
+Run it with ``python examples/ledger.py [--dir DIR] [--latency SECONDS]``.
+
+Surviving ``kill -9``
+---------------------
+Everything lives in two SQLite files in ``--dir`` (default ``./ledger-data``):
+inturn's journal, ``ledger-jobs.db``, and the application's own state,
+``ledger.db``: the postings (an account's balance is its last posting's) and
+the accounts whose entries were sent.  Kill the program at any moment and run
+it again: it finishes exactly what the first run left.  Three things make it
+so:
+
+* The journal: an entry inturn accepted and did not finish runs again, in its
+  account's order, when the next run opens the supervisor.
+* What was sent: an account's entries go in one `send_many` (all or none),
+  and only then is the account recorded as sent; a later run sends only the
+  accounts not recorded.  A kill between the two sends that account again:
+  copies, queued behind the originals.
+* An idempotent handler: delivery is at least once (an entry running at the
+  kill runs again), and the copies run too.  inturn runs an account's jobs one
+  at a time, in order, so when an entry runs every entry before it has been
+  decided: the handler posts it only if the account has no posting at or
+  beyond its ``seq``; otherwise it was decided before (posted, refused or
+  discarded) and running it again changes nothing.  It goes by the entry's
+  own ``(account, seq)``, not by `Job.id`: a copy is a new job.
+
+The summary describes the whole ledger, over every run: ``jobs`` counts the
+entries, ``completed`` the ones posted, ``discarded`` the others; retries and
+elapsed time are this run's.  A run on a finished ledger sends nothing: it
+checks the ledger and prints the summary again.  Delete the directory to start
+over.  ``--latency`` slows the gateway down, to leave time for a ``kill -9``.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import logging
 import random
+import sqlite3
 import sys
 import time
+from pathlib import Path
 
 import attrs
 import structlog
@@ -35,6 +68,19 @@ ENTRIES_PER_ACCOUNT = 25
 OPENING_DEPOSIT = 500
 FAILURE_RATE = 0.2
 """The fraction of gateway calls that fail."""
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS postings (
+    account TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    amount INTEGER NOT NULL,
+    balance INTEGER NOT NULL CHECK (balance >= 0),
+    PRIMARY KEY (account, seq)  -- an entry is posted at most once
+);
+CREATE TABLE IF NOT EXISTS sent (account TEXT PRIMARY KEY);
+"""
+
+log = structlog.get_logger()
 
 
 @attrs.frozen
@@ -66,102 +112,184 @@ class Posting:
 
 @attrs.define
 class Ledger:
-    """The application's state: balances, and the postings that made them."""
+    """The application's state, in its own SQLite file, and the handler that changes it.
 
-    balances: dict[str, int] = attrs.field(factory=dict)
-    postings: dict[str, list[Posting]] = attrs.field(factory=dict)
-    flakiness: dict[str, random.Random] = attrs.field(factory=dict)
-    """One seeded source per account: each account's jobs run in order, so
-    every run of the example fails exactly the same attempts."""
+    Its SQLite calls are synchronous: each is a small local transaction that
+    holds up trio for a fraction of a millisecond, and having no ``await``
+    inside makes it atomic with respect to the other accounts' handlers, which
+    share the connection.  A slower store would go through
+    ``trio.to_thread.run_sync``.
+    """
+
+    db: sqlite3.Connection
+    latency: float
+    """Seconds a gateway call takes."""
     retries: int = 0
+    """Attempts after an entry's first, in this run."""
 
-    async def apply(self, job: inturn.Job) -> int:
-        """The handler: post one entry and return the new balance."""
+    @classmethod
+    def open(cls, path: Path, *, latency: float) -> Ledger:
+        db = sqlite3.connect(path, isolation_level=None)  # transactions are explicit
+        db.execute("PRAGMA journal_mode = WAL")
+        # Like the journal's durability="normal": a commit survives the process
+        # being killed, not the machine losing power.
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.executescript(SCHEMA)
+        return cls(db, latency)
+
+    def close(self) -> None:
+        self.db.close()
+
+    async def apply(self, job: inturn.Job) -> int | None:
+        """The handler: post one entry through the gateway; return the new balance."""
         entry = job.payload
         assert isinstance(entry, LedgerEntry)
         if job.attempt > 1:
             self.retries += 1
-        await trio.sleep(0.001)  # the round trip to the gateway
-        flaky = self.flakiness.setdefault(entry.account, random.Random(entry.account))
-        if flaky.random() < FAILURE_RATE:
+        await trio.sleep(self.latency)  # the round trip to the gateway
+        # Each attempt's fate has its own seed, so it is the same in every run,
+        # however the runs were cut short.
+        gateway = random.Random(f"{entry.account}:{entry.seq}:{job.attempt}")
+        if gateway.random() < FAILURE_RATE:
             raise GatewayUnavailable(f"gateway timeout on {entry.account} #{entry.seq}")
-        balance = self.balances.get(entry.account, 0) + entry.amount
-        if balance < 0:
-            raise Overdraft(f"{entry.account} #{entry.seq} would leave {balance}")
-        # Nothing awaits between here and the return, so the posting and the
-        # balance change happen together.
-        self.balances[entry.account] = balance
-        self.postings.setdefault(entry.account, []).append(
-            Posting(seq=entry.seq, amount=entry.amount, balance=balance)
-        )
-        return balance
+        return self.post(entry)
+
+    def post(self, entry: LedgerEntry) -> int | None:
+        """Apply *entry* once; return the balance after it, or None if it was not posted.
+
+        Raises:
+            Overdraft: the entry would overdraw its account; nothing is written.
+        """
+        with self.db:  # commits on return, rolls back on an exception
+            self.db.execute("BEGIN IMMEDIATE")
+            last = self.db.execute(
+                "SELECT seq, balance FROM postings WHERE account = ? ORDER BY seq DESC LIMIT 1",
+                (entry.account,),
+            ).fetchone()
+            last_seq, balance = last if last is not None else (-1, 0)
+            if entry.seq <= last_seq:  # decided before: a re-run after a crash, or a copy
+                posted = self.db.execute(
+                    "SELECT balance FROM postings WHERE account = ? AND seq = ?",
+                    (entry.account, entry.seq),
+                ).fetchone()
+                return None if posted is None else int(posted[0])
+            balance += entry.amount
+            if balance < 0:
+                raise Overdraft(f"{entry.account} #{entry.seq} would leave {balance}")
+            self.db.execute(
+                "INSERT INTO postings (account, seq, amount, balance) VALUES (?, ?, ?, ?)",
+                (entry.account, entry.seq, entry.amount, balance),
+            )
+            return int(balance)
+
+    def sent(self) -> set[str]:
+        return {row[0] for row in self.db.execute("SELECT account FROM sent")}
+
+    def mark_sent(self, account: str) -> None:
+        self.db.execute("INSERT INTO sent (account) VALUES (?)", (account,))
+
+    def postings(self) -> dict[str, list[Posting]]:
+        """Every account's postings, in the order they were applied."""
+        postings: dict[str, list[Posting]] = {}
+        for account, seq, amount, balance in self.db.execute(
+            "SELECT account, seq, amount, balance FROM postings ORDER BY rowid"
+        ):
+            postings.setdefault(account, []).append(Posting(seq, amount, balance))
+        return postings
 
 
-def make_entries(rng: random.Random) -> list[LedgerEntry]:
-    """Every account's entries, interleaved the way they arrive: round by round."""
-    entries = []
-    for seq in range(ENTRIES_PER_ACCOUNT):
-        for n in range(ACCOUNTS):
-            amount = OPENING_DEPOSIT if seq == 0 else rng.randint(-120, 150)
-            entries.append(LedgerEntry(account=f"account-{n}", seq=seq, amount=amount))
+def make_entries(rng: random.Random) -> dict[str, list[LedgerEntry]]:
+    """Every account's entries, in order; the same in every run."""
+    entries: dict[str, list[LedgerEntry]] = {}
+    for n in range(ACCOUNTS):
+        account = f"account-{n}"
+        entries[account] = [
+            LedgerEntry(
+                account=account,
+                seq=seq,
+                amount=OPENING_DEPOSIT if seq == 0 else rng.randint(-120, 150),
+            )
+            for seq in range(ENTRIES_PER_ACCOUNT)
+        ]
     return entries
 
 
-def check(
-    entries: list[LedgerEntry], ledger: Ledger, dead: list[LedgerEntry], stats: inturn.Stats
-) -> None:
-    """Each account's postings are its sent entries, in order, minus its discards."""
-    sent: dict[str, list[LedgerEntry]] = {}
-    for entry in entries:
-        sent.setdefault(entry.account, []).append(entry)
-    discarded = {(entry.account, entry.seq) for entry in dead}
-    assert stats.completed + stats.discarded == len(entries), stats
-    assert stats.discarded == len(dead), (stats, len(dead))
-    for account, expected in sent.items():
-        applied = [entry for entry in expected if (account, entry.seq) not in discarded]
-        postings = ledger.postings.get(account, [])
-        assert [p.seq for p in postings] == [e.seq for e in applied], account
+def check(entries: dict[str, list[LedgerEntry]], postings: dict[str, list[Posting]]) -> None:
+    """Each account's postings are some of its entries, each at most once and in
+    order, with balances that add up and never go below zero."""
+    assert postings.keys() <= entries.keys(), postings.keys() - entries.keys()
+    for account, expected in entries.items():
+        amounts = {entry.seq: entry.amount for entry in expected}
+        applied = postings.get(account, [])
+        seqs = [posting.seq for posting in applied]
+        assert seqs == sorted(set(seqs)), (account, seqs)
         balance = 0
-        for posting in postings:
-            balance += posting.amount
+        for posting in applied:
+            balance += amounts[posting.seq]
+            assert posting.amount == amounts[posting.seq], (account, posting)
             assert posting.balance == balance >= 0, (account, posting)
-        assert ledger.balances.get(account, 0) == balance, account
 
 
-async def main() -> None:
+async def main(directory: Path, latency: float) -> None:
     structlog.configure(
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
         cache_logger_on_first_use=True,
     )
     codec = inturn.JSONCodec(types=[LedgerEntry])
-    journal = inturn.MemoryJournal()
+    journal = inturn.SQLiteJournal(directory / "ledger-jobs.db", durability="normal")
     retry = inturn.Retry(max_attempts=4, initial_delay=0.005, multiplier=2.0, max_delay=0.05)
     entries = make_entries(random.Random(2024))
-    ledger = Ledger()
 
     started = time.perf_counter()
-    async with inturn.open_supervisor(
-        ledger.apply,
-        journal=journal,
-        codec=codec,
-        retry=retry,
-        random=random.Random(7).random,
-    ) as sup:
-        for entry in entries:
-            await sup.send(entry.account, entry)
-        await sup.wait_idle()
-        stats = sup.stats()
+    with contextlib.closing(Ledger.open(directory / "ledger.db", latency=latency)) as ledger:
+        async with inturn.open_supervisor(
+            ledger.apply,
+            journal=journal,
+            codec=codec,
+            retry=retry,
+            random=random.Random(7).random,
+        ) as sup:
+            opened = sup.stats()
+            unfinished = opened.queued + opened.running  # replayed: a run was cut short
+            sent = ledger.sent()
+            unsent = [account for account in entries if account not in sent]
+            if unfinished or 0 < len(unsent) < len(entries):
+                log.info("ledger.resumed", unfinished_jobs=unfinished, accounts_to_send=len(unsent))
+            for account in unsent:
+                await sup.send_many([(account, entry) for entry in entries[account]])
+                ledger.mark_sent(account)  # a kill before this line sends them again
+            await sup.wait_idle()
+            stats = sup.stats()
+        postings = ledger.postings()
     elapsed = time.perf_counter() - started
 
-    dead = [codec.decode(letter.data) for letter in journal.dead_letters()]
-    check(entries, ledger, [entry for entry in dead if isinstance(entry, LedgerEntry)], stats)
+    # This run finished every job it found in the journal or sent.
+    sent_now = len(unsent) * ENTRIES_PER_ACCOUNT
+    assert stats.completed + stats.discarded == unfinished + sent_now, stats
+    check(entries, postings)
+    total = sum(len(account_entries) for account_entries in entries.values())
+    posted = sum(len(applied) for applied in postings.values())
     print(
-        f"ledger: {len(entries)} jobs, {len({entry.account for entry in entries})} accounts,"
-        f" {ledger.retries} retries, {stats.completed} completed,"
-        f" {stats.discarded} discarded, {elapsed:.2f}s elapsed"
+        f"ledger: {total} jobs, {len(entries)} accounts, {ledger.retries} retries,"
+        f" {posted} completed, {total - posted} discarded, {elapsed:.2f}s elapsed"
     )
 
 
 if __name__ == "__main__":
-    trio.run(main)
+    parser = argparse.ArgumentParser(description="Apply a ledger's entries with inturn.")
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=Path("ledger-data"),
+        help="where the journal and the ledger are kept (default: ./ledger-data)",
+    )
+    parser.add_argument(
+        "--latency",
+        type=float,
+        default=0.001,
+        help="seconds each gateway call takes (default: 0.001)",
+    )
+    args = parser.parse_args()
+    args.dir.mkdir(parents=True, exist_ok=True)
+    trio.run(main, args.dir, args.latency)

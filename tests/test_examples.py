@@ -2,20 +2,40 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import random
 import re
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import attrs
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+LEDGER = ROOT / "examples" / "ledger.py"
 BEGIN = "# docs/testing.md: begin"
 END = "# docs/testing.md: end"
 
 
-def test_ledger_example_runs_and_prints_its_summary() -> None:
-    """examples/ledger.py (the README's first command) exits 0 with its summary line."""
+@attrs.frozen
+class Summary:
+    """The figures of examples/ledger.py's summary line that vary."""
+
+    retries: int
+    completed: int
+    discarded: int
+
+
+def run_ledger(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], Summary]:
+    """Run examples/ledger.py to the end; return it and its summary line's figures."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "ledger.py")],
+        [sys.executable, str(LEDGER), *args],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=120,
@@ -31,10 +51,125 @@ def test_ledger_example_runs_and_prints_its_summary() -> None:
     assert summary is not None, done.stdout
     jobs, accounts, retries, completed, discarded = map(int, summary.groups())
     assert accounts == 200
-    assert jobs == completed + discarded
-    assert retries > 0
-    assert discarded > 0
+    assert jobs == 5000 == completed + discarded
+    return done, Summary(retries=retries, completed=completed, discarded=discarded)
+
+
+def test_ledger_example_runs_and_prints_its_summary(tmp_path: Path) -> None:
+    """examples/ledger.py (the README's first command) exits 0 with its summary
+    line; run again, it finds its ledger finished and prints the same figures."""
+    done, first = run_ledger(cwd=tmp_path)
+    assert first.retries > 0
+    assert first.discarded > 0
     assert "job.discarded" in done.stderr  # the application's own structlog set-up
+    assert (tmp_path / "ledger-data" / "ledger.db").is_file()
+    assert (tmp_path / "ledger-data" / "ledger-jobs.db").is_file()
+
+    done, again = run_ledger(cwd=tmp_path)
+    assert again == attrs.evolve(first, retries=0)  # nothing ran: nothing was left
+    assert "job.discarded" not in done.stderr
+
+
+@pytest.mark.parametrize("posted", [1, 2500], ids=["while-sending", "mid-run"])
+def test_ledger_example_finishes_after_kill_9(tmp_path: Path, posted: int) -> None:
+    """SIGKILLed once *posted* entries are posted, examples/ledger.py run again
+    sends only what was not sent, replays what was left, and finishes: every
+    entry posted at most once, in order, with consistent balances."""
+    data = tmp_path / "ledger-data"
+    slow = ("--dir", str(data), "--latency", "0.02")  # about 2 s of work: time to land a kill
+    with (tmp_path / "first.err").open("w") as errors:
+        first = subprocess.Popen(
+            [sys.executable, str(LEDGER), *slow], stdout=subprocess.DEVNULL, stderr=errors
+        )
+        try:
+            wait_for_postings(first, data / "ledger.db", at_least=posted)
+        finally:
+            first.kill()
+            first.wait()
+    assert first.returncode == -signal.SIGKILL, (tmp_path / "first.err").read_text()
+    at_kill = read_postings(data / "ledger.db")
+    assert posted <= len(at_kill) < 5000
+    with contextlib.closing(sqlite3.connect(data / "ledger.db")) as connection:
+        [(sent,)] = connection.execute("SELECT count(*) FROM sent")
+
+    done, summary = run_ledger(*slow, cwd=tmp_path)
+    [resumed] = [line for line in done.stderr.splitlines() if "ledger.resumed" in line]
+    assert f"accounts_to_send={200 - sent}" in resumed
+    unfinished = re.search(r"unfinished_jobs=(\d+)", resumed)
+    assert unfinished is not None, resumed
+    assert int(unfinished.group(1)) > 0  # replayed from the journal
+    postings = read_postings(data / "ledger.db")
+    assert at_kill.items() <= postings.items()  # what was posted stayed posted, unchanged
+    assert summary.completed == len(postings)
+    assert summary.completed + summary.discarded == 5000
+    check_postings(postings)
+
+
+def test_ledger_example_ignores_entries_sent_twice(tmp_path: Path) -> None:
+    """A kill between an account's send_many and recording it as sent makes
+    the next run send its entries again; the copies change nothing."""
+    _, first = run_ledger(cwd=tmp_path)
+    db = tmp_path / "ledger-data" / "ledger.db"
+    before = read_postings(db)
+    seqs: dict[str, list[int]] = {}
+    for account, seq in sorted(before):
+        seqs.setdefault(account, []).append(seq)
+    # An account that posted its last entry but not all of them: every copy
+    # was decided before, the ones not posted included, so none may be posted now.
+    account = next(a for a, posted in seqs.items() if posted[-1] == 24 and len(posted) < 25)
+    with contextlib.closing(sqlite3.connect(db)) as connection, connection:
+        connection.execute("DELETE FROM sent WHERE account = ?", (account,))
+
+    done, again = run_ledger(cwd=tmp_path)
+    assert "accounts_to_send=1" in done.stderr
+    assert (again.completed, again.discarded) == (first.completed, first.discarded)
+    assert read_postings(db) == before
+
+
+def wait_for_postings(process: subprocess.Popen[bytes], db: Path, *, at_least: int) -> None:
+    """Return once *db* holds *at_least* postings; fail if *process* exits first."""
+    deadline = time.monotonic() + 15
+    while len(read_postings(db)) < at_least:
+        assert process.poll() is None, "the ledger exited before it could be killed"
+        assert time.monotonic() < deadline, "the ledger made too little progress"
+        time.sleep(0.005)
+
+
+def read_postings(db: Path) -> dict[tuple[str, int], tuple[int, int, int]]:
+    """(account, seq) -> (order applied, amount, balance); empty if *db* is not ready."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
+            rows = connection.execute(
+                "SELECT account, seq, rowid, amount, balance FROM postings"
+            ).fetchall()
+    except sqlite3.OperationalError:  # not created yet
+        return {}
+    return {
+        (account, seq): (order, amount, balance) for account, seq, order, amount, balance in rows
+    }
+
+
+def check_postings(postings: dict[tuple[str, int], tuple[int, int, int]]) -> None:
+    """Each account's postings are its entries' amounts, applied in seq order,
+    with running balances that add up and never go below zero."""
+    spec = importlib.util.spec_from_file_location("ledger_example", LEDGER)
+    assert spec is not None
+    assert spec.loader is not None
+    ledger = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ledger)
+    entries = ledger.make_entries(random.Random(2024))
+    by_account: dict[str, list[tuple[int, int, int, int]]] = {}
+    for (account, seq), (order, amount, balance) in postings.items():
+        by_account.setdefault(account, []).append((order, seq, amount, balance))
+    assert by_account.keys() <= entries.keys()
+    for account, applied in by_account.items():
+        applied.sort()  # in the order applied
+        assert [seq for _, seq, _, _ in applied] == sorted(seq for _, seq, _, _ in applied)
+        total = 0
+        for _, seq, amount, balance in applied:
+            assert amount == entries[account][seq].amount
+            total += amount
+            assert balance == total >= 0, (account, seq)
 
 
 def python_blocks(markdown: str) -> list[str]:
