@@ -90,13 +90,17 @@ class Runtime:
     random: Callable[[], float]
     idle_timeout: float
     job_timeout: float | None
-    limiter: trio.CapacityLimiter | None
+    max_concurrency: int | None
     max_restarts: int
     restart_window: float
     nursery: trio.Nursery | None = None
     actors: dict[Lane, Actor] = attrs.field(factory=dict)
     waiters: dict[int, Waiter] = attrs.field(factory=dict)
     running: int = 0
+    free_slots: int = 0
+    """With ``max_concurrency``: slots no actor holds (see `take_slot`)."""
+    ready: deque[Lane] = attrs.field(factory=deque)
+    """Lanes with work waiting for a slot, oldest first: they have no task yet."""
     closed: bool = False
     escalated: BaseException | None = None
     reaper: IdleReaper = attrs.field(factory=lambda: IdleReaper())
@@ -123,10 +127,51 @@ class Runtime:
             self.wake(entry.lane)
 
     def spawn(self, lane: Lane) -> None:
+        """Start an actor task for *lane*; or queue the lane while every slot is taken."""
+        if self.max_concurrency is None:
+            self._start(lane)
+        elif self.free_slots:
+            self.free_slots -= 1
+            self._start(lane, holding=True)
+        else:
+            self.ready.append(lane)
+
+    def _start(self, lane: Lane, *, holding: bool = False) -> None:
         assert self.nursery is not None
-        actor = self.actors[lane] = Actor(self, lane)
+        actor = self.actors[lane] = Actor(self, lane, holding=holding)
         # A constant name: trio would otherwise format one per task.
         self.nursery.start_soon(self._supervise, actor, name="inturn.actor")
+
+    # -- slots (max_concurrency) -----------------------------------------------
+    #
+    # A slot is held by an actor that has a job to run, not by one waiting:
+    # idle, backing off, or queued.  A lane waiting for a slot is only an
+    # entry in `ready`, not a task, so a backlog over 100,000 keys costs
+    # 100,000 deque entries instead of 100,000 parked tasks.  Slots go in
+    # the order asked for, and an actor hands its slot on after every job
+    # when others wait, so every key gets its turn.
+
+    def take_slot(self, actor: Actor) -> bool:
+        """Give *actor* a slot; False if it must end its task and wait in `ready`."""
+        if self.max_concurrency is None or actor.holding:
+            return True
+        if self.free_slots:
+            self.free_slots -= 1
+            actor.holding = True
+            return True
+        del self.actors[actor.lane]
+        self.ready.append(actor.lane)
+        return False
+
+    def give_slot(self, actor: Actor) -> None:
+        """*actor* has nothing to run now: its slot goes to the oldest lane waiting."""
+        if not actor.holding:
+            return
+        actor.holding = False
+        if self.ready:
+            self._start(self.ready.popleft(), holding=True)
+        else:
+            self.free_slots += 1
 
     def wake(self, lane: Lane) -> None:
         actor = self.actors.get(lane)
@@ -244,6 +289,8 @@ class Actor:
 
     runtime: Runtime
     lane: Lane
+    holding: bool = attrs.field(default=False, kw_only=True)
+    """Holds one of ``max_concurrency`` slots."""
     _parked: trio.lowlevel.Task | None = attrs.field(default=None, init=False)
     _woken: bool = attrs.field(default=False, init=False)
     _token: int = attrs.field(default=0, init=False)
@@ -279,20 +326,30 @@ class Actor:
         linger = self.runtime.idle_timeout if isinstance(self.lane, str) else 0.0
         self.runtime.log.debug("actor.spawned", key=self._key)
         yielded = True  # a schedule point since the last job: spawned, or woken
+        runtime = self.runtime
         while True:
+            if not runtime.take_slot(self):
+                runtime.log.debug("actor.queued", key=self._key)
+                return  # a new task serves the lane when a slot frees
+            page = core.page(self.lane)
+            if page is not None:
+                core.paged(self.lane, await runtime.journal.load(*page))
             entry = core.start(self.lane)
             if entry is not None:
                 if not yielded:  # however fast the handler, let other tasks run
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 await self._attempt(entry)
                 yielded = False
+                if runtime.ready:  # others wait for a slot: take turns
+                    runtime.give_slot(self)
                 continue
+            runtime.give_slot(self)
             if core.is_halted(self.lane) or not await self._wait(linger):
                 if core.try_retire(self.lane):
                     del self.runtime.actors[self.lane]
                     self.runtime.log.debug("actor.exited", key=self._key)
                     return
-                if not core.can_start(self.lane):
+                if not core.has_work(self.lane):
                     # the head is still being journaled: its send will wake us
                     await self._wait(math.inf)
                 # else a send landed as the linger ran out: serve it
@@ -351,11 +408,7 @@ class Actor:
         )
         runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
         try:
-            if runtime.limiter is None:
-                result = await runtime.call_handler(job)
-            else:
-                async with runtime.limiter:  # fair: slots go in the order asked for
-                    result = await runtime.call_handler(job)
+            result = await runtime.call_handler(job)
         except Exception as exc:
             return self._failed(entry, exc)
         except BaseException:
@@ -390,6 +443,7 @@ class Actor:
                 runtime.finished(entry, result=result)
             case Backoff(entry=entry, at=at):
                 core.backoff(entry)
+                runtime.give_slot(self)  # a slot is for running, not for waiting
                 runtime.log.debug(
                     "job.retry_scheduled",
                     key=entry.key,

@@ -25,6 +25,17 @@ A lane's state exists only while it holds entries, is halted, or has an
 actor attached; `try_retire` drops it, so a million keys seen once leave
 nothing behind.
 
+Memory stays bounded however long a backlog grows: a key's FIFO holds at most
+``window`` entries, and all FIFOs together about ``max_buffered`` (always
+each key's head, so every key can run).  A job accepted beyond that is
+*spilled*: it is journaled but not kept, and counted in the lane's
+``on_disk``.  Once one job of a lane is spilled, every later one is too, so
+the FIFO is always the oldest part of the lane.  As the FIFO drains, `page`
+asks the shell to load the next jobs from the journal, and `paged` appends
+them; only jobs known durable (up to ``disk_tail``) are asked for, and a
+page is merged by id, so a send committing while a page loads is never lost
+or doubled.
+
 Nothing here awaits, sleeps, logs, or reads a clock or an RNG.  The trio shell
 calls one method per fact, between two checkpoints, and carries out what comes
 back; because each call is synchronous, trio's scheduler makes it atomic (an
@@ -33,15 +44,14 @@ actor retiring and a ``send`` arriving cannot interleave).
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Literal, TypeAlias
 
 import attrs
 
 from .errors import DecodeError, DuplicateError
 from .jobs import Stats
-from .journal.records import Recovery
+from .journal.records import Recovery, StoredJob
 from .retry import Retry
 
 __all__ = ["Backoff", "Core", "Discarding", "Entry", "Lane", "Outcome"]
@@ -66,6 +76,8 @@ class Entry:
     running: bool = False
     exhausted: bool = False
     """Recovered with every attempt already spent by crashes: discard, don't run."""
+    spilled: bool = False
+    """Accepted into the journal only: its lane pages it in later."""
 
     @property
     def lane(self) -> Lane:
@@ -94,10 +106,23 @@ Outcome: TypeAlias = Backoff | Discarding
 
 @attrs.define(eq=False, slots=True)
 class _LaneState:
-    fifo: deque[Entry] = attrs.field(factory=deque)
+    fifo: list[Entry] = attrs.field(factory=list)
+    """Oldest first.  A list, not a deque: 56 bytes against 760 for 100,000
+    keys' worth of lanes, and popping the head of at most ``window`` entries
+    is a short memmove."""
     attached: bool = False
     """An actor task serves this lane."""
     halted: bool = False
+    on_disk: int = 0
+    """Unfinished jobs of the lane that are not in `fifo` (spilled, or being spilled)."""
+    tail: int = 0
+    """The id of the newest job that entered `fifo`: the next page starts after it."""
+    disk_tail: int = 0
+    """The id of the newest spilled job known durable: page in up to it."""
+
+    @property
+    def size(self) -> int:
+        return len(self.fifo) + self.on_disk
 
 
 @attrs.define(eq=False)
@@ -106,10 +131,15 @@ class Core:
 
     retry: Retry
     on_discard: Literal["continue", "halt"] = "continue"
+    window: int = 1000
+    """At most this many jobs of one key in memory."""
+    max_buffered: int = 100_000
+    """About this many jobs in memory in all (each key's head always is)."""
     next_id: int = 1
     _lanes: dict[Lane, _LaneState] = attrs.field(factory=dict, init=False)
     _unique: dict[str, int] = attrs.field(factory=dict, init=False)
     _pending: int = attrs.field(default=0, init=False)
+    _buffered: int = attrs.field(default=0, init=False)
     _parked: int = attrs.field(default=0, init=False)
     _completed: int = attrs.field(default=0, init=False)
     _discarded: int = attrs.field(default=0, init=False)
@@ -126,19 +156,38 @@ class Core:
             raise DuplicateError(unique, self._unique[unique])
         entry = Entry(id=self.next_id, key=key, data=data, unique=unique)
         self.next_id += 1
-        self._enqueue(entry)
+        state = self._lane(entry.lane)
+        if key is not None and (
+            state.on_disk
+            or len(state.fifo) >= self.window
+            or (state.fifo and self._buffered >= self.max_buffered)
+        ):
+            entry.spilled = True
+            state.on_disk += 1
+        else:
+            self._buffer(state, entry)
+        self._count(state, entry)
         return entry
 
     def commit(self, entry: Entry) -> bool:
         """*entry* is durable.  Return True if its lane needs a new actor."""
         entry.durable = True
-        return self._wants_actor(self._lanes[entry.lane])
+        state = self._lanes[entry.lane]
+        if entry.spilled:
+            state.disk_tail = max(state.disk_tail, entry.id)
+            if entry.id > state.tail:  # not paged in already: the journal holds it
+                self._forget_unique(entry)
+        return self._wants_actor(state)
 
     def retract(self, entry: Entry) -> None:
         """The journal refused *entry*: forget it as if it was never sent."""
         assert not entry.durable, "a durable job cannot be retracted"
         state = self._lanes[entry.lane]
-        state.fifo.remove(entry)
+        if entry.spilled:
+            state.on_disk -= 1
+        else:
+            state.fifo.remove(entry)
+            self._buffered -= 1
         self._release(entry)
         if state.halted:
             self._parked -= 1
@@ -152,18 +201,57 @@ class Core:
             self._lanes[key] = _LaneState(halted=True)
         for stored in recovery.jobs:
             self.next_id = max(self.next_id, stored.id + 1)  # never trust one field alone
-            exhausted = stored.attempts >= self.retry.max_attempts
-            entry = Entry(
-                id=stored.id,
-                key=stored.key,
-                data=stored.data,
-                unique=stored.unique,
-                attempt=stored.attempts if exhausted else stored.attempts + 1,
-                durable=True,
-                exhausted=exhausted,
-            )
-            self._enqueue(entry)
+            entry = self._recovered(stored)
+            state = self._lane(entry.lane)
+            if entry.key is not None and len(state.fifo) >= self.window:
+                # a journal that hands back more than the window: page it in later
+                entry.spilled = True
+                state.on_disk += 1
+                state.disk_tail = entry.id
+            else:
+                self._buffer(state, entry)
+            self._count(state, entry)
+        for key, backlog in recovery.backlog.items():
+            self.next_id = max(self.next_id, backlog.last_id + 1)
+            state = self._lane(key)
+            state.on_disk += backlog.count
+            state.disk_tail = max(state.disk_tail, backlog.last_id)
+            self._pending += backlog.count
+            if state.halted:
+                self._parked += backlog.count
         return [lane for lane, state in self._lanes.items() if self._wants_actor(state)]
+
+    # -- paging ------------------------------------------------------------
+
+    def page(self, lane: Lane) -> tuple[str, int, int] | None:
+        """``(key, after, limit)`` for `Journal.load`, if *lane* should page in jobs now.
+
+        Asked for when the FIFO has drained to half its window and durable
+        jobs wait in the journal; a parked lane waits until resumed.
+        """
+        state = self._lanes[lane]
+        if state.disk_tail <= state.tail or state.halted or len(state.fifo) > self.window // 2:
+            return None
+        assert isinstance(lane, str), "only keys spill"
+        room = self.window - len(state.fifo)
+        if state.fifo:
+            room = min(room, self.max_buffered - self._buffered)
+            if room <= 0:
+                return None  # over budget: the head runs first
+        return lane, state.tail, room
+
+    def paged(self, lane: Lane, page: Sequence[StoredJob]) -> None:
+        """Append jobs `Journal.load` returned for *lane* (ones already in are skipped)."""
+        state = self._lanes[lane]
+        for stored in page:
+            if stored.id <= state.tail:
+                continue
+            assert stored.key == lane, "a page holds only its key's jobs"
+            entry = self._recovered(stored)
+            self._buffer(state, entry)
+            state.on_disk -= 1
+            if entry.unique is not None:
+                self._unique.setdefault(entry.unique, entry.id)
 
     # -- running -----------------------------------------------------------
 
@@ -174,9 +262,9 @@ class Core:
             head.running = True
         return head
 
-    def can_start(self, lane: Lane) -> bool:
-        """Whether `start` would return a job now."""
-        return self._startable_head(self._lanes[lane]) is not None
+    def has_work(self, lane: Lane) -> bool:
+        """Whether `start` would return a job now, or `page` jobs to load."""
+        return self._startable_head(self._lanes[lane]) is not None or self.page(lane) is not None
 
     def starts_next(self, entry: Entry) -> bool:
         """Whether reserved *entry* will be the next job its lane starts.
@@ -185,7 +273,12 @@ class Core:
         its start may be journaled with its acceptance, in one write.
         """
         state = self._lanes[entry.lane]
-        return state.fifo[0] is entry and not state.halted and not entry.exhausted
+        return (
+            not entry.spilled
+            and state.fifo[0] is entry
+            and not state.halted
+            and not entry.exhausted
+        )
 
     def successor(self, entry: Entry) -> Entry | None:
         """The entry that may start once running head *entry* completes, if any.
@@ -238,7 +331,7 @@ class Core:
             assert entry.key is not None
             state = self._lanes[entry.key]
             state.halted = True
-            self._parked += len(state.fifo)
+            self._parked += state.size
 
     # -- halts -------------------------------------------------------------
 
@@ -252,7 +345,7 @@ class Core:
         if state is None or not state.halted:
             return False
         state.halted = False
-        self._parked -= len(state.fifo)
+        self._parked -= state.size
         if self._wants_actor(state):
             return True
         self._drop_if_unused(key, state)
@@ -269,7 +362,7 @@ class Core:
         """
         state = self._lanes[lane]
         assert state.attached
-        if state.fifo and not state.halted:
+        if state.size and not state.halted:
             return False
         state.attached = False
         self._drop_if_unused(lane, state)
@@ -304,14 +397,38 @@ class Core:
     def held_unique_keys(self) -> int:
         return len(self._unique)
 
+    def buffered(self) -> int:
+        """How many jobs are held in memory (the rest wait in the journal)."""
+        return self._buffered
+
     # -- internals ---------------------------------------------------------
 
-    def _enqueue(self, entry: Entry) -> None:
-        lane = entry.lane
+    def _lane(self, lane: Lane) -> _LaneState:
         state = self._lanes.get(lane)
         if state is None:
             state = self._lanes[lane] = _LaneState()
+        return state
+
+    def _recovered(self, stored: StoredJob) -> Entry:
+        """The entry for a job read back from the journal."""
+        exhausted = stored.attempts >= self.retry.max_attempts
+        return Entry(
+            id=stored.id,
+            key=stored.key,
+            data=stored.data,
+            unique=stored.unique,
+            attempt=stored.attempts if exhausted else stored.attempts + 1,
+            durable=True,
+            exhausted=exhausted,
+        )
+
+    def _buffer(self, state: _LaneState, entry: Entry) -> None:
         state.fifo.append(entry)
+        state.tail = entry.id
+        self._buffered += 1
+
+    def _count(self, state: _LaneState, entry: Entry) -> None:
+        """A new unfinished job: hold its unique key, count it."""
         if entry.unique is not None:
             self._unique[entry.unique] = entry.id
         self._pending += 1
@@ -337,14 +454,20 @@ class Core:
         assert entry.running, "only a running job finishes"
         assert state.fifo[0] is entry, "only the head of its lane finishes"
         entry.running = False
-        state.fifo.popleft()
+        del state.fifo[0]
+        self._buffered -= 1
         self._release(entry)
 
     def _release(self, entry: Entry) -> None:
-        if entry.unique is not None:
-            del self._unique[entry.unique]
+        self._forget_unique(entry)
         self._pending -= 1
 
+    def _forget_unique(self, entry: Entry) -> None:
+        # Only if *entry* holds it: a spilled job's key is held by the journal,
+        # which refuses duplicates on its own.
+        if entry.unique is not None and self._unique.get(entry.unique) == entry.id:
+            del self._unique[entry.unique]
+
     def _drop_if_unused(self, lane: Lane, state: _LaneState) -> None:
-        if not (state.fifo or state.attached or state.halted):
+        if not (state.size or state.attached or state.halted):
             del self._lanes[lane]

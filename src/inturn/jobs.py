@@ -32,7 +32,9 @@ class Stats:
     """A snapshot of a supervisor's state, from ``Supervisor.stats()``."""
 
     actors: int
-    """Live actor tasks: one per active key, plus one per keyless job in flight."""
+    """Live actor tasks: one per active key, plus one per keyless job in flight.
+
+    Under ``max_concurrency``, keys waiting for a slot have no task yet."""
     queued: int
     """Accepted jobs that are not running and not terminal (halted keys included)."""
     running: int

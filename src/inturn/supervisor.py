@@ -274,6 +274,8 @@ async def open_supervisor(
     job_timeout: float | None = None,
     on_discard: Literal["continue", "halt"] = "continue",
     max_concurrency: int | None = None,
+    window: int = 1000,
+    max_buffered: int = 100_000,
     codec: Codec | None = None,
     max_restarts: int = 3,
     restart_window: float = 5.0,
@@ -295,6 +297,12 @@ async def open_supervisor(
             ``"halt"`` parks the key until `Supervisor.resume`.
         max_concurrency: at most this many handlers at once (fair, FIFO);
             None for no limit.
+        window: at most this many jobs of one key are held in memory; the
+            rest of its backlog waits in the journal and is read back in
+            order as the key drains.
+        max_buffered: about this many jobs in memory over all keys (each
+            key's next job always is), so a backlog of any size over any
+            number of keys costs bounded memory.
         codec: turns payloads into bytes and back; None means `JSONCodec()`.
         max_restarts: crashes of the runtime around jobs (a journal failing,
             say) tolerated within *restart_window* seconds; one more escalates.
@@ -320,9 +328,10 @@ async def open_supervisor(
         job_timeout = _number("job_timeout", job_timeout, minimum=0, inclusive=False)
     if on_discard not in ("continue", "halt"):
         raise ValueError(f"on_discard must be 'continue' or 'halt', not {on_discard!r}")
-    limiter = None
     if max_concurrency is not None:
-        limiter = trio.CapacityLimiter(_count("max_concurrency", max_concurrency, minimum=1))
+        max_concurrency = _count("max_concurrency", max_concurrency, minimum=1)
+    window = _count("window", window, minimum=1)
+    max_buffered = _count("max_buffered", max_buffered, minimum=1)
     max_restarts = _count("max_restarts", max_restarts, minimum=0)
     restart_window = _number("restart_window", restart_window, minimum=0, inclusive=False)
     if codec is None:
@@ -337,12 +346,14 @@ async def open_supervisor(
         raise TypeError(f"random must be a callable returning a float, not {random!r}")
     if journal is None:
         journal = MemoryJournal()
-    elif not all(callable(getattr(journal, name, None)) for name in ("open", "write", "aclose")):
+    elif not all(
+        callable(getattr(journal, name, None)) for name in ("open", "write", "load", "aclose")
+    ):
         raise TypeError(f"journal must be an inturn.Journal, not {journal!r}")
 
     recovery = await journal.open()
     try:
-        core = Core(retry, on_discard)
+        core = Core(retry, on_discard, window=window, max_buffered=max_buffered)
         lanes = core.restore(recovery)
         runtime = Runtime(
             core=core,
@@ -352,7 +363,8 @@ async def open_supervisor(
             random=random,
             idle_timeout=idle_timeout,
             job_timeout=job_timeout,
-            limiter=limiter,
+            max_concurrency=max_concurrency,
+            free_slots=max_concurrency or 0,
             max_restarts=max_restarts,
             restart_window=restart_window,
         )

@@ -34,7 +34,7 @@ from .journal import (
     StoredJob,
 )
 
-__all__ = ["Call", "FaultyJournal", "JournalConformance", "Recorder"]
+__all__ = ["Call", "FaultyJournal", "JournalConformance", "Recorder", "unfinished_jobs"]
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -151,6 +151,9 @@ class FaultyJournal:
             raise JournalError("injected failure")
         await self.inner.write(changes)
 
+    async def load(self, key: str, after: int, limit: int) -> Sequence[StoredJob]:
+        return await self.inner.load(key, after, limit)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 
@@ -182,9 +185,50 @@ async def _raises(error: type[_E], call: Awaitable[object]) -> _E:
     raise AssertionError(f"expected {error.__name__}, but nothing was raised")
 
 
+async def _replayed(journal: Journal, recovery: Recovery) -> Recovery:
+    """*recovery* with every key's backlog paged in with ``load``, checked on the way."""
+    jobs = list(recovery.jobs)
+    ids = [job.id for job in jobs]
+    _expect(ids, sorted(set(ids)), "Recovery.jobs ids (rising, no repeats)")
+    for key, backlog in recovery.backlog.items():
+        known = [job.id for job in jobs if job.key == key]
+        assert known, f"Recovery.backlog names {key!r}, but Recovery.jobs has none of its jobs"
+        rest: list[StoredJob] = []
+        while page := await journal.load(key, known[-1] if not rest else rest[-1].id, 2):
+            assert len(page) <= 2, f"load({key!r}, ..., 2) returned {len(page)} jobs"
+            rest.extend(page)
+        _expect(
+            (len(rest), rest[-1].id if rest else None),
+            (backlog.count, backlog.last_id),
+            f"jobs paged in for {key!r} (count, last id) against its Backlog",
+        )
+        assert all(job.key == key for job in rest), f"load({key!r}) returned another key's job"
+        jobs.extend(rest)
+    jobs.sort(key=lambda job: job.id)
+    return Recovery(next_id=recovery.next_id, jobs=jobs, halted=recovery.halted)
+
+
+async def unfinished_jobs(journal: Journal) -> list[StoredJob]:
+    """Open *journal*, read every unfinished job (backlogs paged in), close it.
+
+    What a supervisor opened on it would run, in id order: for tests that
+    check what a journal kept.
+    """
+    recovery = await journal.open()
+    try:
+        return list((await _replayed(journal, recovery)).jobs)
+    finally:
+        with trio.CancelScope(shield=True):
+            await journal.aclose()
+
+
 @attrs.define(eq=False)
 class _Session:
-    """Opens and reopens a journal, and closes it however the test ends."""
+    """Opens and reopens a journal, and closes it however the test ends.
+
+    What it returns from `open` has every backlog paged in (and checked), so
+    tests compare all unfinished jobs whatever a journal leaves in backlogs.
+    """
 
     journal: Journal
     is_open: bool = False
@@ -192,7 +236,7 @@ class _Session:
     async def open(self) -> Recovery:
         recovery = await self.journal.open()
         self.is_open = True
-        return recovery
+        return await _replayed(self.journal, recovery)
 
     async def close(self) -> None:
         await self.journal.aclose()

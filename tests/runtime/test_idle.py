@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 import inturn
-from inturn.journal import Append, Change, Recovery
+from inturn.journal import Append, Change, Recovery, StoredJob
 from inturn.testing import Recorder
 
 IDLE = 1.0
@@ -36,6 +36,9 @@ class HookedJournal:
         await self.inner.write(changes)
         if is_append and self.after_append is not None:
             self.after_append()
+
+    async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
+        return await self.inner.load(key, after, limit)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -9,6 +9,7 @@ import trio.testing
 
 import inturn
 import inturn.journal
+from inturn.journal import StoredJob
 from inturn.testing import FaultyJournal, Recorder
 
 
@@ -247,6 +248,9 @@ class _GatedJournal:
         if self.gated:
             await self.gate.wait()
         await self.inner.write(changes)  # type: ignore[arg-type]
+
+    async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
+        return await self.inner.load(key, after, limit)
 
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()

@@ -6,6 +6,7 @@ from ._protocol import Journal
 from .memory import MemoryJournal
 from .records import (
     Append,
+    Backlog,
     Change,
     Complete,
     DeadLetter,
@@ -20,6 +21,7 @@ from .sqlite import SQLiteJournal
 
 __all__ = [
     "Append",
+    "Backlog",
     "Change",
     "Complete",
     "DeadLetter",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from .records import Change, Recovery
+from .records import Change, Recovery, StoredJob
 
 __all__ = ["Journal"]
 
@@ -22,8 +22,11 @@ class Journal(Protocol):
       chosen by the supervisor, increasing in acceptance order, starting at
       ``Recovery.next_id``: an ``Append`` whose id is not above every id
       appended before (in the same batch too) is refused.
-    * ``open`` returns every unfinished job in id order, with the attempts
-      marked for it, and the halted keys.
+    * ``open`` returns the unfinished jobs in id order, with the attempts
+      marked for each, and the halted keys: every keyless job, and of each key
+      at least its oldest job, with a `Backlog` for the rest, which ``load``
+      hands out page by page.  So a journal with a long backlog reopens in
+      time and memory that grow with the keys, not the jobs.
     * Completed jobs may be forgotten; discarded ones are kept as dead letters.
 
     Every method is a cancellation point: if the caller is cancelled before
@@ -40,6 +43,13 @@ class Journal(Protocol):
 
     async def write(self, changes: Sequence[Change]) -> None:
         """Apply *changes* atomically, in order."""
+        ...
+
+    async def load(self, key: str, after: int, limit: int) -> Sequence[StoredJob]:
+        """Up to *limit* unfinished jobs of *key* with ids above *after*, in id order.
+
+        Sees every write that returned before it was called.
+        """
         ...
 
     async def aclose(self) -> None:

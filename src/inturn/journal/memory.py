@@ -17,6 +17,7 @@ import trio
 from ..errors import DuplicateError, JournalError
 from .records import (
     Append,
+    Backlog,
     Change,
     Complete,
     DeadLetter,
@@ -52,6 +53,8 @@ class MemoryJournal:
     """
 
     _jobs: dict[int, _Row] = attrs.field(factory=dict, init=False)
+    _by_key: dict[str, dict[int, None]] = attrs.field(factory=dict, init=False)
+    """Each key's unfinished job ids, oldest first (ids rise, dicts keep order)."""
     _unique: dict[str, int] = attrs.field(factory=dict, init=False)
     _dead: dict[int, DeadLetter] = attrs.field(factory=dict, init=False)
     _halted: set[str] = attrs.field(factory=set, init=False)
@@ -63,11 +66,32 @@ class MemoryJournal:
         if self._is_open:
             raise JournalError("this MemoryJournal is already open by a supervisor")
         self._is_open = True
+        # Like a durable journal: each key's head, and a backlog for the rest.
+        heads = [job_id for job_id, row in self._jobs.items() if row.key is None]
+        backlog: dict[str, Backlog] = {}
+        for key, ids in self._by_key.items():
+            heads.append(next(iter(ids)))
+            if len(ids) > 1:
+                backlog[key] = Backlog(count=len(ids) - 1, last_id=next(reversed(ids)))
         return Recovery(
             next_id=self._next_id,
-            jobs=self.unfinished(),
+            jobs=[self._jobs[job_id].stored(job_id) for job_id in sorted(heads)],
+            backlog=backlog,
             halted=frozenset(self._halted),
         )
+
+    async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if not self._is_open:
+            raise JournalError("this MemoryJournal is not open")
+        page: list[StoredJob] = []
+        # A key's oldest jobs are the ones in memory already: few to skip.
+        for job_id in self._by_key.get(key, ()):
+            if len(page) >= limit:
+                break
+            if job_id > after:
+                page.append(self._jobs[job_id].stored(job_id))
+        return page
 
     async def write(self, changes: Sequence[Change]) -> None:
         # A cancellation point, not a schedule point: there is nothing to wait
@@ -140,6 +164,8 @@ class MemoryJournal:
         match change:
             case Append(job_id=job_id, key=key, data=data, unique=unique):
                 self._jobs[job_id] = _Row(key=key, data=data, unique=unique)
+                if key is not None:
+                    self._by_key.setdefault(key, {})[job_id] = None
                 if unique is not None:
                     self._unique[unique] = job_id
                 self._next_id = max(self._next_id, job_id + 1)
@@ -168,4 +194,9 @@ class MemoryJournal:
         job = self._jobs.pop(job_id)
         if job.unique is not None:
             del self._unique[job.unique]
+        if job.key is not None:
+            ids = self._by_key[job.key]
+            del ids[job_id]
+            if not ids:
+                del self._by_key[job.key]
         return job

@@ -7,13 +7,14 @@ transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
 import attrs
 
 __all__ = [
     "Append",
+    "Backlog",
     "Change",
     "Complete",
     "DeadLetter",
@@ -106,12 +107,30 @@ class DeadLetter:
 
 
 @attrs.frozen(kw_only=True)
+class Backlog:
+    """A key's unfinished jobs that `Recovery.jobs` leaves in the journal."""
+
+    count: int
+    last_id: int
+    """The id of the key's newest unfinished job."""
+
+
+@attrs.frozen(kw_only=True)
 class Recovery:
-    """What a journal holds when a supervisor opens it."""
+    """What a journal holds when a supervisor opens it.
+
+    Replay is O(keys), not O(jobs): ``jobs`` may hold only the first few
+    unfinished jobs of each key, and ``backlog`` says what waits behind them;
+    the runtime pages those in with ``Journal.load`` as the key drains.
+    """
 
     next_id: int = 1
     """Ids below this were handed out before and are never reused."""
     jobs: Sequence[StoredJob] = ()
-    """Every unfinished job, in acceptance (id) order."""
+    """In acceptance (id) order: every unfinished keyless job, and of each key
+    with unfinished jobs its oldest ones (at least one; all unless ``backlog``
+    names the key)."""
+    backlog: Mapping[str, Backlog] = attrs.field(factory=dict)
+    """Per key: the unfinished jobs that follow those in ``jobs``."""
     halted: frozenset[str] = frozenset()
     """Keys parked by `Halt` and not resumed."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import queue
 import sqlite3
@@ -46,6 +47,7 @@ import trio
 from ..errors import DuplicateError, JournalCorrupt, JournalError, JournalLocked
 from .records import (
     Append,
+    Backlog,
     Change,
     Complete,
     Discard,
@@ -74,8 +76,11 @@ CREATE TABLE jobs (
 );
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
+CREATE INDEX jobs_pending_by_key ON jobs (key, id) WHERE state = 'pending';
 CREATE TABLE halted (key TEXT PRIMARY KEY);
 """
+
+_COLUMNS: Final = "id, key, unique_key, data, attempts"
 
 
 class _Refused(Exception):
@@ -94,7 +99,19 @@ class _Request:
     """The verdict, set on the journal's thread: None if committed."""
 
 
-def _wake(group: list[_Request]) -> None:
+@attrs.define(eq=False)
+class _Load:
+    """A `SQLiteJournal.load`, served on the journal's thread after the writes before it."""
+
+    key: str
+    after: int
+    limit: int
+    task: trio.lowlevel.Task
+    jobs: list[StoredJob] = attrs.field(factory=list)
+    error: BaseException | None = None
+
+
+def _wake(group: Sequence[_Request | _Load]) -> None:
     """Run by trio: let every writer of a finished group go on (one wake-up per group)."""
     for request in group:
         trio.lowlevel.reschedule(request.task)
@@ -127,7 +144,7 @@ class SQLiteJournal:
     )
     commits: int = attrs.field(default=0, init=False)
     """Transactions committed since `open` (group commit makes it < writes)."""
-    _requests: queue.SimpleQueue[_Request | object] = attrs.field(
+    _requests: queue.SimpleQueue[_Request | _Load | object] = attrs.field(
         factory=queue.SimpleQueue, init=False
     )
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
@@ -163,6 +180,17 @@ class SQLiteJournal:
         await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
         if request.error is not None:
             raise request.error
+
+    async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._thread is None:
+            raise JournalError(f"{self.path}: this SQLiteJournal is not open")
+        request = _Load(key, after, limit, trio.lowlevel.current_task())
+        self._requests.put(request)
+        await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
+        if request.error is not None:
+            raise request.error
+        return request.jobs
 
     async def aclose(self) -> None:
         thread, self._thread = self._thread, None  # from here on, writes are refused
@@ -246,45 +274,91 @@ class SQLiteJournal:
         return connection
 
     def _recover(self, connection: sqlite3.Connection) -> Recovery:
+        """Each key's head and backlog, and every keyless job: O(keys) rows in memory."""
         try:
-            rows = connection.execute(
-                "SELECT id, key, unique_key, data, attempts FROM jobs"
-                " WHERE state = 'pending' ORDER BY id"
-            ).fetchall()
-            halted = frozenset(row[0] for row in connection.execute("SELECT key FROM halted"))
+            connection.execute("BEGIN")  # one snapshot for the three reads
+            try:
+                counts = connection.execute(
+                    "SELECT key, COUNT(*), MIN(id), MAX(id) FROM jobs"
+                    " WHERE state = 'pending' AND key IS NOT NULL GROUP BY key"
+                ).fetchall()
+                heads = [row[2] for row in counts]
+                rows = connection.execute(
+                    f"SELECT {_COLUMNS} FROM jobs WHERE state = 'pending'"
+                    " AND (key IS NULL OR id IN (SELECT value FROM json_each(?))) ORDER BY id",
+                    (json.dumps(heads),),
+                ).fetchall()
+                halted = frozenset(row[0] for row in connection.execute("SELECT key FROM halted"))
+            finally:
+                connection.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             raise JournalCorrupt(self.path, str(exc)) from exc
-        jobs = [
-            StoredJob(id=row[0], key=row[1], unique=row[2], data=bytes(row[3]), attempts=row[4])
-            for row in rows
-        ]
-        return Recovery(next_id=_highest_id(connection) + 1, jobs=jobs, halted=halted)
+        backlog = {
+            key: Backlog(count=count - 1, last_id=last)
+            for key, count, _, last in counts
+            if count > 1
+        }
+        return Recovery(
+            next_id=_highest_id(connection) + 1,
+            jobs=[_stored(row) for row in rows],
+            backlog=backlog,
+            halted=halted,
+        )
 
     def _serve(self, connection: sqlite3.Connection) -> None:
         try:
             while True:
                 first = self._requests.get()
+                if isinstance(first, _Load):
+                    self._load(connection, first)
+                    assert self._token is not None
+                    waiting: list[_Request | _Load] = [first]
+                    self._token.run_sync_soon(_wake, waiting)
+                    continue
                 if not isinstance(first, _Request):  # _STOP
                     return
                 group = [first]
+                loads: list[_Load] = []  # read after the group commits: they see it
                 while True:  # group commit: take everything already waiting
                     try:
                         more = self._requests.get_nowait()
                     except queue.Empty:
                         break
-                    if not isinstance(more, _Request):
+                    if isinstance(more, _Load):
+                        loads.append(more)
+                    elif isinstance(more, _Request):
+                        group.append(more)
+                    else:
                         self._requests.put(_STOP)  # serve the group, then stop
                         break
-                    group.append(more)
                 try:
                     self._commit_group(connection, group)
                 except Exception as exc:  # a bug here must not leave writers waiting
                     self._broken = exc
                     _refuse(group, JournalError(f"{self.path}: journal thread failed: {exc}"))
+                for load in loads:
+                    self._load(connection, load)
                 assert self._token is not None
-                self._token.run_sync_soon(_wake, group)
+                done: list[_Request | _Load] = [*group, *loads]
+                self._token.run_sync_soon(_wake, done)
         finally:
             connection.close()
+
+    def _load(self, connection: sqlite3.Connection, request: _Load) -> None:
+        if self._broken is not None:
+            request.error = JournalError(f"{self.path}: refusing work after a failed commit")
+            return
+        try:
+            rows = connection.execute(
+                f"SELECT {_COLUMNS} FROM jobs WHERE key = ? AND state = 'pending' AND id > ?"
+                " ORDER BY id LIMIT ?",
+                (request.key, request.after, request.limit),
+            ).fetchall()
+        except sqlite3.Error as exc:
+            request.error = JournalError(f"{self.path}: read failed: {exc}")
+            request.error.__cause__ = exc
+            return
+        request.jobs = [_stored(row) for row in rows]
 
     def _fault(self, step: str) -> None:
         if self._fault_hook is not None:
@@ -331,6 +405,11 @@ class SQLiteJournal:
             _refuse(group, error)
             return
         self.commits += 1
+
+
+def _stored(row: tuple[int, str | None, str | None, bytes, int]) -> StoredJob:
+    job_id, key, unique, data, attempts = row
+    return StoredJob(id=job_id, key=key, unique=unique, data=bytes(data), attempts=attempts)
 
 
 def _cannot_abort(raise_cancel: object) -> trio.lowlevel.Abort:
