@@ -333,7 +333,7 @@ class Actor:
                 return  # a new task serves the lane when a slot frees
             page = core.page(self.lane)
             if page is not None:
-                core.paged(self.lane, await runtime.journal.load(*page))
+                core.paged(page, await runtime.journal.load(page.key, page.after, page.limit))
             entry = core.start(self.lane)
             if entry is not None:
                 if not yielded:  # however fast the handler, let other tasks run

@@ -54,7 +54,7 @@ from .jobs import Stats
 from .journal.records import Recovery, StoredJob
 from .retry import Retry
 
-__all__ = ["Backoff", "Core", "Discarding", "Entry", "Lane", "Outcome"]
+__all__ = ["Backoff", "Core", "Discarding", "Entry", "Lane", "Outcome", "Page"]
 
 Lane: TypeAlias = str | int
 """A sequence key, or the id of a keyless job."""
@@ -104,6 +104,16 @@ class Discarding:
 Outcome: TypeAlias = Backoff | Discarding
 
 
+@attrs.frozen
+class Page:
+    """Read up to *limit* jobs of *key* after id *after* (`Journal.load`); keep those up to *upto*."""
+
+    key: str
+    after: int
+    limit: int
+    upto: int
+
+
 @attrs.define(eq=False, slots=True)
 class _LaneState:
     fifo: list[Entry] = attrs.field(factory=list)
@@ -119,6 +129,8 @@ class _LaneState:
     """The id of the newest job that entered `fifo`: the next page starts after it."""
     disk_tail: int = 0
     """The id of the newest spilled job known durable: page in up to it."""
+    spilling: list[int] | None = None
+    """Ids of spilled jobs still being journaled, oldest first."""
 
     @property
     def size(self) -> int:
@@ -164,6 +176,9 @@ class Core:
         ):
             entry.spilled = True
             state.on_disk += 1
+            if state.spilling is None:
+                state.spilling = []
+            state.spilling.append(entry.id)
         else:
             self._buffer(state, entry)
         self._count(state, entry)
@@ -174,9 +189,9 @@ class Core:
         entry.durable = True
         state = self._lanes[entry.lane]
         if entry.spilled:
+            self._settled(state, entry)
             state.disk_tail = max(state.disk_tail, entry.id)
-            if entry.id > state.tail:  # not paged in already: the journal holds it
-                self._forget_unique(entry)
+            self._forget_unique(entry)  # the journal holds it now
         return self._wants_actor(state)
 
     def retract(self, entry: Entry) -> None:
@@ -184,6 +199,7 @@ class Core:
         assert not entry.durable, "a durable job cannot be retracted"
         state = self._lanes[entry.lane]
         if entry.spilled:
+            self._settled(state, entry)
             state.on_disk -= 1
         else:
             state.fifo.remove(entry)
@@ -223,35 +239,49 @@ class Core:
 
     # -- paging ------------------------------------------------------------
 
-    def page(self, lane: Lane) -> tuple[str, int, int] | None:
-        """``(key, after, limit)`` for `Journal.load`, if *lane* should page in jobs now.
+    def page(self, lane: Lane) -> Page | None:
+        """The jobs *lane* should read from the journal now, if any.
 
-        Asked for when the FIFO has drained to half its window and durable
-        jobs wait in the journal; a parked lane waits until resumed.
+        Asked for once the FIFO has drained to half its window and durable
+        jobs wait in the journal; a parked lane waits until resumed.  Only
+        up to ``disk_tail``, and only while no spilled job below it is still
+        being journaled: every job in the page's range is then settled, so a
+        read sees all of them and none can turn up later behind the FIFO.
         """
         state = self._lanes[lane]
-        if state.disk_tail <= state.tail or state.halted or len(state.fifo) > self.window // 2:
+        if (
+            state.disk_tail <= state.tail
+            or state.halted
+            or len(state.fifo) > self.window // 2
+            or (state.spilling and state.spilling[0] < state.disk_tail)
+        ):
             return None
         assert isinstance(lane, str), "only keys spill"
         room = self.window - len(state.fifo)
-        if state.fifo:
-            room = min(room, self.max_buffered - self._buffered)
-            if room <= 0:
-                return None  # over budget: the head runs first
-        return lane, state.tail, room
+        budget = self.max_buffered - self._buffered
+        if not state.fifo:
+            room = min(room, max(1, budget))  # over budget, still the head
+        elif budget <= 0:
+            return None  # over budget: the head runs first
+        else:
+            room = min(room, budget)
+        return Page(key=lane, after=state.tail, limit=room, upto=state.disk_tail)
 
-    def paged(self, lane: Lane, page: Sequence[StoredJob]) -> None:
-        """Append jobs `Journal.load` returned for *lane* (ones already in are skipped)."""
-        state = self._lanes[lane]
-        for stored in page:
-            if stored.id <= state.tail:
-                continue
-            assert stored.key == lane, "a page holds only its key's jobs"
+    def paged(self, page: Page, jobs: Sequence[StoredJob]) -> None:
+        """Append what `Journal.load` returned for *page*."""
+        state = self._lanes[page.key]
+        for stored in jobs:
+            if stored.id > page.upto:
+                break  # sent after the page was asked for: the next page's
+            assert stored.key == page.key, "a page holds its key's jobs only"
+            assert stored.id > state.tail, "a page holds jobs after its start only"
             entry = self._recovered(stored)
             self._buffer(state, entry)
             state.on_disk -= 1
             if entry.unique is not None:
                 self._unique.setdefault(entry.unique, entry.id)
+        if len(jobs) < page.limit or (jobs and jobs[-1].id >= page.upto):
+            state.tail = max(state.tail, page.upto)  # the whole range is in
 
     # -- running -----------------------------------------------------------
 
@@ -443,8 +473,15 @@ class Core:
             return None
         return head
 
+    def _settled(self, state: _LaneState, entry: Entry) -> None:
+        """Spilled *entry*'s journal write returned."""
+        assert state.spilling is not None
+        state.spilling.remove(entry.id)
+        if not state.spilling:
+            state.spilling = None
+
     def _wants_actor(self, state: _LaneState) -> bool:
-        if state.attached or state.halted or not state.fifo:
+        if state.attached or state.halted or not state.size:
             return False
         state.attached = True
         return True

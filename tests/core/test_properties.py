@@ -9,7 +9,8 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import inturn
-from inturn.core import Backoff, Core, Discarding, Entry, Lane
+from inturn.core import Backoff, Core, Discarding, Entry, Lane, Page
+from inturn.journal import StoredJob
 
 KEYS = ("a", "b")
 UNIQUES = ("u", "v")
@@ -253,3 +254,152 @@ class CoreVsModel(RuleBasedStateMachine):
 
 TestCoreVsModel = CoreVsModel.TestCase
 TestCoreVsModel.settings = settings(max_examples=300, stateful_step_count=40)
+
+
+WINDOW = 2
+MAX_BUFFERED = 3
+
+
+class PagingCoreVsModel(CoreVsModel):
+    """The same rules with a tiny window and budget, so jobs spill to the journal.
+
+    The model's journal is its own record of durable jobs; ``load`` rules answer
+    the core's page requests from it, at once or later (a read taken before
+    sends that commit while it is in flight).  The core must still start each
+    lane's jobs in acceptance order, keep memory within its bounds, and, at the
+    end, run every durable job of every lane.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        retry = inturn.Retry(max_attempts=MAX_ATTEMPTS, initial_delay=1.0, jitter=0.0)
+        self.core = Core(retry=retry, on_discard="halt", window=WINDOW, max_buffered=MAX_BUFFERED)
+        self.loads: dict[Lane, tuple[Page, list[StoredJob]]] = {}
+        """Pages read from the journal and not yet handed to the core: their
+        actors wait for them, so they neither start jobs nor retire."""
+
+    def _read(self, page: Page, visible: Iterable[int] = ()) -> list[StoredJob]:
+        """The journal's answer: durable jobs, and any of *visible* still being journaled."""
+        seen = self.durable.union(visible)
+        ids = [n for n in self.fifo.get(page.key, []) if n > page.after and n in seen]
+        return [
+            StoredJob(id=n, key=page.key, data=b"{}", attempts=self.attempt[n] - 1)
+            for n in ids[: page.limit]
+        ]
+
+    def _idle_actors(self) -> set[Lane]:
+        return super()._idle_actors() - set(self.loads)
+
+    def _reserve(self, key: str | None, unique: str | None) -> Entry | None:
+        if unique is None or unique not in self.holder:
+            return super()._reserve(key, unique)
+        if unique in self.core._unique:  # held in memory: the core refuses it
+            return super()._reserve(key, unique)
+        entry = self.core.reserve(key, b"{}", unique)
+        # The holder waits in the journal only, so the journal refuses the send.
+        self.core.retract(entry)
+        self.next_id += 1
+        return None
+
+    def _start(self, lane: Lane) -> Entry | None:
+        if lane in self.loads:
+            return None
+        entry = self.core.start(lane)
+        if entry is not None:
+            queue = self.fifo[lane]
+            assert lane not in self.running
+            assert lane not in self.halted
+            assert entry.id == queue[0], "only the oldest live job of a lane may start"
+            assert entry.id in self.durable
+            assert entry.attempt == self.attempt[entry.id]
+            self.entries[entry.id] = entry  # a paged-in job is a new Entry object
+            self.running[lane] = entry.id
+        return entry
+
+    def _finish(self, lane: Lane, how: str) -> None:
+        if how == "ok":
+            entry = self.entries[self.running[lane]]
+            found = self.core.successor(entry)
+            if found is not None:
+                assert found.id == self.fifo[lane][1]
+                assert found.id in self.durable
+            self.running.pop(lane)
+            self.core.complete(entry)
+            self._forget(entry)
+            self.completed += 1
+            return
+        super()._finish(lane, how)
+
+    @precondition(lambda self: self._idle_actors())
+    @rule(data=st.data(), now=st.booleans())
+    def load(self, data: st.DataObject, now: bool) -> None:
+        """An actor pages jobs in: the read is handed over at once, or held while
+        sends go on; it may see jobs whose journal write has not returned yet."""
+        lane = pick(data, self._idle_actors())
+        page = self.core.page(lane)
+        if page is None:
+            return
+        assert page.key == lane
+        assert page.limit >= 1
+        visible = data.draw(st.sets(st.sampled_from(self._pending()))) if self._pending() else ()
+        if now:
+            self.core.paged(page, self._read(page, visible))
+        else:
+            self.loads[lane] = (page, self._read(page, visible))
+
+    @precondition(lambda self: self.loads)
+    @rule(data=st.data())
+    def load_returns(self, data: st.DataObject) -> None:
+        """A page read earlier is handed over now."""
+        lane = pick(data, self.loads)
+        self.core.paged(*self.loads.pop(lane))
+
+    @invariant()
+    def no_residue(self) -> None:
+        assert self.core.lanes() == len(set(self.fifo) | self.attached | self.halted)
+        assert self.core.held_unique_keys() <= len(self.holder)  # the journal holds the rest
+        assert self.core.next_id == self.next_id
+
+    @invariant()
+    def memory_is_bounded(self) -> None:
+        lanes = self.core._lanes
+        assert all(len(state.fifo) <= max(WINDOW, 1) for state in lanes.values())
+        # beyond the budget, only heads: at most one per lane
+        assert self.core.buffered() <= MAX_BUFFERED + len(lanes)
+        assert self.core.buffered() == sum(len(state.fifo) for state in lanes.values())
+
+    def teardown(self) -> None:
+        """Drain: every durable job of every lane runs, in order, once."""
+        for held, jobs in self.loads.values():
+            self.core.paged(held, jobs)
+        self.loads.clear()
+        for entry in [self.entries[n] for n in self._pending()]:
+            self._commit(entry)
+        for lane in list(self.running):
+            self._finish(lane, "interrupt")
+        for key in sorted(self.halted):
+            self.resume_key(key)
+        for _ in range(10_000):
+            if not self.fifo:
+                break
+            for lane in list(self.attached):
+                page = self.core.page(lane)
+                if page is not None:
+                    self.core.paged(page, self._read(page))
+                if self._start(lane) is not None:
+                    self._finish(lane, "ok")
+                elif lane not in self.fifo:
+                    assert self.core.try_retire(lane)
+                    self.attached.remove(lane)
+        assert not self.fifo, f"jobs stranded: {self.fifo}"
+
+    def resume_key(self, key: str) -> None:
+        wants_actor = key in self.fifo and key not in self.attached
+        self.halted.remove(key)
+        assert self.core.resume(key) == wants_actor
+        if wants_actor:
+            self.attached.add(key)
+
+
+TestPagingCoreVsModel = PagingCoreVsModel.TestCase
+TestPagingCoreVsModel.settings = settings(max_examples=300, stateful_step_count=40)
