@@ -25,11 +25,12 @@ in this one process, alternately, so machine noise hits both; the ratio
 inturn/raw is the figure to read.  ``commits`` is the number of transactions
 each side committed (jobs per commit = group commit at work).
 
-Last, with paging of long backlogs not built yet (issue #3, point 5), it
-measures as things stand: the peak RSS growth of one key with a 1,000,000-job
-backlog (accepted with ``send_many``), and the time from ``open_supervisor``
-to the first handler call when that file is recovered.  Each runs in a fresh
-child process, with a time limit.
+Last, bounded memory for long backlogs: 1,000,000 queued jobs, on one key
+and on 100,000 keys with 10 each (accepted with ``send_many`` behind
+handlers that never return, ``max_concurrency=100``, default ``window`` and
+``max_buffered``): the peak RSS growth, then the time from
+``open_supervisor`` to the first handler call when that file is recovered,
+and its RSS growth.  Each runs in a fresh child process, with a time limit.
 """
 
 from __future__ import annotations
@@ -234,22 +235,29 @@ def peak_rss_kib() -> int:
     raise RuntimeError("no VmHWM in /proc/self/status")
 
 
-async def fill_backlog(path: str, count: int) -> dict[str, float]:
-    """One key, *count* queued jobs behind a handler that never returns."""
+CONCURRENCY = 100
+
+
+async def fill_backlog(path: str, count: int, keys: int) -> dict[str, float]:
+    """*count* jobs over *keys* keys, queued behind handlers that never return."""
     running = trio.Event()
 
     async def handler(job: inturn.Job) -> None:
         running.set()
         await trio.sleep_forever()
 
+    per_key = count // keys
     before = peak_rss_kib()
     start = time.perf_counter()
     with trio.CancelScope() as scope:
         journal = inturn.SQLiteJournal(path, durability="normal")
-        async with inturn.open_supervisor(handler, journal=journal) as sup:
+        async with inturn.open_supervisor(
+            handler, journal=journal, max_concurrency=CONCURRENCY
+        ) as sup:
             batch = 10_000
             for first in range(0, count, batch):
-                await sup.send_many(("backlog", n) for n in range(first, min(count, first + batch)))
+                numbers = range(first, min(count, first + batch))
+                await sup.send_many((f"key-{n // per_key}", n) for n in numbers)
             await running.wait()
             figures = {
                 "growth_mib": (peak_rss_kib() - before) / 1024,
@@ -272,25 +280,26 @@ async def first_job(path: str) -> dict[str, float]:
     before = peak_rss_kib()
     start = time.perf_counter()
     with trio.CancelScope() as scope:
-        async with inturn.open_supervisor(handler, journal=inturn.SQLiteJournal(path)):
+        journal = inturn.SQLiteJournal(path)
+        async with inturn.open_supervisor(handler, journal=journal, max_concurrency=CONCURRENCY):
             await running.wait()
             scope.cancel()
     return {"seconds": started[0] - start, "growth_mib": (peak_rss_kib() - before) / 1024}
 
 
-def child(what: str, path: str, count: int) -> None:
+def child(what: str, path: str, count: int, keys: int) -> None:
     configure_logging()
     if what == "backlog":
-        print(json.dumps(trio.run(fill_backlog, path, count)))
+        print(json.dumps(trio.run(fill_backlog, path, count, keys)))
     else:
         print(json.dumps(trio.run(first_job, path)))
 
 
-def in_child(what: str, path: str, count: int, limit: float) -> dict[str, float] | None:
+def in_child(what: str, path: str, count: int, keys: int, limit: float) -> dict[str, float] | None:
     """Run *what* in a fresh interpreter; None if it took longer than *limit* seconds."""
     try:
         out = subprocess.run(
-            [sys.executable, __file__, "--child", what, path, str(count)],
+            [sys.executable, __file__, "--child", what, path, str(count), str(keys)],
             check=True,
             capture_output=True,
             text=True,
@@ -302,14 +311,11 @@ def in_child(what: str, path: str, count: int, limit: float) -> dict[str, float]
     return figures
 
 
-def backlog_figures(count: int, limit: float) -> None:
-    print(
-        f"\nbefore paging (issue #3 point 5 is not built): one key, {count:,} queued jobs,"
-        " as measured now, each in a fresh process"
-    )
+def backlog_figures(count: int, keys: int, limit: float) -> None:
+    print(f"\nbacklog: {count:,} queued jobs on {keys:,} key(s), each step in a fresh process")
     with tempfile.TemporaryDirectory(prefix="inturn-bench-") as directory:
         path = os.path.join(directory, "backlog.db")
-        backlog = in_child("backlog", path, count, limit)
+        backlog = in_child("backlog", path, count, keys, limit)
         if backlog is None:
             print(f"  skipped: filling the backlog took longer than {limit:.0f} s")
             return
@@ -317,7 +323,7 @@ def backlog_figures(count: int, limit: float) -> None:
             f"  peak RSS growth with the backlog queued: {backlog['growth_mib']:,.1f} MiB"
             f" (goal: < 100 MiB; filled in {backlog['seconds']:.1f} s with send_many)"
         )
-        recovery = in_child("recovery", path, count, limit)
+        recovery = in_child("recovery", path, count, keys, limit)
         if recovery is None:
             print(f"  skipped: recovery took longer than {limit:.0f} s")
             return
@@ -330,11 +336,11 @@ def backlog_figures(count: int, limit: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
-    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        what, path, count = args.child
-        child(what, path, int(count))
+        what, path, count, keys = args.child
+        child(what, path, int(count), int(keys))
         return
     configure_logging()
     jobs = 5_000 if args.quick else 100_000
@@ -358,7 +364,8 @@ def main() -> None:
                 f"  {ours / raw:>5.2f}  {raw_commits:>11,}  {our_commits:>14,}"
             )
 
-    backlog_figures(backlog, limit=60 if args.quick else 300)
+    for keys in (1, backlog // 10):
+        backlog_figures(backlog, keys, limit=60 if args.quick else 300)
 
 
 if __name__ == "__main__":

@@ -273,6 +273,8 @@ class Core:
         for stored in jobs:
             if stored.id > page.upto:
                 break  # sent after the page was asked for: the next page's
+            if state.fifo and self._buffered >= self.max_buffered:
+                return  # other keys paged in meanwhile: the rest waits its turn
             assert stored.key == page.key, "a page holds its key's jobs only"
             assert stored.id > state.tail, "a page holds jobs after its start only"
             entry = self._recovered(stored)

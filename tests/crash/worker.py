@@ -107,7 +107,11 @@ async def work(db: Path, log: Path, *, jobs: int, keys: int, seed: int) -> None:
 
     journal = inturn.SQLiteJournal(db, durability="full")
     try:
-        async with inturn.open_supervisor(handler, journal=journal, retry=RETRY) as sup:
+        # Small windows and few slots, so that kills land while backlogs spill
+        # and page back in, and while keys take turns for a slot.
+        async with inturn.open_supervisor(
+            handler, journal=journal, retry=RETRY, window=4, max_buffered=64, max_concurrency=16
+        ) as sup:
             for start in range(0, len(todo), CHUNK):
                 chunk = todo[start : start + CHUNK]
                 ids = await sup.send_many([(key, [key, seq]) for key, seq in chunk])

@@ -76,9 +76,14 @@ CREATE TABLE jobs (
 );
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
-CREATE INDEX jobs_pending_by_key ON jobs (key, id) WHERE state = 'pending';
 CREATE TABLE halted (key TEXT PRIMARY KEY);
 """
+
+_PAGING_INDEX: Final = (
+    "CREATE INDEX IF NOT EXISTS jobs_pending_by_key ON jobs (key, id) WHERE state = 'pending'"
+)
+"""For `SQLiteJournal.load` and recovery; created on open, as files made before
+paging lack it (nothing was released then, so no version bump)."""
 
 _COLUMNS: Final = "id, key, unique_key, data, attempts"
 
@@ -263,6 +268,7 @@ class SQLiteJournal:
                     f" (user_version {version})",
                 )
             connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute(_PAGING_INDEX)
             synchronous = "FULL" if self.durability == "full" else "NORMAL"
             connection.execute(f"PRAGMA synchronous = {synchronous}")
         except sqlite3.DatabaseError as exc:
