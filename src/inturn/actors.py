@@ -7,16 +7,21 @@ handler, the options, and the supervision bookkeeping.  `Runtime.spawn`
 starts one `Actor` task for a lane when the core says the lane needs one;
 the actor then loops:
 
-1. ask the core for the lane's head (``Core.start``); run it if the gate
+1. under ``max_concurrency``, take a slot, or end the task and leave the
+   lane in the runtime's ``ready`` queue (see "slots" below);
+2. page in the next jobs from the journal if the core asks (``Core.page``:
+   the lane's FIFO ran low and its backlog waits on disk);
+3. ask the core for the lane's head (``Core.start``); run it if the gate
    allows: mark the attempt in the journal (unless ``Entry.marked`` says it
    went with the job's acceptance or the last completion), decode, call the
    handler;
-2. carry out the outcome: journal ``Complete``/``Discard`` and then tell the
-   core, or back off (sleep on trio's clock) with the head in place;
-3. with nothing to start, park until a ``send`` wakes it or `IdleReaper`
-   (one timer for all actors) says ``idle_timeout`` passed; then ask the core
-   whether it may retire (``Core.try_retire``, synchronous, so no ``send``
-   can slip between the check and the exit).
+4. carry out the outcome: journal ``Complete``/``Discard`` and then tell the
+   core, or back off (sleep on trio's clock, without a slot) with the head
+   in place;
+5. with nothing to start, give up its slot and park until a ``send`` wakes
+   it or `IdleReaper` (one timer for all actors) says ``idle_timeout``
+   passed; then ask the core whether it may retire (``Core.try_retire``,
+   synchronous, so no ``send`` can slip between the check and the exit).
 
 Fairness: the memory journal does not yield, so an actor with a backlog
 yields once per job itself; one that waited for work has yielded already.
