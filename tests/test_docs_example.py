@@ -80,10 +80,10 @@ async def test_exhausted_job_is_a_dead_letter(autojump_clock: trio.testing.MockC
             await sup.ask("k", {"n": 1})
         assert isinstance(caught.value.__cause__, ConnectionError)
         assert trio.current_time() == 60.0 + 120.0
+        [dead] = await journal.dead_letters()  # while the supervisor has it open
 
-    [dead] = journal.dead_letters()
-    assert (dead.key, dead.attempts) == ("k", 3)
-    assert dead.error == "ConnectionError: still down"
+    assert (dead.key, dead.state, dead.attempts) == ("k", "dead", 3)
+    assert dead.last_error == "ConnectionError: still down"
 
 
 # docs/testing.md: end

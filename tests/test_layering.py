@@ -14,7 +14,18 @@ import inturn
 
 PACKAGE = Path(inturn.__file__).parent
 
-PURE = ["errors", "keys", "jobs", "retry", "codec", "core", "journal.records", "_checks"]
+PURE = [
+    "errors",
+    "keys",
+    "jobs",
+    "retry",
+    "codec",
+    "core",
+    "info",
+    "journal.records",
+    "journal._reads",
+    "_checks",
+]
 """The values-and-rules row and the decisions row of the layering table."""
 
 FORBIDDEN = {"trio", "structlog", "time", "random", "asyncio", "sqlite3", "threading"}

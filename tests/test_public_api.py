@@ -20,6 +20,9 @@ ERRORS = [
     inturn.JournalError,
     inturn.JournalCorrupt,
     inturn.JournalLocked,
+    inturn.JobNotFound,
+    inturn.KeyNotFound,
+    inturn.JobStateError,
 ]
 
 CONTRACT = {
@@ -79,6 +82,12 @@ def test_every_error_subclasses_inturn_error(error: type[Exception]) -> None:
 def test_invalid_key_is_a_value_error() -> None:
     """InvalidKey is also a ValueError, so ``except ValueError`` catches a bad key."""
     assert issubclass(inturn.InvalidKey, ValueError)
+
+
+def test_not_found_errors_are_lookup_errors() -> None:
+    """JobNotFound and KeyNotFound are also LookupErrors, like a missing dict key."""
+    assert issubclass(inturn.JobNotFound, LookupError)
+    assert issubclass(inturn.KeyNotFound, LookupError)
 
 
 def test_encode_error_is_a_type_error() -> None:

@@ -10,14 +10,20 @@ from .errors import (
     InturnError,
     InvalidKey,
     JobDiscarded,
+    JobNotFound,
+    JobStateError,
     JournalCorrupt,
     JournalError,
     JournalLocked,
+    KeyNotFound,
     PermanentError,
     SupervisorClosed,
 )
+from .events import Event
+from .info import JobInfo, KeyInfo
 from .jobs import Job, Stats
 from .journal import Journal, MemoryJournal, SQLiteJournal
+from .operator import Operator, operate
 from .retry import Retry
 from .supervisor import Supervisor, open_supervisor
 
@@ -26,6 +32,11 @@ __all__ = [
     "Supervisor",
     "Job",
     "Stats",
+    "KeyInfo",
+    "JobInfo",
+    "Event",
+    "operate",
+    "Operator",
     "Retry",
     "Journal",
     "MemoryJournal",
@@ -43,4 +54,7 @@ __all__ = [
     "JournalError",
     "JournalCorrupt",
     "JournalLocked",
+    "JobNotFound",
+    "JobStateError",
+    "KeyNotFound",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["check_number"]
+__all__ = ["check_count", "check_number"]
 
 
 def check_number(name: str, value: object, *, types: tuple[type, ...] = (int, float)) -> None:
@@ -25,3 +25,12 @@ def check_number(name: str, value: object, *, types: tuple[type, ...] = (int, fl
         finite = float not in types
     if not finite:
         raise ValueError(f"{name} must be finite, not {value!r}")
+
+
+def check_count(name: str, value: object, *, minimum: int) -> int:
+    """*value* if it is an int (not a bool) of at least *minimum*; else TypeError or ValueError."""
+    check_number(name, value, types=(int,))
+    assert isinstance(value, int)
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, not {value!r}")
+    return value

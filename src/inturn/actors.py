@@ -38,27 +38,40 @@ giving back the attempt the handler did not finish.
 from __future__ import annotations
 
 import math
+import time
 import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeAlias, assert_never
+from typing import TYPE_CHECKING, Final, TypeAlias, assert_never
 
 import attrs
 import structlog
 import trio
-from structlog.typing import FilteringBoundLogger
 
 from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
 from .errors import DecodeError, PermanentError
+from .events import Logger
 from .jobs import Job
 from .journal import Complete, Discard, Halt, Journal, MarkAttempt
+from .journal.records import Retrying
+from .operator import SKIPPED_TEXT
 
 if TYPE_CHECKING:
     from .journal.records import Change
 
 
 Handler: TypeAlias = Callable[[Job], Awaitable[object]]
+
+
+SKIPPED: Final = PermanentError(SKIPPED_TEXT)
+"""The failure a skipped job is discarded with (`ask` callers see it as the cause)."""
+
+
+def skipped(entry: Entry) -> bool:
+    """Whether an operator skipped *entry*: read afresh after every await (mypy
+    would narrow ``entry.skipped`` across one, but `Supervisor.skip` sets it)."""
+    return entry.skipped
 
 
 def describe(error: BaseException) -> str:
@@ -109,7 +122,7 @@ class Runtime:
     closed: bool = False
     escalated: BaseException | None = None
     reaper: IdleReaper = attrs.field(factory=lambda: IdleReaper())
-    log: FilteringBoundLogger = attrs.field(factory=lambda: structlog.get_logger("inturn").bind())
+    log: Logger = attrs.field(factory=lambda: structlog.get_logger("inturn").bind())
     """Bound once, when the supervisor opens: a filtered-out debug call is then
     one call to a no-op, not a trip through structlog's lazy proxy."""
     _crashes: deque[float] = attrs.field(factory=deque)
@@ -296,6 +309,9 @@ class Actor:
     lane: Lane
     holding: bool = attrs.field(default=False, kw_only=True)
     """Holds one of ``max_concurrency`` slots."""
+    interruptible: trio.CancelScope | None = attrs.field(default=None, init=False)
+    """Around the running attempt or the backoff: an operator cancels it to
+    skip the job, or to retry it now."""
     _parked: trio.lowlevel.Task | None = attrs.field(default=None, init=False)
     _woken: bool = attrs.field(default=False, init=False)
     _token: int = attrs.field(default=0, init=False)
@@ -378,11 +394,13 @@ class Actor:
     async def _attempt(self, entry: Entry) -> None:
         """Run one attempt of *entry* and carry out its outcome."""
         try:
-            if entry.exhausted:
+            if entry.skipped:
+                outcome: Completed | Outcome = Discarding(entry, SKIPPED, halt=False)
+            elif entry.exhausted:
                 error = PermanentError(
                     f"the process stopped during each of its {entry.attempt} attempts"
                 )
-                outcome: Completed | Outcome = self._failed(entry, error)
+                outcome = self._failed(entry, error)
             else:
                 if not entry.marked:
                     await self.runtime.journal.write([MarkAttempt(entry.id, entry.attempt)])
@@ -400,6 +418,8 @@ class Actor:
 
     async def _run(self, entry: Entry) -> Completed | Outcome:
         runtime = self.runtime
+        if entry.skipped:  # while its start was being journaled
+            return Discarding(entry, SKIPPED, halt=False)
         try:
             payload = runtime.codec.decode(entry.data)
         except Exception as exc:
@@ -413,8 +433,12 @@ class Actor:
         )
         runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
         try:
-            result = await runtime.call_handler(job)
+            with trio.CancelScope() as scope:
+                self.interruptible = scope
+                result = await runtime.call_handler(job)
         except Exception as exc:
+            if skipped(entry):
+                return Discarding(entry, SKIPPED, halt=False)
             return self._failed(entry, exc)
         except BaseException:
             # Shutdown is not the job's fault: give the attempt back (shielded,
@@ -423,8 +447,15 @@ class Actor:
                 try:
                     await runtime.journal.write([MarkAttempt(entry.id, entry.attempt - 1)])
                 except Exception as exc:
-                    runtime.log.warning("job.attempt_not_returned", job_id=entry.id, exc_info=exc)
+                    runtime.log.warning(
+                        "job.attempt_not_returned", key=entry.key, job_id=entry.id, exc_info=exc
+                    )
             raise
+        finally:
+            self.interruptible = None
+        if skipped(entry):  # an operator cut the attempt short
+            return Discarding(entry, SKIPPED, halt=False)
+        assert not scope.cancelled_caught, "only a skip cancels a running attempt"
         return Completed(entry, result)
 
     async def _carry_out(self, outcome: Completed | Outcome) -> None:
@@ -446,7 +477,12 @@ class Actor:
                     "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
                 )
                 runtime.finished(entry, result=result)
-            case Backoff(entry=entry, at=at):
+            case Backoff(entry=entry, at=at, error=error):
+                # Journaled first: an operator reading the journal sees why the
+                # key waits, and until when.
+                text = describe(error)
+                retry_at = time.time() + (at - trio.current_time())
+                await runtime.journal.write([Retrying(entry.id, text, retry_at)])
                 core.backoff(entry)
                 runtime.give_slot(self)  # a slot is for running, not for waiting
                 runtime.log.debug(
@@ -455,10 +491,13 @@ class Actor:
                     job_id=entry.id,
                     attempt=entry.attempt,
                     at=at,
+                    error=text,
                 )
-                await trio.sleep_until(at)
+                with trio.CancelScope(deadline=at) as self.interruptible:
+                    await trio.sleep_forever()  # until *at*, or retry_now/skip
+                self.interruptible = None
             case Discarding(entry=entry, error=error, halt=halt):
-                text = describe(error)
+                text = SKIPPED_TEXT if error is SKIPPED else describe(error)
                 changes: list[Change] = [Discard(entry.id, text)]
                 if halt:
                     assert entry.key is not None

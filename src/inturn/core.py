@@ -78,6 +78,8 @@ class Entry:
     """Recovered with every attempt already spent by crashes: discard, don't run."""
     spilled: bool = False
     """Accepted into the journal only: its lane pages it in later."""
+    skipped: bool = False
+    """An operator skipped it: discard it at its turn, without running it."""
 
     @property
     def lane(self) -> Lane:
@@ -86,10 +88,11 @@ class Entry:
 
 @attrs.frozen
 class Backoff:
-    """*entry* failed and keeps its place; its next attempt runs at trio time *at*."""
+    """*entry* failed with *error* and keeps its place; its next attempt runs at trio time *at*."""
 
     entry: Entry
     at: float
+    error: BaseException
 
 
 @attrs.frozen
@@ -131,6 +134,8 @@ class _LaneState:
     """The id of the newest spilled job known durable: page in up to it."""
     spilling: list[int] | None = None
     """Ids of spilled jobs still being journaled, oldest first."""
+    skipped: set[int] | None = None
+    """Ids of spilled jobs an operator skipped: marked when paged in."""
 
     @property
     def size(self) -> int:
@@ -278,6 +283,9 @@ class Core:
             assert stored.key == page.key, "a page holds its key's jobs only"
             assert stored.id > state.tail, "a page holds jobs after its start only"
             entry = self._recovered(stored)
+            if state.skipped is not None and stored.id in state.skipped:
+                state.skipped.discard(stored.id)
+                entry.skipped = True
             self._buffer(state, entry)
             state.on_disk -= 1
             if entry.unique is not None:
@@ -322,7 +330,7 @@ class Core:
         if state.halted or len(state.fifo) < 2:
             return None
         after = state.fifo[1]
-        return after if after.durable and not after.exhausted else None
+        return after if after.durable and not (after.exhausted or after.skipped) else None
 
     def failed(
         self, entry: Entry, error: BaseException, *, now: float, random: Callable[[], float]
@@ -336,19 +344,24 @@ class Core:
         if delay is None:
             halt = self.on_discard == "halt" and entry.key is not None
             return Discarding(entry, error, halt=halt)
-        return Backoff(entry, at=now + delay)
+        return Backoff(entry, at=now + delay, error=error)
 
     def backoff(self, entry: Entry) -> None:
         """*entry* waits for its next attempt, still at the head of its lane."""
         assert entry.running
-        entry.running = False
+        self._stop(entry)
         entry.attempt += 1
         entry.marked = False
 
     def interrupt(self, entry: Entry) -> None:
         """*entry*'s attempt was cut short (cancelled, or its actor crashed)."""
-        entry.running = False
+        self._stop(entry)
         entry.marked = False  # the attempt may have been given back: mark it again
+
+    def _stop(self, entry: Entry) -> None:
+        if entry.running and self.is_halted(entry.lane):
+            self._parked += 1  # paused while it ran: parked from now on
+        entry.running = False
 
     def complete(self, entry: Entry) -> None:
         """*entry* completed (and the journal knows): the gate opens."""
@@ -362,8 +375,9 @@ class Core:
         if halt:
             assert entry.key is not None
             state = self._lanes[entry.key]
-            state.halted = True
-            self._parked += state.size
+            if not state.halted:
+                state.halted = True
+                self._parked += state.size
 
     # -- halts -------------------------------------------------------------
 
@@ -371,17 +385,101 @@ class Core:
         state = self._lanes.get(lane)
         return state is not None and state.halted
 
+    def pause(self, key: str) -> bool:
+        """Halt *key* for an operator: its running job finishes, nothing else starts.
+
+        Return False if *key* has no jobs and is not halted (nothing to pause).
+        """
+        state = self._lanes.get(key)
+        if state is None:
+            return False
+        if not state.halted:
+            state.halted = True
+            self._parked += self._parkable(state)
+        return True
+
     def resume(self, key: str) -> bool:
         """Un-halt *key*.  Return True if it needs a new actor."""
         state = self._lanes.get(key)
         if state is None or not state.halted:
             return False
         state.halted = False
-        self._parked -= state.size
+        self._parked -= self._parkable(state)
         if self._wants_actor(state):
             return True
         self._drop_if_unused(key, state)
         return False
+
+    # -- operators ---------------------------------------------------------
+
+    def is_known(self, lane: Lane) -> bool:
+        """Whether *lane* has unfinished jobs or is halted."""
+        state = self._lanes.get(lane)
+        return state is not None and bool(state.size or state.halted)
+
+    def head(self, lane: Lane) -> Entry | None:
+        """The oldest unfinished job of *lane*, if it is in memory."""
+        state = self._lanes.get(lane)
+        return state.fifo[0] if state is not None and state.fifo else None
+
+    def skip(self, job_id: int, key: str | None) -> Entry | None:
+        """An operator skips unfinished job *job_id* of *key*: it must never start again.
+
+        Returns its entry if it is running: its actor discards it, once the
+        attempt is cut short.  Otherwise the job is held back (`start` passes
+        it by, a page marks it) while the shell journals its discard, then
+        calls `skipped` (or `unskip` if the journal refused).
+        """
+        state = self._lanes.get(job_id if key is None else key)
+        if state is None:
+            return None
+        for entry in state.fifo:
+            if entry.id == job_id:
+                entry.skipped = True
+                return entry if entry.running else None
+        if state.skipped is None:
+            state.skipped = set()
+        state.skipped.add(job_id)  # on disk: marked if a page brings it in meanwhile
+        return None
+
+    def skipped(self, job_id: int, key: str | None) -> None:
+        """The journal discarded skipped, not running *job_id*: forget it."""
+        lane: Lane = job_id if key is None else key
+        state = self._lanes[lane]
+        self._discarded += 1
+        if state.skipped is not None and job_id in state.skipped:
+            state.skipped.discard(job_id)
+            if not state.skipped:
+                state.skipped = None
+            if not any(entry.id == job_id for entry in state.fifo):
+                state.on_disk -= 1
+                self._pending -= 1
+                if state.halted:
+                    self._parked -= 1
+                self._drop_if_unused(lane, state)
+                return
+        [entry] = [entry for entry in state.fifo if entry.id == job_id]
+        assert entry.skipped
+        assert not entry.running
+        state.fifo.remove(entry)
+        self._buffered -= 1
+        self._release(entry)
+        if state.halted:
+            self._parked -= 1
+        self._drop_if_unused(lane, state)
+
+    def unskip(self, job_id: int, key: str | None) -> None:
+        """The journal refused to discard skipped *job_id*: it may run after all."""
+        state = self._lanes.get(job_id if key is None else key)
+        if state is None:
+            return
+        if state.skipped is not None:
+            state.skipped.discard(job_id)
+            if not state.skipped:
+                state.skipped = None
+        for entry in state.fifo:
+            if entry.id == job_id:
+                entry.skipped = False
 
     # -- actors ------------------------------------------------------------
 
@@ -471,9 +569,15 @@ class Core:
         if state.halted or not state.fifo:
             return None
         head = state.fifo[0]
-        if not head.durable or head.running:
-            return None
+        if not head.durable or head.running or head.skipped:
+            return None  # a skipped head waits for its discard to be journaled
         return head
+
+    @staticmethod
+    def _parkable(state: _LaneState) -> int:
+        """The lane's jobs that a halt parks: all but a head whose attempt runs on."""
+        running = bool(state.fifo) and state.fifo[0].running
+        return state.size - running
 
     def _settled(self, state: _LaneState, entry: Entry) -> None:
         """Spilled *entry*'s journal write returned."""

@@ -13,9 +13,12 @@ __all__ = [
     "InturnError",
     "InvalidKey",
     "JobDiscarded",
+    "JobNotFound",
+    "JobStateError",
     "JournalCorrupt",
     "JournalError",
     "JournalLocked",
+    "KeyNotFound",
     "PermanentError",
     "SupervisorClosed",
 ]
@@ -82,6 +85,42 @@ class PermanentError(InturnError):
 
 class SupervisorClosed(InturnError):
     """The supervisor has stopped: a send came too late, or an ``ask`` outlived it."""
+
+
+class JobNotFound(InturnError, LookupError):
+    """No unfinished job or dead letter has this id (it completed, or never was)."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(job_id)
+        self.job_id = job_id
+
+    def __str__(self) -> str:
+        return f"no unfinished job or dead letter has id {self.job_id}"
+
+
+class KeyNotFound(InturnError, LookupError):
+    """The key has no unfinished jobs and is not halted: there is nothing to act on."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+    def __str__(self) -> str:
+        return f"key {self.key!r} has no unfinished jobs and is not halted"
+
+
+class JobStateError(InturnError):
+    """An operator action does not apply to the job in its current state."""
+
+    def __init__(self, job_id: int, state: str, reason: str) -> None:
+        super().__init__(job_id, state, reason)
+        self.job_id = job_id
+        self.state = state
+        """The job's state: ``"queued"``, ``"running"``, ``"retrying"`` or ``"dead"``."""
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} is {self.state}: {self.reason}"
 
 
 class JournalError(InturnError):

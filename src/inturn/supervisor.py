@@ -30,20 +30,33 @@ same shape for a whole batch, with one write.
 from __future__ import annotations
 
 import random as _random
-from collections.abc import AsyncIterator, Callable, Iterable
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Literal, NoReturn, final
 
+import attrs
 import trio
 
-from ._checks import check_number
-from .actors import Handler, Runtime, Waiter
+from ._checks import check_count, check_number
+from .actors import SKIPPED, Handler, Runtime, Waiter
 from .codec import Codec, JSONCodec
-from .core import Core, Entry
-from .errors import EncodeError, JobDiscarded, SupervisorClosed
+from .core import Core, Entry, Lane
+from .errors import EncodeError, JobDiscarded, JournalError, KeyNotFound, SupervisorClosed
+from .events import Event, EventTee
+from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Stats
-from .journal import Append, Change, Journal, MarkAttempt, MemoryJournal, Resume
+from .journal import Append, Change, Discard, Halt, Journal, MarkAttempt, MemoryJournal, Resume
+from .journal.records import Purge
 from .keys import validate_key, validate_unique
+from .operator import (
+    SKIPPED_TEXT,
+    check_job_id,
+    check_limit,
+    purge_dead,
+    requeue_check,
+    skip_check,
+)
 from .retry import Retry
 
 __all__ = ["Supervisor", "open_supervisor"]
@@ -163,7 +176,7 @@ class Supervisor:
             raise SupervisorClosed("the supervisor stopped with jobs unfinished")
 
     async def resume(self, key: str) -> None:
-        """Let a key halted by a discard run its queued jobs again, in order.
+        """Let a key halted by a discard, or paused, run its queued jobs again, in order.
 
         Resuming a key that is not halted does nothing.
 
@@ -189,6 +202,177 @@ class Supervisor:
         runtime = self._runtime
         return runtime.core.stats(actors=len(runtime.actors), running=runtime.running)
 
+    # -- the operator's view -------------------------------------------------
+
+    async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]:
+        """Keys with unfinished jobs, or halted: the oldest head first, so a stuck key leads.
+
+        *state* keeps only ``"blocked"`` keys (head retrying, or key halted),
+        ``"running"`` ones, or ``"halted"`` ones.
+
+        Raises:
+            TypeError, ValueError: *state* or *limit* (an int >= 1) is invalid.
+        """
+        limit = check_limit(limit)
+        now, asked = time.time(), limit
+        while True:
+            infos = await self._runtime.journal.keys(state=state, limit=asked, now=now)
+            live = [self._live_key(info) for info in infos]
+            if state == "running":  # the journal counts a head marked early as running
+                live = [info for info in live if info.head_state == "running"]
+            if len(live) >= limit or len(infos) < asked:
+                return live[:limit]
+            asked *= 2
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        """The unfinished job or dead letter *job_id*; None if there is none."""
+        info = await self._runtime.journal.job(check_job_id(job_id))
+        if info is not None and info.state == "running" and not self._is_running(info.key, info.id):
+            info = attrs.evolve(info, state="queued", attempts=info.attempts - 1)
+        return info
+
+    async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
+        """Discarded jobs, oldest first, with their attempts and last error; of *key* if given."""
+        if key is not None:
+            key = validate_key(key)
+        return await self._runtime.journal.dead_letters(key=key, limit=check_limit(limit))
+
+    async def requeue(self, job_id: int) -> int:
+        """Put dead letter *job_id* back at the tail of its key, attempts reset.
+
+        Returns:
+            The id it runs under now (it queues behind everything sent before).
+
+        Raises:
+            JobNotFound: no unfinished job or dead letter has that id.
+            JobStateError: the job is not a dead letter.
+            DuplicateError: an unfinished job holds its unique key.
+            SupervisorClosed: the supervisor has stopped.
+        """
+        self._check_open()
+        journal = self._runtime.journal
+        info = await requeue_check(journal, job_id)
+        entry = self._runtime.core.reserve(info.key, info.data, info.unique)
+        try:
+            await self._journal([entry], also=[Purge(info.id)])
+        except JournalError:
+            await requeue_check(journal, info.id)  # requeued meanwhile: say so
+            raise
+        self._runtime.log.info("job.requeued", key=info.key, job_id=entry.id, was=info.id)
+        return entry.id
+
+    async def skip(self, job_id: int) -> None:
+        """Discard unfinished job *job_id* without running it any more.
+
+        A running attempt is cancelled, a backoff cut short: the head is
+        discarded at once, a queued job when its turn comes (it never runs).
+        Its dead letter's error reads ``"skipped by operator"``; the key goes on
+        with its next job even under ``on_discard="halt"`` (unless it is halted).
+
+        Raises:
+            JobNotFound: no unfinished job or dead letter has that id.
+            JobStateError: the job is a dead letter already.
+            SupervisorClosed: the supervisor has stopped.
+        """
+        self._check_open()
+        runtime, core = self._runtime, self._runtime.core
+        info = await skip_check(runtime.journal, job_id)
+        lane: Lane = info.id if info.key is None else info.key
+        head = core.head(lane)
+        waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
+        running = core.skip(info.id, info.key)
+        runtime.log.info("job.skipped", key=info.key, job_id=info.id)
+        if running is not None:  # its actor discards it once the attempt stops
+            self._interrupt(lane)
+            return
+        try:
+            await runtime.journal.write([Discard(info.id, SKIPPED_TEXT)])
+        except BaseException:
+            core.unskip(info.id, info.key)
+            runtime.wake(lane)
+            raise
+        core.skipped(info.id, info.key)
+        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
+        waiter = runtime.waiters.pop(info.id, None)
+        if waiter is not None:
+            waiter.error = SKIPPED
+            waiter.event.set()
+        if waiting_head:
+            self._interrupt(lane)  # cut its backoff short
+        runtime.wake(lane)  # the actor goes on to the next job
+        runtime.check_idle()
+
+    async def retry_now(self, key: str) -> bool:
+        """Run *key*'s head at once if it is waiting out a retry's backoff.
+
+        Returns:
+            Whether a waiting head was woken.
+
+        Raises:
+            KeyNotFound: *key* has no unfinished jobs and is not halted.
+        """
+        key = validate_key(key)
+        self._check_open()
+        runtime = self._runtime
+        await trio.lowlevel.checkpoint()
+        head = runtime.core.head(key)
+        if head is None and not runtime.core.is_known(key):
+            raise KeyNotFound(key)
+        if head is None or head.running or head.attempt == 1:
+            return False
+        return self._interrupt(key)
+
+    async def pause(self, key: str) -> None:
+        """Halt *key*: its running job finishes, nothing else starts until `resume`.
+
+        Raises:
+            KeyNotFound: *key* has no unfinished jobs and is not halted.
+            SupervisorClosed: the supervisor has stopped.
+        """
+        key = validate_key(key)
+        self._check_open()
+        runtime = self._runtime
+        if not runtime.core.is_known(key):
+            await trio.lowlevel.checkpoint()
+            raise KeyNotFound(key)
+        if runtime.core.is_halted(key):
+            await trio.lowlevel.checkpoint()
+            return
+        await runtime.journal.write([Halt(key)])
+        runtime.core.pause(key)
+        runtime.log.info("key.paused", key=key)
+        runtime.check_idle()
+
+    async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
+        """Delete dead letters discarded more than *older_than* seconds ago; return how many."""
+        self._check_open()
+        return await purge_dead(self._runtime.journal, older_than, key)
+
+    def _live_key(self, info: KeyInfo) -> KeyInfo:
+        """The journal's view of a key, corrected by what runs right now."""
+        if info.head_state == "running" and not self._is_running(info.key, info.head_job_id):
+            # marked with its acceptance or the last completion, not started yet
+            attempt = None if info.head_attempt is None else info.head_attempt - 1
+            return attrs.evolve(info, head_state="queued", head_attempt=attempt)
+        return info
+
+    def _is_running(self, key: str | None, job_id: int | None) -> bool:
+        if job_id is None:
+            return False
+        head = self._runtime.core.head(job_id if key is None else key)
+        return head is not None and head.id == job_id and head.running
+
+    def _interrupt(self, lane: Lane) -> bool:
+        actor = self._runtime.actors.get(lane)
+        if actor is None or actor.interruptible is None:
+            return False
+        actor.interruptible.cancel()
+        return True
+
+    def _check_open(self) -> None:
+        if self._runtime.closed:
+            raise SupervisorClosed("the supervisor has stopped")
+
     async def _accept(self, key: str | None, payload: object, unique: object) -> Entry:
         if self._runtime.closed:
             raise SupervisorClosed("the supervisor has stopped")
@@ -206,10 +390,10 @@ class Supervisor:
         except Exception as exc:  # a custom codec's own error type
             raise EncodeError(f"cannot encode payload: {exc}") from exc
 
-    async def _journal(self, entries: list[Entry]) -> None:
-        """Journal reserved *entries* in one write, then commit them; or retract them all."""
+    async def _journal(self, entries: list[Entry], also: Sequence[Change] = ()) -> None:
+        """Journal reserved *entries* (and *also*) in one write, then commit them; or retract them all."""
         runtime = self._runtime
-        changes: list[Change] = []
+        changes: list[Change] = [*also]
         starting: list[Entry] = []
         for entry in entries:
             changes.append(
@@ -256,14 +440,6 @@ def _number(name: str, value: object, *, minimum: float, inclusive: bool = True)
     return float(value)
 
 
-def _count(name: str, value: object, *, minimum: int) -> int:
-    check_number(name, value, types=(int,))
-    assert isinstance(value, int)
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, not {value!r}")
-    return value
-
-
 @asynccontextmanager
 async def open_supervisor(
     handler: Handler,
@@ -280,6 +456,7 @@ async def open_supervisor(
     max_restarts: int = 3,
     restart_window: float = 5.0,
     random: Callable[[], float] | None = None,
+    on_event: Callable[[Event], object] | None = None,
 ) -> AsyncIterator[Supervisor]:
     """Run *handler* for every accepted job, one at a time per key.
 
@@ -309,6 +486,9 @@ async def open_supervisor(
         restart_window: see *max_restarts*.
         random: the jitter's random source (``() -> float in [0, 1)``); pass a
             seeded one for repeatable delays.
+        on_event: called with an `inturn.Event` for every lifecycle event
+            inturn logs (same names), to feed metrics; what it raises is
+            logged and ignored.
 
     Raises:
         TypeError, ValueError: an argument is invalid (before anything starts).
@@ -329,10 +509,10 @@ async def open_supervisor(
     if on_discard not in ("continue", "halt"):
         raise ValueError(f"on_discard must be 'continue' or 'halt', not {on_discard!r}")
     if max_concurrency is not None:
-        max_concurrency = _count("max_concurrency", max_concurrency, minimum=1)
-    window = _count("window", window, minimum=1)
-    max_buffered = _count("max_buffered", max_buffered, minimum=1)
-    max_restarts = _count("max_restarts", max_restarts, minimum=0)
+        max_concurrency = check_count("max_concurrency", max_concurrency, minimum=1)
+    window = check_count("window", window, minimum=1)
+    max_buffered = check_count("max_buffered", max_buffered, minimum=1)
+    max_restarts = check_count("max_restarts", max_restarts, minimum=0)
     restart_window = _number("restart_window", restart_window, minimum=0, inclusive=False)
     if codec is None:
         codec = JSONCodec()
@@ -344,6 +524,8 @@ async def open_supervisor(
         random = _random.Random().random
     elif not callable(random):
         raise TypeError(f"random must be a callable returning a float, not {random!r}")
+    if on_event is not None and not callable(on_event):
+        raise TypeError(f"on_event must be a callable taking an inturn.Event, not {on_event!r}")
     if journal is None:
         journal = MemoryJournal()
     elif not all(
@@ -368,6 +550,8 @@ async def open_supervisor(
             max_restarts=max_restarts,
             restart_window=restart_window,
         )
+        if on_event is not None:
+            runtime.log = EventTee(runtime.log, on_event)
         errors: list[BaseException] = []
         try:
             async with trio.open_nursery() as nursery:

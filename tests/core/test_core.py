@@ -272,7 +272,7 @@ def test_failed_decides_without_changing_anything() -> None:
     core.start("k")
     before = snapshot(core)
     outcome = core.failed(head, BOOM, now=10.0, random=no_jitter)
-    assert outcome == Backoff(head, at=11.0)
+    assert outcome == Backoff(head, at=11.0, error=BOOM)
     assert snapshot(core) == before
     assert (head.attempt, head.running) == (1, True)
 

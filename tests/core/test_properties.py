@@ -161,7 +161,7 @@ class CoreVsModel(RuleBasedStateMachine):
             attempt = self.attempt[entry.id]
             outcome = self.core.failed(entry, BOOM, now=0.0, random=lambda: 0.5)
             if attempt < MAX_ATTEMPTS:
-                assert outcome == Backoff(entry, at=2.0 ** (attempt - 1))
+                assert outcome == Backoff(entry, at=2.0 ** (attempt - 1), error=BOOM)
                 self.core.backoff(entry)
                 self.attempt[entry.id] += 1
             else:

@@ -1,8 +1,9 @@
 """`MemoryJournal`: the journal conformance kit, plus what only MemoryJournal shows.
 
-The kit (`inturn.testing.JournalConformance`) covers recovery, unique keys, ids
-and all-or-nothing batches through the `Journal` protocol; the tests below
-check what the protocol cannot see: dead letters and ``unfinished()``.
+The kits (`inturn.testing.JournalConformance` and `OperatorReadsConformance`)
+cover recovery, unique keys, ids, all-or-nothing batches, dead letters and what
+an operator reads through the `Journal` protocol; the tests below check what
+only MemoryJournal shows (``unfinished()``) and its own messages.
 """
 
 from __future__ import annotations
@@ -14,18 +15,19 @@ from inturn.journal import (
     Append,
     Change,
     Complete,
-    DeadLetter,
     Discard,
     Halt,
     MarkAttempt,
     MemoryJournal,
+    Purge,
     Recovery,
     Resume,
+    Retrying,
 )
-from inturn.testing import JournalConformance
+from inturn.testing import JournalConformance, OperatorReadsConformance
 
 
-class TestMemoryJournalConformance(JournalConformance):
+class TestMemoryJournalConformance(JournalConformance, OperatorReadsConformance):
     @pytest.fixture
     def journal(self) -> MemoryJournal:
         return MemoryJournal()
@@ -69,7 +71,7 @@ async def test_complete_forgets_the_job() -> None:
     """A completed job is neither unfinished nor a dead letter."""
     journal = await opened(Append(job_id=1, key="k", data=b"x"), Complete(1))
     assert journal.unfinished() == []
-    assert journal.dead_letters() == []
+    assert await journal.dead_letters() == []
     assert list((await reopen(journal)).jobs) == []
 
 
@@ -84,14 +86,16 @@ async def test_discard_keeps_a_dead_letter() -> None:
         Discard(2, "DecodeError: bad"),
     )
     assert journal.unfinished() == []
-    assert journal.dead_letters() == [
-        DeadLetter(
-            id=1, key="k", data=b"payload", unique="u", attempts=2, error="ValueError: boom"
-        ),
-        DeadLetter(id=2, key=None, data=b"x", unique=None, attempts=0, error="DecodeError: bad"),
+    dead = [
+        (info.id, info.key, info.data, info.unique, info.attempts, info.last_error)
+        for info in await journal.dead_letters()
+    ]
+    assert dead == [
+        (1, "k", b"payload", "u", 2, "ValueError: boom"),
+        (2, None, b"x", None, 0, "DecodeError: bad"),
     ]
     assert list((await reopen(journal)).jobs) == []
-    assert len(journal.dead_letters()) == 2
+    assert len(await journal.dead_letters()) == 2
 
 
 async def test_ids_below_next_id_are_refused_after_reopen() -> None:
@@ -107,7 +111,7 @@ async def test_a_finished_job_cannot_be_finished_again() -> None:
     journal = await opened(Append(job_id=1, key="a", data=b""), Complete(1))
     with pytest.raises(inturn.JournalError):
         await journal.write([Discard(1, "late")])
-    assert journal.dead_letters() == []
+    assert await journal.dead_letters() == []
 
 
 async def test_batch_sees_its_own_earlier_changes() -> None:
@@ -121,7 +125,7 @@ async def test_batch_sees_its_own_earlier_changes() -> None:
             Append(job_id=2, key="k", data=b"", unique="u"),
         ]
     )
-    assert [dead.id for dead in journal.dead_letters()] == [1]
+    assert [dead.id for dead in await journal.dead_letters()] == [1]
     assert [(job.id, job.unique) for job in journal.unfinished()] == [(2, "u")]
 
 
@@ -143,7 +147,7 @@ async def test_reopen_after_aclose_shows_the_same_content() -> None:
         [1, 2],
         frozenset({"c"}),
     )
-    assert [dead.id for dead in journal.dead_letters()] == [3]
+    assert [dead.id for dead in await journal.dead_letters()] == [3]
 
 
 async def test_memory_journal_satisfies_the_journal_protocol() -> None:
@@ -151,3 +155,40 @@ async def test_memory_journal_satisfies_the_journal_protocol() -> None:
     journal: inturn.Journal = MemoryJournal()
     assert (await journal.open()).next_id == 1
     await journal.aclose()
+
+
+@pytest.mark.parametrize(
+    ("batch", "message"),
+    [
+        ([Retrying(1, "E", 1.0)], "job 1 is not an unfinished job"),
+        ([MarkAttempt(2, 1), Retrying(1, "E", 1.0)], "job 1 is not an unfinished job"),
+        ([Purge(2)], "job 2 is not a dead letter"),
+        ([MarkAttempt(2, 1), Purge(2)], "job 2 is not a dead letter"),
+        ([Purge(1), Purge(1)], "job 1 is not a dead letter"),
+    ],
+)
+async def test_refusals_name_the_job_and_the_rule(batch: list[Change], message: str) -> None:
+    """A refused Retrying or Purge says which job, and why, in the single and the batch path."""
+    journal = await opened(
+        Append(job_id=1, key="k", data=b""), Append(job_id=2, key="k", data=b""), Discard(1, "E")
+    )
+    with pytest.raises(inturn.JournalError, match=f"^{message}$"):
+        await journal.write(batch)
+    assert [job.id for job in journal.unfinished()] == [2]
+    assert [dead.id for dead in await journal.dead_letters()] == [1]
+
+
+async def test_keys_orders_by_head_not_by_first_sight() -> None:
+    """Over 20,000 keys, keys(limit=3) returns the three oldest heads, though other keys were seen first."""
+    journal = await opened()
+    count = 20_000
+    firsts = [Append(job_id=n + 1, key=f"k{n}", data=b"") for n in range(count)]
+    seconds = [Append(job_id=count + n + 1, key=f"k{n}", data=b"") for n in range(count)]
+    await journal.write([*firsts, *seconds])
+    await journal.write([Complete(n + 1) for n in range(0, count, 2)])  # even keys move on
+    keys = await journal.keys(limit=3, now=0.0)
+    assert [(k.key, k.head_job_id, k.queued) for k in keys] == [
+        ("k1", 2, 2),
+        ("k3", 4, 2),
+        ("k5", 6, 2),
+    ]

@@ -1,22 +1,37 @@
-"""SQLiteJournal: what only a file-backed journal can get wrong."""
+"""SQLiteJournal and SQLiteReader: what only a file-backed journal can get wrong."""
 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import stat
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
 import inturn
-from inturn.journal import Append, Complete
-from inturn.testing import JournalConformance, Recorder, unfinished_jobs
+from inturn.journal import (
+    Append,
+    Change,
+    Complete,
+    Discard,
+    Halt,
+    MarkAttempt,
+    Purge,
+    Retrying,
+    SQLiteReader,
+    sqlite as sqlite_journal,
+)
+from inturn.testing import JournalConformance, OperatorReadsConformance, Recorder, unfinished_jobs
 
 
-class TestSQLiteJournalConformance(JournalConformance):
+class TestSQLiteJournalConformance(JournalConformance, OperatorReadsConformance):
     @pytest.fixture(params=["full", "normal"])
     def journal(self, tmp_path: Path, request: pytest.FixtureRequest) -> inturn.SQLiteJournal:
         return inturn.SQLiteJournal(tmp_path / "jobs.db", durability=request.param)
@@ -73,13 +88,34 @@ async def test_a_file_that_is_not_a_journal_is_refused_untouched(tmp_path: Path)
     assert path.read_bytes() == content
 
 
-@pytest.mark.parametrize(
-    "setup",
-    [
-        "CREATE TABLE invoices (id INTEGER); PRAGMA user_version = 0;",
-        "CREATE TABLE jobs (id INTEGER); PRAGMA user_version = 99;",
-    ],
-)
+V1_SCHEMA = """
+CREATE TABLE jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT,
+    unique_key TEXT,
+    data BLOB NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dead')),
+    error TEXT,
+    accepted_at REAL NOT NULL,
+    finished_at REAL
+);
+CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
+    WHERE state = 'pending' AND unique_key IS NOT NULL;
+CREATE TABLE halted (key TEXT PRIMARY KEY);
+"""
+"""The schema of version 1, as inturn 0.1 wrote it (before Retrying)."""
+
+OTHER_DATABASES = [
+    "CREATE TABLE invoices (id INTEGER); PRAGMA user_version = 0;",
+    "CREATE TABLE jobs (id INTEGER); PRAGMA user_version = 99;",
+    # version 1 in name only: not the tables version 1 had
+    "CREATE TABLE jobs (id INTEGER); CREATE TABLE halted (key TEXT); PRAGMA user_version = 1;",
+    f"{V1_SCHEMA} PRAGMA user_version = 3;",  # a version from the future
+]
+
+
+@pytest.mark.parametrize("setup", OTHER_DATABASES)
 async def test_another_database_is_refused_untouched(tmp_path: Path, setup: str) -> None:
     """An SQLite file of another schema (or version) raises JournalCorrupt and is not altered."""
     path = tmp_path / "other.db"
@@ -333,3 +369,349 @@ def test_one_journal_object_serves_two_trio_runs(tmp_path: Path) -> None:
     trio.run(append_one)
     trio.run(append_one)
     assert seen == [1, 2]
+
+
+# -- schema version 1 -------------------------------------------------------
+
+
+def make_version_1_file(path: Path) -> None:
+    """A journal as version 1 left it: a running head, a dead letter, a halted key."""
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        connection.execute("PRAGMA journal_mode = WAL")
+        connection.executescript(f"BEGIN; {V1_SCHEMA} PRAGMA user_version = 1; COMMIT;")
+        connection.executescript(
+            """
+            BEGIN;
+            INSERT INTO jobs (id, key, unique_key, data, attempts, accepted_at)
+                VALUES (1, 'k', 'u', x'00ff', 2, 100.0);
+            INSERT INTO jobs (id, key, data, attempts, state, error, accepted_at, finished_at)
+                VALUES (2, 'k', x'01', 3, 'dead', 'ValueError: boom', 100.5, 200.0);
+            INSERT INTO jobs (id, key, data, accepted_at) VALUES (3, 'k', x'02', 101.0);
+            INSERT INTO jobs (id, key, data, accepted_at) VALUES (4, NULL, x'03', 102.0);
+            INSERT INTO halted (key) VALUES ('k'), ('idle');
+            COMMIT;
+            """
+        )
+    finally:
+        connection.close()
+
+
+def version_and_columns(path: Path) -> tuple[int, list[str]]:
+    connection = sqlite3.connect(path)
+    try:
+        version = connection.execute("PRAGMA user_version").fetchone()[0]
+        columns = [row[1] for row in connection.execute("PRAGMA table_info(jobs)")]
+    finally:
+        connection.close()
+    return version, columns
+
+
+async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path: Path) -> None:
+    """Opening a version-1 journal adds retry_at and sets version 2; its jobs, dead letters and halts are kept."""
+    path = tmp_path / "jobs.db"
+    make_version_1_file(path)
+    journal = inturn.SQLiteJournal(path)
+    recovery = await journal.open()
+    try:
+        assert version_and_columns(path) == (
+            2,
+            [
+                *("id", "key", "unique_key", "data", "attempts", "state", "error"),
+                *("accepted_at", "finished_at", "retry_at"),
+            ],
+        )
+        assert [(job.id, job.attempts, job.unique) for job in recovery.jobs] == [
+            (1, 2, "u"),
+            (4, 0, None),
+        ]
+        assert dict(recovery.backlog) == {"k": inturn.journal.Backlog(count=1, last_id=3)}
+        assert (recovery.next_id, recovery.halted) == (5, frozenset({"k", "idle"}))
+        head = await journal.job(1)
+        assert head is not None
+        assert (head.state, head.accepted_at, head.retry_at, head.data) == (
+            "running",
+            100.0,
+            None,
+            b"\x00\xff",
+        )
+        [dead] = await journal.dead_letters()
+        assert (dead.id, dead.state, dead.attempts, dead.last_error, dead.finished_at) == (
+            2,
+            "dead",
+            3,
+            "ValueError: boom",
+            200.0,
+        )
+        await journal.write([Retrying(1, "ValueError: again", 500.0)])
+        [key, idle] = await journal.keys(now=160.0)
+        assert (key.key, key.head_state, key.next_retry_at, key.head_age, key.queued) == (
+            "k",
+            "retrying",
+            500.0,
+            60.0,
+            2,
+        )
+        assert idle.key == "idle"
+    finally:
+        await journal.aclose()
+    recovery = await journal.open()  # version 2 now: opens as it is
+    await journal.aclose()
+    assert [job.id for job in recovery.jobs] == [1, 4]
+    assert version_and_columns(path)[0] == 2
+
+
+async def test_a_reader_reads_a_version_1_file_without_upgrading_it(tmp_path: Path) -> None:
+    """SQLiteReader reads a version-1 journal as it is, with no retry times, and leaves it at version 1."""
+    path = tmp_path / "jobs.db"
+    make_version_1_file(path)
+    before = version_and_columns(path)
+    reader = SQLiteReader(path)
+    keys = reader.keys(now=100.0)
+    assert [(k.key, k.head_job_id, k.head_state, k.next_retry_at) for k in keys] == [
+        ("k", 1, "running", None),
+        ("idle", None, None, None),
+    ]
+    assert [k.key for k in reader.keys(state="blocked", now=100.0)] == ["k", "idle"]
+    job = reader.job(3)
+    assert job is not None
+    assert (job.state, job.retry_at) == ("queued", None)
+    assert [(info.id, info.last_error) for info in reader.dead_letters()] == [
+        (2, "ValueError: boom")
+    ]
+    assert version_and_columns(path) == before
+
+
+# -- SQLiteReader -------------------------------------------------------------
+
+READS: list[Callable[[SQLiteReader], object]] = [
+    lambda reader: reader.keys(now=0.0),
+    lambda reader: reader.job(1),
+    lambda reader: reader.dead_letters(),
+]
+
+
+async def test_a_reader_sees_what_a_running_journal_committed(tmp_path: Path) -> None:
+    """While a journal holds the file, SQLiteReader reads what its own reads return, and each new write once it returns."""
+    path = tmp_path / "jobs.db"
+    journal = inturn.SQLiteJournal(path)
+    await journal.open()
+    reader = SQLiteReader(path)
+    try:
+        await journal.write(
+            [
+                Append(job_id=1, key="a", data=b"1", unique="u"),
+                Append(job_id=2, key="b", data=b"2"),
+                Append(job_id=3, key="a", data=b"3"),
+                Append(job_id=4, key=None, data=b"4"),
+                MarkAttempt(1, 1),
+                Retrying(1, "ValueError: one", 1e9),
+                MarkAttempt(2, 1),
+                Discard(2, "ValueError: two"),
+                Halt("a"),
+                Halt("idle"),
+            ]
+        )
+        now = time.time()
+        for state in (None, "blocked", "running", "halted"):
+            assert reader.keys(state=state, now=now) == await journal.keys(state=state, now=now)
+        for job_id in range(6):
+            assert reader.job(job_id) == await journal.job(job_id)
+        assert reader.dead_letters() == await journal.dead_letters()
+        assert [info.id for info in reader.dead_letters()] == [2]
+
+        await journal.write([Append(job_id=5, key="c", data=b"5"), Purge(2)])
+        assert reader.job(5) is not None
+        assert reader.dead_letters() == []
+        # it took no lock: the journal is still the only one that may open the file
+        with pytest.raises(inturn.JournalLocked):
+            await inturn.SQLiteJournal(path).open()
+    finally:
+        await journal.aclose()
+    assert [k.key for k in reader.keys(now=now)] == ["a", "c", "idle"]  # closed: still reads
+
+
+async def test_a_reader_finds_a_journal_at_a_path_with_uri_characters(tmp_path: Path) -> None:
+    """A path with a space, ?, # and % in it reads the journal there (the URI is quoted)."""
+    folder = tmp_path / "on call 100% ?#"
+    folder.mkdir()
+    path = folder / "jobs?.db#"
+    journal = inturn.SQLiteJournal(path)
+    await journal.open()
+    await journal.write([Append(job_id=1, key="k", data=b"1")])
+    await journal.aclose()
+    assert [k.key for k in SQLiteReader(path).keys(now=0.0)] == ["k"]
+    # A read-only reader may leave the WAL files it needed (private, like the
+    # journal's own); it creates nothing else.
+    names = {p.name for p in folder.iterdir()}
+    assert names <= {"jobs?.db#", "jobs?.db#.lock", "jobs?.db#-wal", "jobs?.db#-shm"}, names
+    assert all(mode(folder / name) == 0o600 for name in names)
+    await journal.open()  # and the journal opens as before
+    await journal.aclose()
+
+
+def test_a_reader_of_a_missing_file_creates_nothing(tmp_path: Path) -> None:
+    """SQLiteReader on a path that does not exist raises JournalError "no such file" and creates no file."""
+    for path in (tmp_path / "jobs.db", tmp_path / "missing" / "jobs.db"):
+        for read in READS:
+            with pytest.raises(inturn.JournalError, match="no such file") as exc_info:
+                read(SQLiteReader(path))
+            assert str(path) in str(exc_info.value)
+            assert not isinstance(exc_info.value, inturn.JournalCorrupt)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("setup", ["not sqlite", "empty file", "empty database", *OTHER_DATABASES])
+def test_a_reader_refuses_a_file_that_is_not_a_journal_untouched(
+    tmp_path: Path, setup: str
+) -> None:
+    """SQLiteReader on a file that is not an inturn journal raises JournalCorrupt naming it; the folder is unchanged."""
+    path = tmp_path / "other.db"
+    if setup == "not sqlite":
+        path.write_bytes(b"these are not the rows you are looking for\n" * 100)
+    elif setup == "empty file":
+        path.write_bytes(b"")
+    else:
+        connection = sqlite3.connect(path)
+        connection.executescript("" if setup == "empty database" else setup)
+        connection.execute("VACUUM")  # so that the file exists, with a header
+        connection.close()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    for read in READS:
+        with pytest.raises(inturn.JournalCorrupt) as exc_info:
+            read(SQLiteReader(path))
+        assert exc_info.value.path == str(path)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+BAD_READS: list[tuple[Callable[[Any], object], type[Exception]]] = [
+    (lambda reader: reader.keys(state="stuck", now=0.0), ValueError),
+    (lambda reader: reader.keys(limit=0, now=0.0), ValueError),
+    (lambda reader: reader.keys(limit=1.5, now=0.0), TypeError),
+    (lambda reader: reader.keys(now="now"), TypeError),
+    (lambda reader: reader.job("1"), TypeError),
+    (lambda reader: reader.job(True), TypeError),
+    (lambda reader: reader.dead_letters(key=1), TypeError),
+    (lambda reader: reader.dead_letters(limit=0), ValueError),
+    (lambda reader: reader.dead_letters(after=-1), ValueError),
+    (lambda reader: reader.dead_letters(finished_before="x"), TypeError),
+]
+
+
+@pytest.mark.parametrize(("read", "error"), BAD_READS)
+def test_a_reader_checks_its_arguments_first(
+    tmp_path: Path, read: Callable[[Any], object], error: type[Exception]
+) -> None:
+    """SQLiteReader raises TypeError or ValueError for a bad argument, as a journal does, before it looks at the file."""
+    with pytest.raises(error):
+        read(SQLiteReader(tmp_path / "missing.db"))
+
+
+def test_a_reader_of_huge_ids_and_limits_finds_nothing_or_everything(tmp_path: Path) -> None:
+    """Ids and limits beyond SQLite's integers read as no such job and no limit, not as an overflow."""
+    path = tmp_path / "jobs.db"
+
+    async def write() -> None:
+        journal = inturn.SQLiteJournal(path)
+        await journal.open()
+        await journal.write([Append(job_id=1, key="k", data=b""), Discard(1, "E")])
+        await journal.aclose()
+
+    trio.run(write)
+    reader = SQLiteReader(path)
+    assert reader.job(2**64) is None
+    assert reader.job(-(2**64)) is None
+    assert reader.dead_letters(after=2**64) == []
+    assert [info.id for info in reader.dead_letters(limit=2**64)] == [1]
+    assert [k.key for k in reader.keys(limit=2**64, now=0.0)] == []
+
+
+# -- SQLiteJournal: reads and the new changes ----------------------------------
+
+
+async def test_purge_of_a_job_that_is_not_a_dead_letter_says_so(tmp_path: Path) -> None:
+    """A refused Purge names the file, the job and the rule, and is refused alone in a batch."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db")
+    await journal.open()
+    try:
+        await journal.write([Append(job_id=1, key="k", data=b"")])
+        batches: list[list[Change]] = [[Purge(1)], [MarkAttempt(1, 1), Purge(1)]]
+        for batch in batches:
+            with pytest.raises(inturn.JournalError, match=r"jobs\.db: job 1 is not a dead letter$"):
+                await journal.write(batch)
+        info = await journal.job(1)
+        assert info is not None
+        assert info.state == "queued"
+    finally:
+        await journal.aclose()
+
+
+async def test_reads_after_a_failed_commit_are_refused(tmp_path: Path) -> None:
+    """After a failed COMMIT the journal refuses reads too, as what is on disk is unknown."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db")
+    await journal.open()
+    try:
+        journal._fault_hook = Faults("commit")
+        with pytest.raises(inturn.JournalError, match="commit failed"):
+            await journal.write([Append(job_id=1, key="k", data=b"1")])
+        for read in (journal.keys(now=0.0), journal.job(1), journal.dead_letters()):
+            with pytest.raises(inturn.JournalError, match="refusing work"):
+                await read
+    finally:
+        await journal.aclose()
+
+
+async def test_reads_queued_behind_writes_see_them(tmp_path: Path) -> None:
+    """Reads issued while writes are in flight are served after the writes queued before them."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db", durability="normal")
+    await journal.open()
+    seen: list[tuple[int, int | None]] = []
+
+    ids = iter(range(1, 51))
+
+    async def write_then_read() -> None:
+        job_id = next(ids)  # taken when the task runs: ids reach the journal in order
+        await journal.write([Append(job_id=job_id, key=f"k{job_id}", data=b"")])
+        info = await journal.job(job_id)
+        seen.append((job_id, info.id if info is not None else None))
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for _ in range(50):
+                nursery.start_soon(write_then_read)
+        assert sorted(seen) == [(n, n) for n in range(1, 51)]
+        assert len(await journal.keys(limit=1000, now=0.0)) == 50
+    finally:
+        await journal.aclose()
+
+
+async def test_every_read_query_uses_an_index(tmp_path: Path) -> None:
+    """No read scans the jobs table: keys, job and dead_letters each search an index (so 100k keys cost a pass, not a square)."""
+    path = tmp_path / "jobs.db"
+    journal = inturn.SQLiteJournal(path)
+    await journal.open()
+    await journal.write([Append(job_id=1, key="k", data=b""), Discard(1, "E"), Halt("h")])
+    await journal.aclose()
+    connection = sqlite3.connect(path, isolation_level=None)
+    statements: list[str] = []
+    connection.set_trace_callback(statements.append)
+    try:
+        for state in (None, "blocked", "running", "halted"):
+            sqlite_journal._select_keys(connection, state, 10, 0.0)
+        sqlite_journal._select_job(connection, 1)
+        sqlite_journal._select_pending(connection, "k", 0, 10)
+        for key in (None, "k"):
+            for before in (None, 1.0):
+                sqlite_journal._select_dead_letters(connection, key, 10, 0, before)
+        plans = {
+            statement: [row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}")]
+            for statement in statements
+            if statement.startswith("SELECT")
+        }
+    finally:
+        connection.close()
+    assert len(plans) == 4 * 2 - 3 + 1 + 1 + 4  # halted-empty query once per filter but "running"
+    for statement, plan in plans.items():
+        scans = [step for step in plan if re.match(r"SCAN (jobs|head)\b", step)]
+        assert scans == [], f"{statement}\n scans: {scans}"
+        assert any("INDEX" in step or "PRIMARY KEY" in step for step in plan), plan

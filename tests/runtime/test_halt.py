@@ -8,6 +8,8 @@ import trio.testing
 import inturn
 from inturn.testing import Recorder
 
+from .helpers import dead_letters
+
 NO_RETRY = inturn.Retry(max_attempts=1)
 
 
@@ -49,9 +51,10 @@ async def test_a_discard_parks_the_key_and_leaves_its_later_jobs_queued(
         assert parked == [job.id for job in journal.unfinished()]
         assert [(first, 0.0), (bad, 1.0)] == timeline(recorder, "a")
         assert [(others[0], 0.0), (others[1], 1.0)] == timeline(recorder, "b")
-        [dead] = journal.dead_letters()
+        [dead] = await journal.dead_letters()  # open: the supervisor holds it
         assert (bad, "a", 1) == (dead.id, dead.key, dead.attempts)
-        assert dead.error.endswith("PermanentError: bad payload")
+        assert dead.last_error is not None
+        assert dead.last_error.endswith("PermanentError: bad payload")
         await sup.resume("a")  # let the body end with nothing parked
 
 
@@ -204,7 +207,7 @@ async def test_a_discarded_keyless_job_halts_nothing(
 
     assert [(bad, 0.0), (after, 0.0)] == sorted(timeline(recorder, None))
     assert [(keyed[0], 0.0), (keyed[1], 1.0)] == timeline(recorder, "k")
-    assert [bad] == [dead.id for dead in journal.dead_letters()]
+    assert [bad] == [dead.id for dead in await dead_letters(journal)]
     assert journal.unfinished() == []
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import attrs
 import pytest
@@ -12,6 +13,7 @@ import trio
 import trio.testing
 
 import inturn
+from inturn.info import JobInfo, KeyInfo
 from inturn.journal import Append, Change, Recovery, StoredJob
 from inturn.testing import Recorder
 
@@ -39,6 +41,15 @@ class HookedJournal:
 
     async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
         return await self.inner.load(key, after, limit)
+
+    async def keys(self, **kwargs: Any) -> list[KeyInfo]:
+        return await self.inner.keys(**kwargs)
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        return await self.inner.job(job_id)
+
+    async def dead_letters(self, **kwargs: Any) -> list[JobInfo]:
+        return await self.inner.dead_letters(**kwargs)
 
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import structlog
 import trio
@@ -9,8 +11,11 @@ import trio.testing
 
 import inturn
 import inturn.journal
+from inturn.info import JobInfo, KeyInfo
 from inturn.journal import StoredJob
 from inturn.testing import FaultyJournal, Recorder
+
+from .helpers import dead_letters
 
 
 async def test_leaving_the_body_waits_for_every_job(
@@ -97,7 +102,7 @@ async def test_cancelling_the_enclosing_scope_stops_at_once(
     assert trio.current_time() == 5.0
     assert {("a1", 2, 5.0), ("b1", 1, 5.0), ("c1", 1, 5.0)} == set(cancelled)
     assert sup.stats().discarded == 0
-    assert journal.dead_letters() == []
+    assert await dead_letters(journal) == []
     assert [e for e in logs if e["event"] in ("job.discarded", "actor.crashed")] == []
     # each attempt cut short is given back: a1 had failed once, the rest never
     assert [(job.id, job.attempts) for job in journal.unfinished()] == [
@@ -251,6 +256,15 @@ class _GatedJournal:
 
     async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
         return await self.inner.load(key, after, limit)
+
+    async def keys(self, **kwargs: Any) -> list[KeyInfo]:
+        return await self.inner.keys(**kwargs)
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        return await self.inner.job(job_id)
+
+    async def dead_letters(self, **kwargs: Any) -> list[JobInfo]:
+        return await self.inner.dead_letters(**kwargs)
 
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()

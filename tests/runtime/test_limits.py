@@ -9,7 +9,7 @@ import trio.testing
 import inturn
 from inturn.testing import Recorder
 
-from .helpers import Concurrency, sleep_payload
+from .helpers import Concurrency, dead_letters, sleep_payload
 
 NO_RETRY = inturn.Retry(max_attempts=1)
 
@@ -215,9 +215,9 @@ async def test_timed_out_attempts_are_retried_then_discarded(
         (call.job.id, call.job.attempt, call.start) for call in calls
     ]
     assert [call.end for call in calls] == [None, None, None, 19.0]  # cut short, never ended
-    [dead] = journal.dead_letters()
+    [dead] = await dead_letters(journal)
     assert (job_id, 3) == (dead.id, dead.attempts)
-    assert dead.error.startswith("TimeoutError")
+    assert (dead.last_error or "").startswith("TimeoutError")
 
 
 async def test_a_job_that_times_out_once_completes_on_its_retry(

@@ -15,6 +15,8 @@ import inturn
 from inturn.journal import Append
 from inturn.testing import Recorder
 
+from .helpers import dead_letters
+
 
 @attrs.frozen
 class LedgerEntry:
@@ -175,9 +177,9 @@ async def test_undecodable_journaled_payload_is_a_dead_letter(
         "after",
         "still running",
     ]
-    [dead] = journal.dead_letters()
+    [dead] = await dead_letters(journal)
     assert (2, data, 1) == (dead.id, dead.data, dead.attempts)
-    assert "DecodeError" in dead.error
+    assert "DecodeError" in (dead.last_error or "")
     [event] = [e for e in logs if e["event"] == "job.discarded"]
     assert {"key": "k", "job_id": 2}.items() <= event.items()
     assert [e for e in logs if e["event"] == "actor.crashed"] == []
@@ -227,5 +229,5 @@ async def test_foreign_decode_error_is_wrapped_in_decode_error(
     cause = exc_info.value.__cause__
     assert isinstance(cause, inturn.DecodeError)
     assert cause.__cause__ is codec.error
-    [dead] = journal.dead_letters()
-    assert "DecodeError" in dead.error
+    [dead] = await dead_letters(journal)
+    assert "DecodeError" in (dead.last_error or "")

@@ -14,6 +14,8 @@ import inturn
 from inturn.journal import Append, Change, Complete, Halt, MarkAttempt
 from inturn.testing import Recorder
 
+from .helpers import dead_letters
+
 CODEC = inturn.JSONCodec()
 
 
@@ -69,7 +71,7 @@ async def test_reopen_completes_every_unfinished_job_exactly_once_more(
             unfinished = [n for n in accepted[key] if (key, n) not in done_first]
             assert unfinished == [call.job.id for call in calls]
     assert journal.unfinished() == []
-    assert journal.dead_letters() == []
+    assert await dead_letters(journal) == []
 
 
 async def test_interrupted_attempt_runs_again_as_the_same_attempt(
@@ -128,7 +130,7 @@ async def test_job_with_attempts_used_up_is_discarded_without_running(
             assert sup.stats().discarded == 1
 
     assert [call.job.id for call in recorder.calls] == [2]
-    [dead] = journal.dead_letters()
+    [dead] = await dead_letters(journal)
     assert (dead.id, dead.key, dead.attempts) == (1, "k", 3)
     [event] = [e for e in logs if e["event"] == "job.discarded"]
     assert {"key": "k", "job_id": 1}.items() <= event.items()

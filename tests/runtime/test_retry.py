@@ -9,6 +9,8 @@ import trio.testing
 import inturn
 from inturn.testing import Recorder
 
+from .helpers import dead_letters
+
 
 class Boom(Exception):
     """A handler failure that the default policy retries."""
@@ -138,7 +140,7 @@ async def test_a_job_that_fails_then_succeeds_completes_and_lets_the_next_job_ru
     assert [(first, 1, 0.0), (first, 2, 1.0), (first, 3, 3.0), (second, 1, 3.0)] == (
         timeline(recorder, "k")
     )
-    assert journal.dead_letters() == []
+    assert await dead_letters(journal) == []
     assert journal.unfinished() == []
 
 
@@ -164,9 +166,9 @@ async def test_after_max_attempts_the_job_is_discarded_and_the_key_continues(
     assert [(bad, 1, 0.0), (bad, 2, 1.0), (bad, 3, 3.0)] + [(n, 1, 3.0) for n in later] == (
         timeline(recorder, "a")
     )
-    [dead] = journal.dead_letters()
+    [dead] = await dead_letters(journal)
     assert (bad, "a", "once", 3) == (dead.id, dead.key, dead.unique, dead.attempts)
-    assert f"{Boom.__module__}.Boom: attempt 3" == dead.error  # the last failure
+    assert f"{Boom.__module__}.Boom: attempt 3" == dead.last_error  # the last failure
     assert inturn.JSONCodec().decode(dead.data) == "bad"
     assert journal.unfinished() == []
 
@@ -203,9 +205,10 @@ async def test_a_permanent_failure_is_discarded_after_one_attempt(
         assert (sup.stats().completed, sup.stats().discarded) == (1, 1)
 
     assert [(bad, 1, 0.0), (after, 1, 0.0)] == timeline(recorder, "k")
-    [dead] = journal.dead_letters()
+    [dead] = await dead_letters(journal)
     assert (bad, 1) == (dead.id, dead.attempts)
-    assert dead.error.endswith(f"{type(error).__qualname__}: {error}")
+    assert dead.last_error is not None
+    assert dead.last_error.endswith(f"{type(error).__qualname__}: {error}")
 
 
 async def test_a_type_not_named_permanent_is_still_retried(
@@ -256,12 +259,12 @@ async def test_a_keyless_job_retries_with_backoff_without_holding_up_others(
         timeline(recorder, None)
     )
     assert [(keyed, 1, 0.0)] == timeline(recorder, "k")
-    [dead] = journal.dead_letters()
+    [dead] = await dead_letters(journal)
     assert (bad, None, 3, f"{Boom.__module__}.Boom: attempt 3") == (
         dead.id,
         dead.key,
         dead.attempts,
-        dead.error,
+        dead.last_error,
     )
 
 

@@ -14,6 +14,8 @@ import inturn
 from inturn.journal import Append, Change, Complete, Discard, MarkAttempt
 from inturn.testing import FaultyJournal, Recorder
 
+from .helpers import dead_letters
+
 
 def fail_first(kind: type, times: int) -> Callable[[Sequence[Change]], bool]:
     """A FaultyJournal predicate failing the first *times* writes around a job (not a
@@ -63,8 +65,9 @@ async def test_handler_exceptions_are_failed_attempts_not_crashes(
     assert [(n, attempt) for n in range(4) for attempt in (1, 2, 3)] == ran(recorder)
     assert named(logs, "actor.crashed") == []
     assert len(named(logs, "actor.spawned")) == 1
-    assert [dead.id for dead in journal.dead_letters()] == [1, 2, 3, 4]
-    assert all("ValueError: bad" in dead.error for dead in journal.dead_letters())
+    dead = await dead_letters(journal)
+    assert [info.id for info in dead] == [1, 2, 3, 4]
+    assert all("ValueError: bad" in (info.last_error or "") for info in dead)
 
 
 @pytest.mark.parametrize("failing", [MarkAttempt, Complete])
@@ -110,7 +113,7 @@ async def test_journal_failure_on_discard_crashes_and_restarts(
         assert sup.stats().discarded == 1
 
     assert journal.failures == 1
-    assert [dead.id for dead in inner.dead_letters()] == [1]
+    assert [dead.id for dead in await dead_letters(inner)] == [1]
 
 
 @pytest.mark.parametrize("max_restarts", [0, 1, 3])
@@ -190,7 +193,7 @@ async def test_escalation_cancels_other_keys_without_failing_them(
         await run()
 
     assert cancelled == ["s"]
-    assert inner.dead_letters() == []
+    assert await dead_letters(inner) == []
     assert [(job.id, job.attempts) for job in inner.unfinished()] == [(1, 0), (2, 1)]
 
 
@@ -336,7 +339,7 @@ async def test_base_exceptions_from_a_handler_propagate_bare(
     assert ran(recorder) == [("boom", 1)]
     # not a failed attempt: the attempt is given back and nothing is dead
     assert [(job.id, job.attempts) for job in journal.unfinished()] == [(1, 0), (2, 0)]
-    assert journal.dead_letters() == []
+    assert await dead_letters(journal) == []
 
 
 async def test_send_refused_by_the_journal_changes_nothing(
@@ -377,4 +380,4 @@ async def test_send_refused_by_the_journal_changes_nothing(
     assert journal.failures == 5
     assert [call.job.payload for call in recorder.calls] == [1, "accepted"]
     assert inner.unfinished() == []
-    assert inner.dead_letters() == []
+    assert await dead_letters(inner) == []

@@ -13,11 +13,13 @@ from .records import (
     Discard,
     Halt,
     MarkAttempt,
+    Purge,
     Recovery,
     Resume,
+    Retrying,
     StoredJob,
 )
-from .sqlite import SQLiteJournal
+from .sqlite import SQLiteJournal, SQLiteReader
 
 __all__ = [
     "Append",
@@ -30,8 +32,11 @@ __all__ = [
     "Journal",
     "MarkAttempt",
     "MemoryJournal",
+    "Purge",
     "Recovery",
     "Resume",
+    "Retrying",
     "SQLiteJournal",
+    "SQLiteReader",
     "StoredJob",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from ..info import JobInfo, KeyFilter, KeyInfo
 from .records import Change, Recovery, StoredJob
 
 __all__ = ["Journal"]
@@ -27,7 +28,10 @@ class Journal(Protocol):
       at least its oldest job, with a `Backlog` for the rest, which ``load``
       hands out page by page.  So a journal with a long backlog reopens in
       time and memory that grow with the keys, not the jobs.
-    * Completed jobs may be forgotten; discarded ones are kept as dead letters.
+    * Completed jobs may be forgotten; discarded ones are kept as dead letters
+      (with their last error and when they were discarded) until a `Purge`.
+      A `Retrying` or `MarkAttempt` names an unfinished job and a `Purge` a
+      dead letter; any other is refused.
 
     Every method is a cancellation point: if the caller is cancelled before
     anything is stored, it raises `trio.Cancelled` and stores nothing.  A
@@ -50,6 +54,45 @@ class Journal(Protocol):
 
         Sees every write that returned before it was called.
         """
+        ...
+
+    # -- what an operator reads (Supervisor.keys, the ``inturn`` command) ----
+    #
+    # States come from what a journal stores: a dead letter is "dead"; an
+    # unfinished job is "retrying" while a `Retrying` is its latest mark (the
+    # next `MarkAttempt` ends it), else "running" once an attempt was marked,
+    # else "queued".  These reads see every write that returned before they
+    # were called; like `load` they need the journal open (`JournalError`
+    # otherwise), and they raise `TypeError` or `ValueError` for a bad
+    # argument (a *limit* that is not an int >= 1, an unknown *state*, ...).
+
+    async def keys(
+        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
+    ) -> list[KeyInfo]:
+        """Keys with unfinished jobs, or halted: oldest head first (halted, empty keys last).
+
+        One `KeyInfo` per key; keyless jobs belong to no key and are left out.
+        The head is the key's oldest unfinished job; a halted key without one
+        comes last (by key), with ``queued=0`` and no head.  *state* keeps only
+        ``"blocked"`` keys (head retrying, or halted), ``"running"`` ones (head
+        running) or ``"halted"`` ones.  *now* (Unix time) dates ``head_age``.
+        """
+        ...
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        """The unfinished job or dead letter *job_id*; None if there is none."""
+        ...
+
+    async def dead_letters(
+        self,
+        *,
+        key: str | None = None,
+        limit: int = 100,
+        after: int = 0,
+        finished_before: float | None = None,
+    ) -> list[JobInfo]:
+        """Dead letters in id order: of *key* if given, with ids above *after*,
+        discarded before *finished_before* (Unix time) if given; at most *limit*."""
         ...
 
     async def aclose(self) -> None:

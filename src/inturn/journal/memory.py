@@ -1,13 +1,16 @@
 """`MemoryJournal`: a real journal whose storage is a dict.
 
 It is the default, and what tests use.  It is not a mock: it keeps the same
-records a durable journal keeps (bytes payloads, attempts, dead letters,
-halted keys) and obeys the same rules, so a supervisor reopened on it behaves
-exactly as one restarted on a file would.
+records a durable journal keeps (bytes payloads, attempts, retry times, last
+errors, dead letters, halted keys) and obeys the same rules, so a supervisor
+reopened on it behaves exactly as one restarted on a file would, and an
+operator reads the same views from it.
 """
 
 from __future__ import annotations
 
+import heapq
+import time
 from collections.abc import Sequence
 from typing import assert_never
 
@@ -15,17 +18,20 @@ import attrs
 import trio
 
 from ..errors import DuplicateError, JournalError
+from ..info import JobInfo, JobState, KeyFilter, KeyInfo
+from ._reads import check_dead_letters, check_job_id, check_keys, job_state, key_matches
 from .records import (
     Append,
     Backlog,
     Change,
     Complete,
-    DeadLetter,
     Discard,
     Halt,
     MarkAttempt,
+    Purge,
     Recovery,
     Resume,
+    Retrying,
     StoredJob,
 )
 
@@ -37,11 +43,35 @@ class _Row:
     key: str | None
     data: bytes
     unique: str | None
+    accepted_at: float
     attempts: int = 0
+    last_error: str | None = None
+    retry_at: float | None = None
+    finished_at: float | None = None
+    """Set when discarded: the row is a dead letter then."""
 
     def stored(self, job_id: int) -> StoredJob:
         return StoredJob(
             id=job_id, key=self.key, data=self.data, unique=self.unique, attempts=self.attempts
+        )
+
+    def state(self) -> JobState:
+        return job_state(
+            dead=self.finished_at is not None, attempts=self.attempts, retry_at=self.retry_at
+        )
+
+    def info(self, job_id: int) -> JobInfo:
+        return JobInfo(
+            id=job_id,
+            key=self.key,
+            state=self.state(),
+            attempts=self.attempts,
+            unique=self.unique,
+            accepted_at=self.accepted_at,
+            finished_at=self.finished_at,
+            last_error=self.last_error,
+            retry_at=self.retry_at,
+            data=self.data,
         )
 
 
@@ -56,7 +86,8 @@ class MemoryJournal:
     _by_key: dict[str, dict[int, None]] = attrs.field(factory=dict, init=False)
     """Each key's unfinished job ids, oldest first (ids rise, dicts keep order)."""
     _unique: dict[str, int] = attrs.field(factory=dict, init=False)
-    _dead: dict[int, DeadLetter] = attrs.field(factory=dict, init=False)
+    _dead: dict[int, _Row] = attrs.field(factory=dict, init=False)
+    """Dead letters, in the order they were discarded."""
     _halted: set[str] = attrs.field(factory=set, init=False)
     _next_id: int = attrs.field(default=1, init=False)
     _is_open: bool = attrs.field(default=False, init=False)
@@ -82,8 +113,7 @@ class MemoryJournal:
 
     async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
         await trio.lowlevel.checkpoint_if_cancelled()
-        if not self._is_open:
-            raise JournalError("this MemoryJournal is not open")
+        self._check_open()
         page: list[StoredJob] = []
         # A key's oldest jobs are the ones in memory already: few to skip.
         for job_id in self._by_key.get(key, ()):
@@ -97,8 +127,7 @@ class MemoryJournal:
         # A cancellation point, not a schedule point: there is nothing to wait
         # for, and the runtime yields where fairness needs it.
         await trio.lowlevel.checkpoint_if_cancelled()
-        if not self._is_open:
-            raise JournalError("this MemoryJournal is not open")
+        self._check_open()
         self._check(changes)  # the whole batch first: all or nothing
         for change in changes:
             self._apply(change)
@@ -107,21 +136,93 @@ class MemoryJournal:
         await trio.lowlevel.checkpoint()
         self._is_open = False
 
-    def dead_letters(self) -> list[DeadLetter]:
-        """Discarded jobs, oldest first."""
-        return sorted(self._dead.values(), key=lambda dead: dead.id)
+    # -- what an operator reads ---------------------------------------------
+
+    async def keys(
+        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
+    ) -> list[KeyInfo]:
+        check_keys(state, limit, now)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        heads = ((next(iter(ids)), key) for key, ids in self._by_key.items())
+        matching = [
+            (head_id, key)
+            for head_id, key in heads
+            if key_matches(state, self._jobs[head_id].state(), key in self._halted)
+        ]
+        found = [
+            self._key_info(key, head_id, now) for head_id, key in heapq.nsmallest(limit, matching)
+        ]
+        if len(found) < limit and key_matches(state, None, True):  # halted keys without jobs
+            idle = sorted(key for key in self._halted if key not in self._by_key)
+            found.extend(_idle_key(key) for key in idle[: limit - len(found)])
+        return found
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        check_job_id(job_id)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        row = self._jobs.get(job_id) or self._dead.get(job_id)
+        return row.info(job_id) if row is not None else None
+
+    async def dead_letters(
+        self,
+        *,
+        key: str | None = None,
+        limit: int = 100,
+        after: int = 0,
+        finished_before: float | None = None,
+    ) -> list[JobInfo]:
+        check_dead_letters(key, limit, after, finished_before)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        found: list[JobInfo] = []
+        for job_id in sorted(job_id for job_id in self._dead if job_id > after):
+            row = self._dead[job_id]
+            if key is not None and row.key != key:
+                continue
+            if finished_before is not None and not (row.finished_at or 0.0) < finished_before:
+                continue
+            found.append(row.info(job_id))
+            if len(found) >= limit:
+                break
+        return found
+
+    # -- for tests ------------------------------------------------------------
 
     def unfinished(self) -> list[StoredJob]:
         """Jobs neither completed nor discarded, in id order."""
         return [self._jobs[job_id].stored(job_id) for job_id in sorted(self._jobs)]
 
+    def _check_open(self) -> None:
+        if not self._is_open:
+            raise JournalError("this MemoryJournal is not open")
+
+    def _key_info(self, key: str, head_id: int, now: float) -> KeyInfo:
+        head = self._jobs[head_id]
+        return KeyInfo(
+            key=key,
+            queued=len(self._by_key[key]),
+            halted=key in self._halted,
+            head_job_id=head_id,
+            head_state=head.state(),
+            head_attempt=head.attempts,
+            head_age=now - head.accepted_at,
+            next_retry_at=head.retry_at,
+            last_error=head.last_error,
+        )
+
     def _check(self, changes: Sequence[Change]) -> None:
         """Raise if any change in the batch is illegal, without changing anything."""
         if len(changes) == 1:  # the common case: nothing to stage
             only = changes[0]
-            if isinstance(only, MarkAttempt | Complete | Discard):
+            if isinstance(only, MarkAttempt | Retrying | Complete | Discard):
                 if only.job_id not in self._jobs:
                     raise JournalError(f"job {only.job_id} is not an unfinished job")
+                return
+            if isinstance(only, Purge):
+                if only.job_id not in self._dead:
+                    raise JournalError(f"job {only.job_id} is not a dead letter")
                 return
             if not isinstance(only, Append):
                 return
@@ -131,15 +232,18 @@ class MemoryJournal:
                 raise DuplicateError(only.unique, self._unique[only.unique])
             return
         appended: dict[int, str | None] = {}  # job id -> its unique key
+        next_id = self._next_id  # ids rise in acceptance order, within a batch too
         finished: set[int] = set()
+        discarded: set[int] = set()  # dead letters made by this batch
+        purged: set[int] = set()
         taken: dict[str, int] = {}
         freed: set[str] = set()
         for change in changes:
             if isinstance(change, Append):
                 job_id, unique = change.job_id, change.unique
-                if job_id < self._next_id or (appended and job_id <= max(appended)):
-                    # ids rise in acceptance order, within a batch too
+                if job_id < next_id:
                     raise JournalError(f"job id {job_id} was used before")
+                next_id = job_id + 1
                 if unique is not None:
                     holder = taken.get(unique)
                     if holder is None and unique not in freed:
@@ -148,10 +252,12 @@ class MemoryJournal:
                         raise DuplicateError(unique, holder)
                     taken[unique] = job_id
                 appended[job_id] = unique
-            elif isinstance(change, MarkAttempt | Complete | Discard):
+            elif isinstance(change, MarkAttempt | Retrying | Complete | Discard):
                 job_id = change.job_id
                 if job_id in finished or not (job_id in self._jobs or job_id in appended):
                     raise JournalError(f"job {job_id} is not an unfinished job")
+                if isinstance(change, Discard):
+                    discarded.add(job_id)
                 if isinstance(change, Complete | Discard):
                     finished.add(job_id)
                     row = self._jobs.get(job_id)
@@ -159,30 +265,41 @@ class MemoryJournal:
                     if unique is not None:
                         freed.add(unique)
                         taken.pop(unique, None)
+            elif isinstance(change, Purge):
+                job_id = change.job_id
+                if job_id in purged or not (job_id in self._dead or job_id in discarded):
+                    raise JournalError(f"job {job_id} is not a dead letter")
+                purged.add(job_id)
 
     def _apply(self, change: Change) -> None:
         match change:
             case Append(job_id=job_id, key=key, data=data, unique=unique):
-                self._jobs[job_id] = _Row(key=key, data=data, unique=unique)
+                self._jobs[job_id] = _Row(
+                    key=key, data=data, unique=unique, accepted_at=time.time()
+                )
                 if key is not None:
                     self._by_key.setdefault(key, {})[job_id] = None
                 if unique is not None:
                     self._unique[unique] = job_id
                 self._next_id = max(self._next_id, job_id + 1)
             case MarkAttempt(job_id=job_id, attempt=attempt):
-                self._jobs[job_id].attempts = attempt
+                row = self._jobs[job_id]
+                row.attempts = attempt
+                row.retry_at = None  # running again; its last error stays
+            case Retrying(job_id=job_id, error=error, retry_at=retry_at):
+                row = self._jobs[job_id]
+                row.last_error = error
+                row.retry_at = retry_at
             case Complete(job_id=job_id):
                 self._forget(job_id)
             case Discard(job_id=job_id, error=error):
-                job = self._forget(job_id)
-                self._dead[job_id] = DeadLetter(
-                    id=job_id,
-                    key=job.key,
-                    data=job.data,
-                    unique=job.unique,
-                    attempts=job.attempts,
-                    error=error,
-                )
+                row = self._forget(job_id)
+                row.last_error = error
+                row.retry_at = None
+                row.finished_at = time.time()
+                self._dead[job_id] = row
+            case Purge(job_id=job_id):
+                del self._dead[job_id]
             case Halt(key=key):
                 self._halted.add(key)
             case Resume(key=key):
@@ -200,3 +317,18 @@ class MemoryJournal:
             if not ids:
                 del self._by_key[job.key]
         return job
+
+
+def _idle_key(key: str) -> KeyInfo:
+    """A halted key with no unfinished jobs."""
+    return KeyInfo(
+        key=key,
+        queued=0,
+        halted=True,
+        head_job_id=None,
+        head_state=None,
+        head_attempt=None,
+        head_age=None,
+        next_retry_at=None,
+        last_error=None,
+    )

@@ -21,8 +21,10 @@ __all__ = [
     "Discard",
     "Halt",
     "MarkAttempt",
+    "Purge",
     "Recovery",
     "Resume",
+    "Retrying",
     "StoredJob",
 ]
 
@@ -66,6 +68,27 @@ class Discard:
 
 
 @attrs.frozen
+class Retrying:
+    """*job_id*'s attempt failed with *error*; it runs again at *retry_at* (Unix time).
+
+    Written before the backoff, so an operator sees why a key is blocked and
+    until when, from the journal alone.  The job stays unfinished; the next
+    `MarkAttempt` ends the wait (the error stays as its last error).
+    """
+
+    job_id: int
+    error: str
+    retry_at: float
+
+
+@attrs.frozen
+class Purge:
+    """Dead letter *job_id* is deleted for good (refused for any other job)."""
+
+    job_id: int
+
+
+@attrs.frozen
 class Halt:
     """*key* is parked: its queued jobs wait until `Resume`."""
 
@@ -79,7 +102,7 @@ class Resume:
     key: str
 
 
-Change: TypeAlias = Append | MarkAttempt | Complete | Discard | Halt | Resume
+Change: TypeAlias = Append | MarkAttempt | Retrying | Complete | Discard | Purge | Halt | Resume
 
 
 @attrs.frozen(kw_only=True)

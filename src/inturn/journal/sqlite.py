@@ -22,10 +22,24 @@ Rows: one per unfinished or discarded job (``state`` pending or dead);
 completed jobs are deleted, so the file does not grow with the number of jobs
 ever run.  A partial unique index over pending jobs makes "check the unique
 key and insert" one atomic step.  ``AUTOINCREMENT`` records the highest id
-ever used, so ids never repeat even after the newest row is deleted.
+ever used, so ids never repeat even after the newest row is deleted.  ``error``
+is a job's last error, pending or dead; ``retry_at`` is set by `Retrying` and
+cleared by the next `MarkAttempt`.
+
+Reads (`load`, and what an operator reads: `keys`, `job`, `dead_letters`) go
+through the same queue as writes, so each sees every write queued before it,
+and runs between transactions.  Their SQL lives in plain functions of a
+connection, which `SQLiteReader` reuses on a read-only connection of its own:
+the ``inturn`` command line reads a file that a running supervisor holds
+without the lock, as WAL lets readers and the one writer work side by side.
+Partial indexes serve every read: pending jobs by key and id (paging, heads
+of keys) and dead letters by id and by key.
 
 One supervisor at a time: `open` takes an exclusive ``flock`` on
 ``<path>.lock``; the kernel drops it when the process dies, even by SIGKILL.
+
+Schema versions (``PRAGMA user_version``): 1 had no ``retry_at``; `open`
+upgrades it in one transaction.  Any other version is refused untouched.
 """
 
 from __future__ import annotations
@@ -38,13 +52,16 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Final, Literal
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
+from typing import Final, Literal, TypeVar, cast, final
 
 import attrs
 import trio
 
 from ..errors import DuplicateError, JournalCorrupt, JournalError, JournalLocked
+from ..info import JobInfo, KeyFilter, KeyInfo
+from ._reads import check_dead_letters, check_job_id, check_keys, job_state, key_matches
 from .records import (
     Append,
     Backlog,
@@ -53,14 +70,18 @@ from .records import (
     Discard,
     Halt,
     MarkAttempt,
+    Purge,
     Recovery,
     Resume,
+    Retrying,
     StoredJob,
 )
 
-__all__ = ["SQLiteJournal"]
+__all__ = ["SQLiteJournal", "SQLiteReader"]
 
-SCHEMA_VERSION: Final = 1
+_T = TypeVar("_T")
+
+SCHEMA_VERSION: Final = 2
 
 _SCHEMA: Final = """
 CREATE TABLE jobs (
@@ -72,20 +93,41 @@ CREATE TABLE jobs (
     state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dead')),
     error TEXT,
     accepted_at REAL NOT NULL,
-    finished_at REAL
+    finished_at REAL,
+    retry_at REAL
 );
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
 CREATE TABLE halted (key TEXT PRIMARY KEY);
 """
 
-_PAGING_INDEX: Final = (
-    "CREATE INDEX IF NOT EXISTS jobs_pending_by_key ON jobs (key, id) WHERE state = 'pending'"
+_COLUMNS_OF_VERSION: Final = {
+    1: frozenset(
+        {"id", "key", "unique_key", "data", "attempts", "state", "error"}
+        | {"accepted_at", "finished_at"}
+    ),
+    2: frozenset(
+        {"id", "key", "unique_key", "data", "attempts", "state", "error"}
+        | {"accepted_at", "finished_at", "retry_at"}
+    ),
+}
+"""The columns of ``jobs`` in each schema version this code reads."""
+
+_INDEXES: Final = (
+    # `load`, recovery, and the heads of keys (`keys`)
+    "CREATE INDEX IF NOT EXISTS jobs_pending_by_key ON jobs (key, id) WHERE state = 'pending'",
+    # `dead_letters`, with and without a key
+    "CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead'",
+    "CREATE INDEX IF NOT EXISTS jobs_dead_by_key ON jobs (key, id) WHERE state = 'dead'",
 )
-"""For `SQLiteJournal.load` and recovery; created on open, as files made before
-paging lack it (nothing was released then, so no version bump)."""
+"""Created on open if missing, as files made by earlier versions lack some;
+an index changes no row, so it needs no version bump."""
 
 _COLUMNS: Final = "id, key, unique_key, data, attempts"
+
+_SQLITE_MAX: Final = 2**63 - 1
+"""The largest integer SQLite stores: no id is above it, and a larger limit
+means no limit."""
 
 
 class _Refused(Exception):
@@ -105,18 +147,16 @@ class _Request:
 
 
 @attrs.define(eq=False)
-class _Load:
-    """A `SQLiteJournal.load`, served on the journal's thread after the writes before it."""
+class _Read:
+    """A read, served on the journal's thread after the writes queued before it."""
 
-    key: str
-    after: int
-    limit: int
+    run: Callable[[sqlite3.Connection], object]
     task: trio.lowlevel.Task
-    jobs: list[StoredJob] = attrs.field(factory=list)
+    result: object = None
     error: BaseException | None = None
 
 
-def _wake(group: Sequence[_Request | _Load]) -> None:
+def _wake(group: Sequence[_Request | _Read]) -> None:
     """Run by trio: let every writer of a finished group go on (one wake-up per group)."""
     for request in group:
         trio.lowlevel.reschedule(request.task)
@@ -149,7 +189,7 @@ class SQLiteJournal:
     )
     commits: int = attrs.field(default=0, init=False)
     """Transactions committed since `open` (group commit makes it < writes)."""
-    _requests: queue.SimpleQueue[_Request | _Load | object] = attrs.field(
+    _requests: queue.SimpleQueue[_Request | _Read | object] = attrs.field(
         factory=queue.SimpleQueue, init=False
     )
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
@@ -187,15 +227,42 @@ class SQLiteJournal:
             raise request.error
 
     async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
+        return await self._read(lambda connection: _select_pending(connection, key, after, limit))
+
+    async def keys(
+        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
+    ) -> list[KeyInfo]:
+        check_keys(state, limit, now)
+        return await self._read(lambda connection: _select_keys(connection, state, limit, now))
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        check_job_id(job_id)
+        return await self._read(lambda connection: _select_job(connection, job_id))
+
+    async def dead_letters(
+        self,
+        *,
+        key: str | None = None,
+        limit: int = 100,
+        after: int = 0,
+        finished_before: float | None = None,
+    ) -> list[JobInfo]:
+        check_dead_letters(key, limit, after, finished_before)
+        return await self._read(
+            lambda connection: _select_dead_letters(connection, key, limit, after, finished_before)
+        )
+
+    async def _read(self, run: Callable[[sqlite3.Connection], _T]) -> _T:
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._thread is None:
             raise JournalError(f"{self.path}: this SQLiteJournal is not open")
-        request = _Load(key, after, limit, trio.lowlevel.current_task())
+        request = _Read(run, trio.lowlevel.current_task())
         self._requests.put(request)
+        # Like a write, a queued read is served whatever happens: wait for it.
         await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
         if request.error is not None:
             raise request.error
-        return request.jobs
+        return cast(_T, request.result)
 
     async def aclose(self) -> None:
         thread, self._thread = self._thread, None  # from here on, writes are refused
@@ -254,26 +321,22 @@ class SQLiteJournal:
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"{self.path}: cannot open: {exc}") from exc
         try:
-            version = connection.execute("PRAGMA user_version").fetchone()[0]
-            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
-            if version == 0 and not tables:
+            version = _schema_version(connection, self.path)
+            if version == 0:  # a new file
                 connection.execute("PRAGMA journal_mode = WAL")
                 connection.executescript(
                     f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
                 )
-            elif version != SCHEMA_VERSION or "jobs" not in tables:
-                raise JournalCorrupt(
-                    self.path,
-                    f"not an inturn journal of schema version {SCHEMA_VERSION}"
-                    f" (user_version {version})",
-                )
+            elif version == 1:
+                _upgrade_from_version_1(connection)
             connection.execute("PRAGMA journal_mode = WAL")
-            connection.execute(_PAGING_INDEX)
+            for index in _INDEXES:
+                connection.execute(index)
             synchronous = "FULL" if self.durability == "full" else "NORMAL"
             connection.execute(f"PRAGMA synchronous = {synchronous}")
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.Error as exc:
             connection.close()
-            raise JournalCorrupt(self.path, str(exc)) from exc
+            raise _database_error(self.path, exc, "open") from exc
         except BaseException:
             connection.close()
             raise
@@ -315,23 +378,23 @@ class SQLiteJournal:
         try:
             while True:
                 first = self._requests.get()
-                if isinstance(first, _Load):
-                    self._load(connection, first)
+                if isinstance(first, _Read):
+                    self._serve_read(connection, first)
                     assert self._token is not None
-                    waiting: list[_Request | _Load] = [first]
+                    waiting: list[_Request | _Read] = [first]
                     self._token.run_sync_soon(_wake, waiting)
                     continue
                 if not isinstance(first, _Request):  # _STOP
                     return
                 group = [first]
-                loads: list[_Load] = []  # read after the group commits: they see it
+                reads: list[_Read] = []  # served after the group commits: they see it
                 while True:  # group commit: take everything already waiting
                     try:
                         more = self._requests.get_nowait()
                     except queue.Empty:
                         break
-                    if isinstance(more, _Load):
-                        loads.append(more)
+                    if isinstance(more, _Read):
+                        reads.append(more)
                     elif isinstance(more, _Request):
                         group.append(more)
                     else:
@@ -342,29 +405,25 @@ class SQLiteJournal:
                 except Exception as exc:  # a bug here must not leave writers waiting
                     self._broken = exc
                     _refuse(group, JournalError(f"{self.path}: journal thread failed: {exc}"))
-                for load in loads:
-                    self._load(connection, load)
+                for read in reads:
+                    self._serve_read(connection, read)
                 assert self._token is not None
-                done: list[_Request | _Load] = [*group, *loads]
+                done: list[_Request | _Read] = [*group, *reads]
                 self._token.run_sync_soon(_wake, done)
         finally:
             connection.close()
 
-    def _load(self, connection: sqlite3.Connection, request: _Load) -> None:
+    def _serve_read(self, connection: sqlite3.Connection, request: _Read) -> None:
         if self._broken is not None:
             request.error = JournalError(f"{self.path}: refusing work after a failed commit")
             return
         try:
-            rows = connection.execute(
-                f"SELECT {_COLUMNS} FROM jobs WHERE key = ? AND state = 'pending' AND id > ?"
-                " ORDER BY id LIMIT ?",
-                (request.key, request.after, request.limit),
-            ).fetchall()
+            request.result = request.run(connection)
         except sqlite3.Error as exc:
-            request.error = JournalError(f"{self.path}: read failed: {exc}")
+            request.error = _database_error(self.path, exc, "read")
             request.error.__cause__ = exc
-            return
-        request.jobs = [_stored(row) for row in rows]
+        except Exception as exc:  # a bug: raise it in the reader, keep serving
+            request.error = exc
 
     def _fault(self, step: str) -> None:
         if self._fault_hook is not None:
@@ -467,10 +526,18 @@ def _apply(
                 raise _Refused(DuplicateError(change.unique or "", holder[0])) from None
             next_id = change.job_id + 1
         elif isinstance(change, MarkAttempt):
+            _one_pending(  # running again: no longer waiting to retry
+                connection,
+                "UPDATE jobs SET attempts = ?, retry_at = NULL WHERE id = ? AND state = 'pending'",
+                (change.attempt, change.job_id),
+                change.job_id,
+                path,
+            )
+        elif isinstance(change, Retrying):
             _one_pending(
                 connection,
-                "UPDATE jobs SET attempts = ? WHERE id = ? AND state = 'pending'",
-                (change.attempt, change.job_id),
+                "UPDATE jobs SET error = ?, retry_at = ? WHERE id = ? AND state = 'pending'",
+                (change.error, change.retry_at, change.job_id),
                 change.job_id,
                 path,
             )
@@ -485,12 +552,18 @@ def _apply(
         elif isinstance(change, Discard):
             _one_pending(
                 connection,
-                "UPDATE jobs SET state = 'dead', error = ?, finished_at = ?"
+                "UPDATE jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL"
                 " WHERE id = ? AND state = 'pending'",
                 (change.error, now, change.job_id),
                 change.job_id,
                 path,
             )
+        elif isinstance(change, Purge):
+            deleted = connection.execute(
+                "DELETE FROM jobs WHERE id = ? AND state = 'dead'", (change.job_id,)
+            ).rowcount
+            if deleted != 1:
+                raise _Refused(JournalError(f"{path}: job {change.job_id} is not a dead letter"))
         elif isinstance(change, Halt):
             connection.execute("INSERT OR IGNORE INTO halted (key) VALUES (?)", (change.key,))
         elif isinstance(change, Resume):
@@ -509,3 +582,260 @@ def _one_pending(
 ) -> None:
     if connection.execute(sql, parameters).rowcount != 1:
         raise _Refused(JournalError(f"{path}: job {job_id} is not an unfinished job"))
+
+
+# -- reads: plain functions of a connection, for the journal and the reader --
+
+_INFO_COLUMNS: Final = (
+    "id, key, unique_key, data, attempts, state, error, accepted_at, finished_at, retry_at"
+)
+
+
+def _select_pending(
+    connection: sqlite3.Connection, key: str, after: int, limit: int
+) -> list[StoredJob]:
+    rows = connection.execute(
+        f"SELECT {_COLUMNS} FROM jobs WHERE key = ? AND state = 'pending' AND id > ?"
+        " ORDER BY id LIMIT ?",
+        (key, after, limit),
+    ).fetchall()
+    return [_stored(row) for row in rows]
+
+
+def _select_keys(
+    connection: sqlite3.Connection, state: KeyFilter | None, limit: int, now: float
+) -> list[KeyInfo]:
+    """One pass over the pending-by-key index: O(pending jobs), sorting only the heads."""
+    limit = min(limit, _SQLITE_MAX)
+    halted = "heads.key IN (SELECT key FROM halted)"
+    where = {
+        None: "",
+        "blocked": f"WHERE head.retry_at IS NOT NULL OR {halted}",
+        "running": "WHERE head.retry_at IS NULL AND head.attempts > 0",
+        "halted": f"WHERE {halted}",
+    }[state]
+    with _snapshot(connection):  # the two queries see one state of the file
+        rows = connection.execute(
+            f"SELECT heads.key, heads.queued, {halted}, head.id, head.attempts,"
+            " head.retry_at, head.error, head.accepted_at"
+            " FROM (SELECT key, MIN(id) AS id, COUNT(*) AS queued FROM jobs"
+            "       WHERE state = 'pending' AND key IS NOT NULL GROUP BY key) AS heads"
+            f" JOIN jobs AS head ON head.id = heads.id {where}"
+            " ORDER BY heads.id LIMIT ?",
+            (limit,),
+        ).fetchall()
+        idle: list[tuple[str]] = []
+        if len(rows) < limit and key_matches(state, None, True):
+            idle = connection.execute(  # halted keys without unfinished jobs
+                "SELECT key FROM halted WHERE NOT EXISTS (SELECT 1 FROM jobs"
+                " WHERE state = 'pending' AND jobs.key = halted.key) ORDER BY key LIMIT ?",
+                (limit - len(rows),),
+            ).fetchall()
+    found = [
+        KeyInfo(
+            key=key,
+            queued=queued,
+            halted=bool(is_halted),
+            head_job_id=head_id,
+            head_state=job_state(dead=False, attempts=attempts, retry_at=retry_at),
+            head_attempt=attempts,
+            head_age=now - accepted_at,
+            next_retry_at=retry_at,
+            last_error=error,
+        )
+        for key, queued, is_halted, head_id, attempts, retry_at, error, accepted_at in rows
+    ]
+    found.extend(
+        KeyInfo(
+            key=key,
+            queued=0,
+            halted=True,
+            head_job_id=None,
+            head_state=None,
+            head_attempt=None,
+            head_age=None,
+            next_retry_at=None,
+            last_error=None,
+        )
+        for (key,) in idle
+    )
+    return found
+
+
+def _select_job(connection: sqlite3.Connection, job_id: int) -> JobInfo | None:
+    if not 0 < job_id <= _SQLITE_MAX:
+        return None
+    row = connection.execute(f"SELECT {_INFO_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return _info(row) if row is not None else None
+
+
+def _select_dead_letters(
+    connection: sqlite3.Connection,
+    key: str | None,
+    limit: int,
+    after: int,
+    finished_before: float | None,
+) -> list[JobInfo]:
+    if after >= _SQLITE_MAX:
+        return []
+    where = "state = 'dead' AND id > ?"
+    parameters: list[object] = [after]
+    if key is not None:
+        where += " AND key = ?"
+        parameters.append(key)
+    if finished_before is not None:
+        where += " AND finished_at < ?"
+        parameters.append(finished_before)
+    rows = connection.execute(
+        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT ?",
+        (*parameters, min(limit, _SQLITE_MAX)),
+    ).fetchall()
+    return [_info(row) for row in rows]
+
+
+def _info(
+    row: tuple[
+        int, str | None, str | None, bytes, int, str, str | None, float, float | None, float | None
+    ],
+) -> JobInfo:
+    job_id, key, unique, data, attempts, state, error, accepted_at, finished_at, retry_at = row
+    return JobInfo(
+        id=job_id,
+        key=key,
+        state=job_state(dead=state == "dead", attempts=attempts, retry_at=retry_at),
+        attempts=attempts,
+        unique=unique,
+        accepted_at=accepted_at,
+        finished_at=finished_at,
+        last_error=error,
+        retry_at=retry_at,
+        data=bytes(data),
+    )
+
+
+@contextlib.contextmanager
+def _snapshot(connection: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction: every query inside sees the same committed state."""
+    connection.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        _rollback(connection)
+        raise
+    connection.execute("COMMIT")
+
+
+def _schema_version(connection: sqlite3.Connection, path: str) -> int:
+    """The schema version of the journal on *connection*, or 0 for an empty database.
+
+    Raises:
+        JournalCorrupt: the database is something else.
+        sqlite3.Error: the file is not a database at all, or cannot be read.
+    """
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    if version == 0 and not names:
+        return 0
+    expected = _COLUMNS_OF_VERSION.get(version)
+    if expected is not None and {"jobs", "halted"} <= names:
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(jobs)")}
+        if columns == expected:
+            return int(version)
+    raise JournalCorrupt(
+        path,
+        f"not an inturn journal of schema version {SCHEMA_VERSION} or older"
+        f" (user_version {version})",
+    )
+
+
+def _upgrade_from_version_1(connection: sqlite3.Connection) -> None:
+    """Add ``retry_at``: one transaction, so a crash leaves the file at version 1."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        connection.execute("ALTER TABLE jobs ADD COLUMN retry_at REAL")
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        _rollback(connection)
+        raise
+    connection.execute("COMMIT")
+
+
+def _database_error(path: str, exc: sqlite3.Error, doing: str) -> JournalError:
+    """The inturn error for *exc*: JournalCorrupt if the file is not a sound database."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+        return JournalCorrupt(path, str(exc))
+    return JournalError(f"{path}: {doing} failed: {exc}")
+
+
+# -- the read-only reader ----------------------------------------------------
+
+
+@final
+@attrs.frozen
+class SQLiteReader:
+    """Reads a journal file without claiming it: the reads of `SQLiteJournal`, sync.
+
+    For the ``inturn`` command line and scripts.  Each call opens the file
+    read-only (an SQLite ``mode=ro`` connection), reads, and closes it; it takes
+    no lock, so it works while a supervisor holds the file, and sees what that
+    supervisor has committed.  It never writes to the journal: it reads a file of
+    schema version 1 (before `Retrying`) as it is, with no retry times, and it
+    creates no file but the ``-wal`` and ``-shm`` files SQLite's WAL mode needs
+    (which a read-only connection cannot remove; the next journal uses them).
+
+    Every method raises:
+        JournalError: *path* does not exist ("no such file") or cannot be read.
+        JournalCorrupt: *path* is not an inturn journal.
+        TypeError, ValueError: an argument is bad, as for `inturn.Journal`.
+    """
+
+    path: str = attrs.field(converter=_path)
+
+    def keys(
+        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
+    ) -> list[KeyInfo]:
+        """Keys with unfinished jobs, or halted, as `inturn.Journal.keys` returns them."""
+        check_keys(state, limit, now)
+        return self._read(lambda connection: _select_keys(connection, state, limit, now))
+
+    def job(self, job_id: int) -> JobInfo | None:
+        """The unfinished job or dead letter *job_id*, as `inturn.Journal.job` returns it."""
+        check_job_id(job_id)
+        return self._read(lambda connection: _select_job(connection, job_id))
+
+    def dead_letters(
+        self,
+        *,
+        key: str | None = None,
+        limit: int = 100,
+        after: int = 0,
+        finished_before: float | None = None,
+    ) -> list[JobInfo]:
+        """Dead letters in id order, as `inturn.Journal.dead_letters` returns them."""
+        check_dead_letters(key, limit, after, finished_before)
+        return self._read(
+            lambda connection: _select_dead_letters(connection, key, limit, after, finished_before)
+        )
+
+    def _read(self, run: Callable[[sqlite3.Connection], _T]) -> _T:
+        if not os.path.exists(self.path):  # mode=ro would refuse it too; say why
+            raise JournalError(f"{self.path}: no such file")
+        uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
+        try:
+            connection = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot open: {exc}") from exc
+        try:
+            version = _schema_version(connection, self.path)
+            if version == 0:
+                raise JournalCorrupt(self.path, "not an inturn journal (an empty database)")
+            if version == 1:  # no Retrying was ever written: read no retry times
+                connection.execute(
+                    "CREATE TEMP VIEW jobs AS SELECT *, NULL AS retry_at FROM main.jobs"
+                )
+            return run(connection)
+        except sqlite3.Error as exc:
+            raise _database_error(self.path, exc, "read") from exc
+        finally:
+            connection.close()

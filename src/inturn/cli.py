@@ -1,0 +1,687 @@
+"""The ``inturn`` command line: see and fix a journal file from a terminal.
+
+Theory of operation
+-------------------
+Read commands (``status``, ``keys``, ``show``, ``dead``) open the file with
+`inturn.journal.SQLiteReader`: read-only and without the journal's lock, so
+they work while a supervisor runs.  Mutating commands (``requeue``, ``skip``,
+``pause``, ``resume``, ``purge``) claim the journal with `inturn.operate`,
+exactly as a supervisor would; when one holds it they stop before changing
+anything and say to use the API in that process.  No command creates a file:
+the path must exist, and a mutating command first reads it with the reader,
+so an empty or foreign file is refused instead of being made a journal.
+
+Errors have one boundary, `main`: an `InturnError` or an `OSError` becomes a
+one-line message on stderr and an exit code (0 done, 1 nothing matched, 2
+usage or journal error); anything else is a bug and keeps its traceback.
+
+``--json`` prints what the human tables show as JSON on stdout: `KeyInfo`
+and `JobInfo` objects with their own field names, Unix times and seconds as
+numbers.  A job's ``data`` (the payload as its codec stored it) is text when
+it is valid UTF-8, with ``"data_encoding": "utf-8"``, and base64 otherwise,
+with ``"data_encoding": "base64"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import datetime
+import json
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Final, NoReturn, TextIO, TypeVar
+
+import attrs
+import structlog
+import trio
+
+import inturn
+
+from .errors import (
+    DuplicateError,
+    InturnError,
+    JobNotFound,
+    JobStateError,
+    JournalLocked,
+    KeyNotFound,
+)
+from .info import JobInfo, KeyFilter, KeyInfo
+from .journal import SQLiteReader
+
+__all__ = ["format_age", "main", "parse_duration"]
+
+OK: Final = 0
+NOTHING: Final = 1
+"""Nothing matched: no such job or key, an empty listing, nothing to purge."""
+ERROR: Final = 2
+"""Bad usage, or the journal refused: missing, not a journal, locked, wrong state."""
+
+STATUS_KEYS: Final = 10
+"""How many of the most blocked keys ``status`` lists."""
+
+PROGRESS_MIN: Final = 100
+"""``requeue --all-dead`` draws a progress bar (on a terminal) from this many jobs on."""
+
+_PAGE: Final = 1000
+_EVERY: Final = 2**62
+"""A limit no journal reaches: ``status`` needs every key for its totals."""
+_ERROR_WIDTH: Final = 60
+
+T = TypeVar("T")
+
+
+class _Failed(Exception):
+    """A command's one-line verdict on stderr, with its exit code."""
+
+    def __init__(self, message: str, code: int = ERROR) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports a usage error as one line (``main`` prints it), not usage plus a line."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.removeprefix("inturn").strip()
+        raise _Failed(f"{command + ': ' if command else ''}{message} (see {self.prog} --help)")
+
+
+# -- durations and ages ---------------------------------------------------------
+
+_DURATION: Final = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
+_UNITS: Final = (86400, 3600, 60, 1)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in *text*: whole numbers of d, h, m, s in that order (``30s``, ``7d``, ``1h30m``).
+
+    Raises:
+        ValueError: *text* is not such a duration.
+    """
+    match = _DURATION.fullmatch(text)
+    if not text or match is None:
+        raise ValueError(f"bad duration {text!r}: use e.g. 30s, 5m, 2h, 7d or 1h30m")
+    return float(
+        sum(int(n) * unit for n, unit in zip(match.groups(), _UNITS, strict=True) if n is not None)
+    )
+
+
+def format_age(seconds: float) -> str:
+    """*seconds* as two units at most, truncated: ``45s``, ``3m12s``, ``2h05m``, ``1d3h``."""
+    whole = max(0, int(seconds))
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def _since(when: float, now: float) -> str:
+    return f"{format_age(now - when)} ago"
+
+
+def _until(when: float, now: float) -> str:
+    return f"in {format_age(when - now)}" if when > now else "due now"
+
+
+def _stamp(when: float) -> str:
+    moment = datetime.datetime.fromtimestamp(when, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- argument types ---------------------------------------------------------------
+
+
+def _job_id(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"bad job id {text!r}: a job id is a whole number >= 1")
+    return int(text)
+
+
+def _limit(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"bad limit {text!r}: a whole number >= 1")
+    return int(text)
+
+
+def _duration(text: str) -> str:
+    try:
+        parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+# -- output -----------------------------------------------------------------------
+
+
+def _out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _json(value: object) -> None:
+    _out(json.dumps(value, indent=2))
+
+
+def _printable(text: str, *, lines: bool = False) -> str:
+    """*text* with control characters escaped (and newlines too unless *lines*)."""
+    keep = "\n" if lines else ""
+    return "".join(
+        char if char.isprintable() or char in keep else char.encode("unicode_escape").decode()
+        for char in text
+    )
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    return _printable(str(value))
+
+
+def _first_line(error: str | None) -> str:
+    if error is None:
+        return "-"
+    lines = error.strip().splitlines() or [""]
+    line = _printable(lines[0]) + (" ..." if len(lines) > 1 else "")
+    if len(line) > _ERROR_WIDTH:
+        line = line[: _ERROR_WIDTH - 3] + "..."
+    return line
+
+
+def _table(headers: Sequence[str] | None, rows: Iterable[Sequence[str]]) -> None:
+    """Columns padded to their widest cell, two spaces apart."""
+    grid = [list(row) for row in ([headers] if headers else [])] + [list(row) for row in rows]
+    if not grid:
+        return
+    widths = [max(len(row[n]) for row in grid) for n in range(len(grid[0]))]
+    for row in grid:
+        _out("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def _data_fields(data: bytes) -> dict[str, str]:
+    try:
+        return {"data": data.decode("utf-8"), "data_encoding": "utf-8"}
+    except UnicodeDecodeError:
+        return {"data": base64.b64encode(data).decode("ascii"), "data_encoding": "base64"}
+
+
+def job_json(info: JobInfo) -> dict[str, Any]:
+    """*info* as a JSON object: its fields, ``data`` as text or base64 (see the module doc)."""
+    fields = attrs.asdict(info)
+    fields.update(_data_fields(info.data))
+    return fields
+
+
+def key_json(info: KeyInfo) -> dict[str, Any]:
+    """*info* as a JSON object: its fields."""
+    return attrs.asdict(info)
+
+
+def _key_state(info: KeyInfo) -> str:
+    return "halted" if info.halted else info.head_state or "-"
+
+
+def _blocked(info: KeyInfo) -> bool:
+    return info.halted or info.head_state == "retrying"
+
+
+def _keys_table(keys: Sequence[KeyInfo], now: float) -> None:
+    _table(
+        ["KEY", "STATE", "QUEUED", "HEAD", "ATTEMPTS", "AGE", "NEXT RETRY", "LAST ERROR"],
+        [
+            [
+                _cell(info.key),
+                _key_state(info),
+                str(info.queued),
+                _cell(info.head_job_id),
+                _cell(info.head_attempt),
+                "-" if info.head_age is None else format_age(info.head_age),
+                "-" if info.next_retry_at is None else _until(info.next_retry_at, now),
+                _first_line(info.last_error),
+            ]
+            for info in keys
+        ],
+    )
+
+
+def _dead_table(dead: Sequence[JobInfo], now: float) -> None:
+    _table(
+        ["ID", "KEY", "ATTEMPTS", "ACCEPTED", "DISCARDED", "LAST ERROR"],
+        [
+            [
+                str(info.id),
+                _cell(info.key),
+                str(info.attempts),
+                _since(info.accepted_at, now),
+                "-" if info.finished_at is None else _since(info.finished_at, now),
+                _first_line(info.last_error),
+            ]
+            for info in dead
+        ],
+    )
+
+
+def _show_job(info: JobInfo, now: float) -> None:
+    rows: list[tuple[str, str]] = [
+        ("job", str(info.id)),
+        ("key", _cell(info.key)),
+        ("state", info.state),
+        ("attempts", str(info.attempts)),
+        ("unique", _cell(info.unique)),
+        ("accepted", f"{_since(info.accepted_at, now)} ({_stamp(info.accepted_at)})"),
+    ]
+    if info.retry_at is not None:
+        rows.append(("next retry", f"{_until(info.retry_at, now)} ({_stamp(info.retry_at)})"))
+    if info.finished_at is not None:
+        rows.append(("discarded", f"{_since(info.finished_at, now)} ({_stamp(info.finished_at)})"))
+    rows.append(("last error", "-" if info.last_error is None else info.last_error))
+    data = _data_fields(info.data)
+    if data["data_encoding"] == "utf-8":
+        rows.append(("payload", data["data"]))
+    else:
+        rows.append(("payload", f"(base64, not UTF-8) {data['data']}"))
+    width = max(len(label) for label, _ in rows) + 2
+    for label, value in rows:
+        lines = _printable(value, lines=True).splitlines() or [""]
+        _out(label.ljust(width) + lines[0])
+        for line in lines[1:]:
+            _out(" " * width + line)
+
+
+# -- opening the file -----------------------------------------------------------
+
+
+def _check_file(path: str) -> None:
+    if not os.path.exists(path):
+        raise _Failed(f"no such file: {path}")
+    if os.path.isdir(path):
+        raise _Failed(f"{path}: is a directory, not a journal file")
+
+
+def _reader(path: str) -> SQLiteReader:
+    _check_file(path)
+    return SQLiteReader(path)
+
+
+_API: Final = {
+    "requeue": "sup.requeue(job_id)",
+    "skip": "sup.skip(job_id)",
+    "pause": "sup.pause(key)",
+    "resume": "sup.resume(key)",
+    "purge": "sup.purge_dead(older_than=...)",
+}
+
+
+def _operate(path: str, command: str, action: Callable[[inturn.Operator], Awaitable[T]]) -> T:
+    """Run *action* on an operator that holds the journal at *path*, in a fresh trio run."""
+    # Read it first: SQLiteJournal would turn an empty file into a journal.
+    _reader(path).keys(limit=1, now=time.time())
+
+    async def run() -> T:
+        async with inturn.operate(inturn.SQLiteJournal(path)) as operator:
+            return await action(operator)
+
+    try:
+        return trio.run(run)
+    except JournalLocked:
+        raise _Failed(
+            f"{path}: a running supervisor holds this journal, so nothing was changed;"
+            f" use the API in that process instead ({_API[command]})"
+        ) from None
+
+
+# -- read commands ----------------------------------------------------------------
+
+
+def _status(args: argparse.Namespace) -> int:
+    reader = _reader(args.path)
+    now = time.time()
+    keys = reader.keys(limit=_EVERY, now=now)
+    dead = 0
+    after = 0
+    while page := reader.dead_letters(limit=_PAGE, after=after):
+        dead += len(page)
+        after = page[-1].id
+    ages = [info.head_age for info in keys if info.head_age is not None]
+    totals = {
+        "keys_with_work": sum(1 for info in keys if info.queued),
+        "queued": sum(info.queued for info in keys),
+        "running": sum(1 for info in keys if info.head_state == "running"),
+        "retrying": sum(1 for info in keys if info.head_state == "retrying"),
+        "halted": sum(1 for info in keys if info.halted),
+        "dead_letters": dead,
+        "oldest_head_age": max(ages) if ages else None,
+    }
+    worst = sorted(
+        keys,
+        key=lambda info: (not _blocked(info), info.head_age is None, -(info.head_age or 0.0)),
+    )[:STATUS_KEYS]
+    if args.json:
+        _json({"totals": totals, "most_blocked": [key_json(info) for info in worst]})
+        return OK
+    oldest = totals["oldest_head_age"]
+    _table(
+        None,
+        [
+            ["keys with work", str(totals["keys_with_work"])],
+            ["queued jobs", str(totals["queued"])],
+            ["running", str(totals["running"])],
+            ["retrying", str(totals["retrying"])],
+            ["halted", str(totals["halted"])],
+            ["dead letters", str(totals["dead_letters"])],
+            ["oldest head age", "-" if oldest is None else format_age(oldest)],
+        ],
+    )
+    _out()
+    if worst:
+        _out(f"MOST BLOCKED KEYS (blocked first, oldest head first; at most {STATUS_KEYS})")
+        _keys_table(worst, now)
+    else:
+        _out("no keys with work")
+    return OK
+
+
+def _keys(args: argparse.Namespace) -> int:
+    reader = _reader(args.path)
+    now = time.time()
+    state: KeyFilter | None = "blocked" if args.blocked else None
+    keys = reader.keys(state=state, limit=args.limit + 1, now=now)
+    more, keys = len(keys) > args.limit, keys[: args.limit]
+    if args.json:
+        _json([key_json(info) for info in keys])
+    elif keys:
+        _keys_table(keys, now)
+    if more:
+        _note(f"showing the first {args.limit} keys; --limit N shows more")
+    if not keys:
+        raise _Failed("no blocked keys" if args.blocked else "no keys with work", NOTHING)
+    return OK
+
+
+def _show(args: argparse.Namespace) -> int:
+    info = _reader(args.path).job(args.job_id)
+    if info is None:
+        raise _Failed(str(JobNotFound(args.job_id)), NOTHING)
+    if args.json:
+        _json(job_json(info))
+    else:
+        _show_job(info, time.time())
+    return OK
+
+
+def _dead(args: argparse.Namespace) -> int:
+    reader = _reader(args.path)
+    dead = reader.dead_letters(key=args.key, limit=args.limit + 1)
+    more, dead = len(dead) > args.limit, dead[: args.limit]
+    if args.json:
+        _json([job_json(info) for info in dead])
+    elif dead:
+        _dead_table(dead, time.time())
+    if more:
+        _note(f"showing the first {args.limit} dead letters; --limit N shows more")
+    if not dead:
+        of = "" if args.key is None else f" of key {args.key!r}"
+        raise _Failed(f"no dead letters{of}", NOTHING)
+    return OK
+
+
+def _note(message: str) -> None:
+    sys.stderr.write(f"inturn: {message}\n")
+
+
+# -- mutating commands ----------------------------------------------------------------
+
+
+@attrs.define
+class _Progress:
+    """A one-line text progress bar on stderr, drawn only on a terminal for big counts."""
+
+    label: str
+    total: int
+    stream: TextIO
+    done: int = attrs.field(default=0, init=False)
+    _drawn: int = attrs.field(default=-1, init=False)
+    _on: bool = attrs.field(default=False, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        isatty = getattr(self.stream, "isatty", None)
+        self._on = self.total >= PROGRESS_MIN and callable(isatty) and bool(isatty())
+
+    def step(self) -> None:
+        self.done += 1
+        percent = 100 * self.done // self.total
+        if self._on and (percent != self._drawn or self.done == self.total):
+            self._drawn = percent
+            bar = "#" * (30 * self.done // self.total)
+            self.stream.write(f"\r{self.label} [{bar:<30}] {self.done}/{self.total} {percent}%")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self._on and self._drawn >= 0:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _dead_ids(path: str, key: str | None) -> list[int]:
+    reader = SQLiteReader(path)
+    ids: list[int] = []
+    while page := reader.dead_letters(key=key, limit=_PAGE, after=ids[-1] if ids else 0):
+        ids.extend(info.id for info in page)
+    return ids
+
+
+def _requeue(args: argparse.Namespace) -> int:
+    if args.all_dead == bool(args.job_ids):
+        raise _Failed("requeue: give job ids or --all-dead, not both or neither")
+    if args.key is not None and not args.all_dead:
+        raise _Failed("requeue: --key goes with --all-dead")
+    wanted = list(dict.fromkeys(args.job_ids))  # each once, in the order given
+
+    async def requeue(operator: inturn.Operator) -> tuple[list[dict[str, Any]], Exception | None]:
+        ids = _dead_ids(args.path, args.key) if args.all_dead else wanted
+        if not args.all_dead:  # check them all before changing anything
+            for job_id in ids:
+                info = await operator.job(job_id)
+                if info is None:
+                    raise JobNotFound(job_id)
+                if info.state != "dead":
+                    raise JobStateError(job_id, info.state, "only a dead letter can be requeued")
+        done: list[dict[str, Any]] = []
+        progress = _Progress("requeue", len(ids), sys.stderr)
+        try:
+            for job_id in ids:
+                try:
+                    new_id = await operator.requeue(job_id)
+                except DuplicateError as exc:  # its unique key is held again: go on
+                    done.append({"id": job_id, "new_id": None, "error": str(exc)})
+                except InturnError as exc:  # the journal failed: report what was done
+                    return done, exc
+                else:
+                    done.append({"id": job_id, "new_id": new_id, "error": None})
+                progress.step()
+        finally:
+            progress.close()
+        return done, None
+
+    done, stopped = _operate(args.path, "requeue", requeue)
+    if args.json:
+        _json(done)
+    else:
+        for row in done:
+            if row["error"] is None:
+                _out(f"requeued job {row['id']} as job {row['new_id']}, at the tail of its key")
+    refused = [row for row in done if row["error"] is not None]
+    for row in refused:
+        _note(f"job {row['id']} not requeued: {row['error']}")
+    if stopped is not None:
+        raise _Failed(f"stopped after {len(done) - len(refused)} requeued: {stopped}")
+    if not done:
+        of = "" if args.key is None else f" of key {args.key!r}"
+        raise _Failed(f"no dead letters{of} to requeue", NOTHING)
+    if refused:
+        raise _Failed(f"requeued {len(done) - len(refused)} of {len(done)}; {len(refused)} refused")
+    return OK
+
+
+def _skip(args: argparse.Namespace) -> int:
+    async def skip(operator: inturn.Operator) -> JobInfo | None:
+        await operator.skip(args.job_id)
+        return await operator.job(args.job_id)
+
+    info = _operate(args.path, "skip", skip)
+    if args.json:
+        _json(None if info is None else job_json(info))
+    else:
+        key = "" if info is None or info.key is None else f" of key {info.key!r}"
+        _out(
+            f"skipped job {args.job_id}{key}: it is a dead letter now"
+            f" (inturn requeue {args.path} {args.job_id} puts it back, at the tail)"
+        )
+    return OK
+
+
+def _pause(args: argparse.Namespace) -> int:
+    async def pause(operator: inturn.Operator) -> None:
+        await operator.pause(args.key)
+
+    _operate(args.path, "pause", pause)
+    if args.json:
+        _json({"key": args.key, "halted": True})
+    else:
+        _out(f"paused key {args.key!r}: none of its jobs start until it is resumed")
+    return OK
+
+
+def _resume(args: argparse.Namespace) -> int:
+    async def resume(operator: inturn.Operator) -> None:
+        halted = await operator.keys(state="halted", limit=_EVERY)
+        if args.key not in {info.key for info in halted}:
+            raise _Failed(f"key {args.key!r} is not paused or halted: nothing to resume", NOTHING)
+        await operator.resume(args.key)
+
+    _operate(args.path, "resume", resume)
+    if args.json:
+        _json({"key": args.key, "halted": False})
+    else:
+        _out(f"resumed key {args.key!r}: its jobs run again, in order, when a supervisor runs")
+    return OK
+
+
+def _purge(args: argparse.Namespace) -> int:
+    async def purge(operator: inturn.Operator) -> int:
+        return await operator.purge_dead(older_than=parse_duration(args.older_than), key=args.key)
+
+    purged = _operate(args.path, "purge", purge)
+    if args.json:
+        _json({"purged": purged})
+    if not purged:
+        raise _Failed(f"no dead letters discarded more than {args.older_than} ago", NOTHING)
+    if not args.json:
+        letters = "dead letter" if purged == 1 else "dead letters"
+        _out(f"purged {purged} {letters} discarded more than {args.older_than} ago")
+    return OK
+
+
+# -- the parser and the boundary ----------------------------------------------------
+
+_DESCRIPTION: Final = """\
+See and fix an inturn journal file (a SQLiteJournal).  status, keys, show and
+dead only read it, and work while a supervisor runs; requeue, skip, pause,
+resume and purge change it, and refuse while a supervisor holds it (use the
+Supervisor methods in that process instead).  Exit status: 0 done, 1 nothing
+matched, 2 usage or journal error."""
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="inturn", description=_DESCRIPTION)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, run: Callable[[argparse.Namespace], int], about: str) -> _Parser:
+        sub: _Parser = commands.add_parser(name, help=about, description=about)
+        sub.add_argument("path", metavar="PATH", help="the journal file")
+        sub.add_argument("--json", action="store_true", help="print JSON for scripts")
+        sub.set_defaults(run=run)
+        return sub
+
+    command("status", _status, "totals, and the most blocked keys")
+    keys = command("keys", _keys, "the keys that have work, oldest head first")
+    keys.add_argument("--blocked", action="store_true", help="only keys retrying or halted")
+    keys.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N keys")
+    show = command("show", _show, "one unfinished job or dead letter, payload included")
+    show.add_argument("job_id", type=_job_id, metavar="JOB_ID")
+    dead = command("dead", _dead, "dead letters, oldest first")
+    dead.add_argument("--key", metavar="K", help="only the dead letters of key K")
+    dead.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N")
+    requeue = command(
+        "requeue", _requeue, "put dead letters back at the tail of their keys, attempts reset"
+    )
+    requeue.add_argument("job_ids", type=_job_id, nargs="*", metavar="JOB_ID")
+    requeue.add_argument("--all-dead", action="store_true", help="every dead letter")
+    requeue.add_argument("--key", metavar="K", help="with --all-dead: only those of key K")
+    skip = command("skip", _skip, "discard an unfinished job now, unrun, as a dead letter")
+    skip.add_argument("job_id", type=_job_id, metavar="JOB_ID")
+    pause = command("pause", _pause, "halt a key: none of its jobs start until resume")
+    pause.add_argument("key", metavar="KEY")
+    resume = command("resume", _resume, "let a paused or halted key run again")
+    resume.add_argument("key", metavar="KEY")
+    purge = command("purge", _purge, "delete old dead letters for good")
+    purge.add_argument("--dead", action="store_true", required=True, help="dead letters")
+    purge.add_argument(
+        "--older-than",
+        type=_duration,
+        required=True,
+        metavar="AGE",
+        help="discarded more than AGE ago: 30s, 5m, 2h, 7d, 1h30m",
+    )
+    purge.add_argument("--key", metavar="K", help="only the dead letters of key K")
+    return parser
+
+
+def _quiet_logs() -> None:
+    """Send inturn's log events to stderr, warnings only, unless the host configured structlog."""
+    if not structlog.is_configured():
+        structlog.configure(
+            wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+            logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``inturn`` command line on *argv* (``sys.argv[1:]`` if None); return the exit status."""
+    try:
+        args = _parser().parse_args(argv)
+        _quiet_logs()
+        code: int = args.run(args)
+        sys.stdout.flush()  # here, so that a closed pipe is caught below
+        return code
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else ERROR
+    except _Failed as failure:
+        return _fail(failure.message, failure.code)
+    except (JobNotFound, KeyNotFound) as exc:
+        return _fail(str(exc), NOTHING)
+    except BrokenPipeError:  # `inturn keys PATH | head`: the reader has gone
+        with contextlib.suppress(OSError, ValueError):  # no flush error at exit either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ERROR
+    except (InturnError, OSError) as exc:
+        return _fail(str(exc), ERROR)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+
+
+def _fail(message: str, code: int) -> int:
+    sys.stderr.write(f"inturn: {message}\n")
+    return code

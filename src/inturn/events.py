@@ -1,0 +1,94 @@
+"""Lifecycle events for metrics: ``open_supervisor(on_event=...)``.
+
+Every event inturn logs through structlog also reaches *on_event* as an
+`Event` of the same name, so an application can count jobs, retries and
+discards in Prometheus or OpenTelemetry without inturn depending on either.
+Without *on_event* the runtime logs through its structlog logger directly
+and pays nothing for this.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, final
+
+import attrs
+
+__all__ = ["Event", "EventTee", "Logger"]
+
+
+class Logger(Protocol):
+    """What the runtime logs through: a structlog bound logger, or an `EventTee`."""
+
+    def debug(self, event: str, /, **fields: Any) -> object: ...
+    def info(self, event: str, /, **fields: Any) -> object: ...
+    def warning(self, event: str, /, **fields: Any) -> object: ...
+    def error(self, event: str, /, **fields: Any) -> object: ...
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Event:
+    """One lifecycle event: *name* is the structlog event's (``"job.completed"``, ...)."""
+
+    name: str
+    key: str | None = None
+    job_id: int | None = None
+    attempt: int | None = None
+    error: str | None = None
+    """The failure's text (``job.discarded``, ``job.retry_scheduled``, ``actor.crashed``)."""
+    at: float | None = None
+    """``job.retry_scheduled``: trio time of the next attempt."""
+
+
+@attrs.define(eq=False)
+class EventTee:
+    """Quacks like the runtime's bound logger: logs, then hands an `Event` to *on_event*.
+
+    An *on_event* that raises is logged and ignored: metrics must not stop jobs.
+    """
+
+    log: Logger
+    on_event: Callable[[Event], object]
+
+    def debug(self, name: str, /, **fields: Any) -> None:
+        self.log.debug(name, **fields)
+        self._emit(name, fields)
+
+    def info(self, name: str, /, **fields: Any) -> None:
+        self.log.info(name, **fields)
+        self._emit(name, fields)
+
+    def warning(self, name: str, /, **fields: Any) -> None:
+        self.log.warning(name, **fields)
+        self._emit(name, fields)
+
+    def error(self, name: str, /, **fields: Any) -> None:
+        self.log.error(name, **fields)
+        self._emit(name, fields)
+
+    def _emit(self, name: str, fields: dict[str, Any]) -> None:
+        error = fields.get("error")
+        exc_info = fields.get("exc_info")
+        if error is None and isinstance(exc_info, BaseException):
+            error = "".join(traceback.format_exception_only(exc_info)).strip()
+        event = Event(
+            name=name,
+            key=_typed(fields.get("key"), str),
+            job_id=_typed(fields.get("job_id"), int),
+            attempt=_typed(fields.get("attempt"), int),
+            error=_typed(error, str),
+            at=_typed(fields.get("at"), float),
+        )
+        try:
+            self.on_event(event)
+        except Exception as exc:
+            self.log.warning("on_event.failed", event_name=name, exc_info=exc)
+
+
+_T = TypeVar("_T")
+
+
+def _typed(value: object, kind: type[_T]) -> _T | None:
+    return value if isinstance(value, kind) else None

@@ -1,0 +1,69 @@
+"""What an operator sees: one key's state, one job's state.
+
+Plain frozen values, built by a journal from what it stores (and refined by
+a running supervisor, which knows which handler runs right now), so the same
+view comes from `Supervisor.keys` in the application and from the ``inturn``
+command line on a file.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias, final
+
+import attrs
+
+__all__ = ["JobInfo", "JobState", "KeyFilter", "KeyInfo"]
+
+JobState: TypeAlias = Literal["queued", "running", "retrying", "dead"]
+"""``queued``: waiting its turn; ``running``: an attempt started (read from a
+journal alone: or the process stopped during it); ``retrying``: its last
+attempt failed and it waits for the next; ``dead``: discarded, a dead letter."""
+
+KeyFilter: TypeAlias = Literal["blocked", "running", "halted"]
+"""``blocked``: the head is retrying or the key is halted; ``running``: the
+head is running; ``halted``: the key is halted (by a discard, or paused)."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class JobInfo:
+    """One unfinished job or dead letter."""
+
+    id: int
+    key: str | None
+    state: JobState
+    attempts: int
+    """Attempts started (and not given back)."""
+    unique: str | None
+    accepted_at: float
+    """Unix time."""
+    finished_at: float | None
+    """Unix time it was discarded (dead letters only)."""
+    last_error: str | None
+    """The text of its last failure, if any."""
+    retry_at: float | None
+    """Unix time of its next attempt, while ``retrying``."""
+    data: bytes
+    """The payload as the codec encoded it."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class KeyInfo:
+    """A key that has unfinished jobs, or is halted."""
+
+    key: str
+    queued: int
+    """Unfinished jobs, the head included."""
+    halted: bool
+    head_job_id: int | None
+    """The oldest unfinished job: the one that runs, or blocks the key."""
+    head_state: JobState | None
+    head_attempt: int | None
+    """Attempts the head has started."""
+    head_age: float | None
+    """Seconds since the head was accepted."""
+    next_retry_at: float | None
+    """Unix time of the head's next attempt, while it is ``retrying``."""
+    last_error: str | None
+    """The text of the head's last failure, if any."""

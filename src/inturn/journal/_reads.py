@@ -1,0 +1,70 @@
+"""What an operator reads, the same from every journal: argument checks and the state rule.
+
+A journal stores facts (attempts marked, a retry time, a discard); the state
+an operator sees is derived from them here, once, so `MemoryJournal`,
+`SQLiteJournal` and `SQLiteReader` cannot disagree.  (SQLite also filters
+keys by state in SQL, for speed; the conformance kit holds it to this rule.)
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .._checks import check_count, check_number
+from ..info import JobState, KeyFilter
+
+__all__ = [
+    "KEY_FILTERS",
+    "check_dead_letters",
+    "check_job_id",
+    "check_keys",
+    "job_state",
+    "key_matches",
+]
+
+KEY_FILTERS: Final[tuple[KeyFilter, ...]] = ("blocked", "running", "halted")
+
+
+def job_state(*, dead: bool, attempts: int, retry_at: float | None) -> JobState:
+    """The state of a job, from what a journal stores about it."""
+    if dead:
+        return "dead"
+    if retry_at is not None:
+        return "retrying"  # its last attempt failed; the next MarkAttempt clears retry_at
+    if attempts > 0:
+        return "running"  # or the process stopped during the attempt
+    return "queued"
+
+
+def key_matches(state: KeyFilter | None, head: JobState | None, halted: bool) -> bool:
+    """Whether a key whose head is in state *head* (None: no jobs) passes the *state* filter."""
+    if state is None:
+        return True
+    if state == "blocked":
+        return halted or head == "retrying"
+    if state == "running":
+        return head == "running"
+    return halted
+
+
+def check_keys(state: object, limit: object, now: object) -> None:
+    """Raise TypeError or ValueError for a bad argument of ``Journal.keys``."""
+    if state is not None and state not in KEY_FILTERS:
+        raise ValueError(f"state must be None or one of {KEY_FILTERS}, not {state!r}")
+    check_count("limit", limit, minimum=1)
+    check_number("now", now)
+
+
+def check_job_id(job_id: object) -> None:
+    """Raise TypeError unless *job_id* is an int (not a bool)."""
+    check_number("job_id", job_id, types=(int,))
+
+
+def check_dead_letters(key: object, limit: object, after: object, finished_before: object) -> None:
+    """Raise TypeError or ValueError for a bad argument of ``Journal.dead_letters``."""
+    if key is not None and not isinstance(key, str):
+        raise TypeError(f"key must be a str or None, not {type(key).__name__}")
+    check_count("limit", limit, minimum=1)
+    check_count("after", after, minimum=0)
+    if finished_before is not None:
+        check_number("finished_before", finished_before)

@@ -1,0 +1,160 @@
+"""Inspect and fix a journal that no supervisor holds: `operate`.
+
+The same reads and fixes as the `Supervisor` methods, for when nothing runs:
+the ``inturn`` command line on a file a crashed process left, a maintenance
+script, a test.  Every fix is one journal write, so it is all or nothing and
+survives a crash like any other change.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import final
+
+import trio
+
+from ._checks import check_count, check_number
+from .errors import JobNotFound, JobStateError, KeyNotFound
+from .info import JobInfo, KeyFilter, KeyInfo
+from .journal import Append, Discard, Halt, Journal, Resume
+from .journal.records import Purge
+from .keys import validate_key
+
+__all__ = ["SKIPPED_TEXT", "Operator", "check_job_id", "check_limit", "operate", "purge_dead"]
+
+SKIPPED_TEXT = "skipped by operator"
+"""The error text a skipped job keeps as a dead letter."""
+
+_PURGE_BATCH = 1000
+
+
+def check_job_id(job_id: object) -> int:
+    return check_count("job_id", job_id, minimum=1)
+
+
+def check_limit(limit: object) -> int:
+    return check_count("limit", limit, minimum=1)
+
+
+async def requeue_check(journal: Journal, job_id: object) -> JobInfo:
+    """The dead letter *job_id*, or the error that says why it cannot be requeued."""
+    checked = check_job_id(job_id)
+    info = await journal.job(checked)
+    if info is None:
+        raise JobNotFound(checked)
+    if info.state != "dead":
+        raise JobStateError(info.id, info.state, "only a dead letter can be requeued")
+    return info
+
+
+async def skip_check(journal: Journal, job_id: object) -> JobInfo:
+    """The unfinished job *job_id*, or the error that says why it cannot be skipped."""
+    checked = check_job_id(job_id)
+    info = await journal.job(checked)
+    if info is None:
+        raise JobNotFound(checked)
+    if info.state == "dead":
+        raise JobStateError(info.id, info.state, "it is a dead letter already")
+    return info
+
+
+async def purge_dead(journal: Journal, older_than: object, key: str | None) -> int:
+    """Delete the dead letters discarded more than *older_than* seconds ago; return how many."""
+    check_number("older_than", older_than)
+    assert isinstance(older_than, int | float)
+    if older_than < 0:
+        raise ValueError(f"older_than must be >= 0 seconds, not {older_than!r}")
+    if key is not None:
+        key = validate_key(key)
+    before = time.time() - older_than
+    purged = 0
+    while dead := await journal.dead_letters(key=key, limit=_PURGE_BATCH, finished_before=before):
+        await journal.write([Purge(info.id) for info in dead])
+        purged += len(dead)
+    return purged
+
+
+@final
+class Operator:
+    """Reads and fixes one journal while no supervisor runs it; made by `operate`."""
+
+    def __init__(self, journal: Journal, next_id: int, halted: set[str]) -> None:
+        self._journal = journal
+        self._next_id = next_id
+        self._halted = halted
+
+    async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]:
+        """Keys with unfinished jobs, or halted: oldest head first.  See `Supervisor.keys`."""
+        return await self._journal.keys(state=state, limit=check_limit(limit), now=time.time())
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        """The unfinished job or dead letter *job_id*, or None."""
+        return await self._journal.job(check_job_id(job_id))
+
+    async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
+        """Dead letters, oldest first; of *key* only if given."""
+        if key is not None:
+            key = validate_key(key)
+        return await self._journal.dead_letters(key=key, limit=check_limit(limit))
+
+    async def requeue(self, job_id: int) -> int:
+        """Put dead letter *job_id* back at the tail of its key, attempts reset; return its new id.
+
+        Raises:
+            JobNotFound, JobStateError: no such dead letter.
+            DuplicateError: an unfinished job holds its unique key.
+        """
+        info = await requeue_check(self._journal, job_id)
+        new_id = self._next_id
+        append = Append(job_id=new_id, key=info.key, data=info.data, unique=info.unique)
+        await self._journal.write([append, Purge(info.id)])
+        self._next_id += 1
+        return new_id
+
+    async def skip(self, job_id: int) -> None:
+        """Discard unfinished job *job_id* now, unrun, as a dead letter "skipped by operator"."""
+        info = await skip_check(self._journal, job_id)
+        await self._journal.write([Discard(info.id, SKIPPED_TEXT)])
+
+    async def pause(self, key: str) -> None:
+        """Halt *key*: none of its jobs start until `resume`.
+
+        Raises:
+            KeyNotFound: *key* has no unfinished jobs and is not halted.
+        """
+        key = validate_key(key)
+        if key not in self._halted and not await self._journal.load(key, 0, 1):
+            raise KeyNotFound(key)
+        await self._journal.write([Halt(key)])
+        self._halted.add(key)
+
+    async def resume(self, key: str) -> None:
+        """Let halted *key* run again; a key that is not halted is left as it is."""
+        key = validate_key(key)
+        if key not in self._halted:
+            await trio.lowlevel.checkpoint()
+            return
+        await self._journal.write([Resume(key)])
+        self._halted.discard(key)
+
+    async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
+        """Delete dead letters discarded more than *older_than* seconds ago; return how many."""
+        return await purge_dead(self._journal, older_than, key)
+
+
+@asynccontextmanager
+async def operate(journal: Journal) -> AsyncIterator[Operator]:
+    """Claim *journal* to inspect and fix it; no job runs meanwhile.
+
+    Raises:
+        JournalLocked: a supervisor holds it (use the `Supervisor` methods in
+            that process instead).
+    """
+    recovery = await journal.open()
+    try:
+        yield Operator(journal, recovery.next_id, set(recovery.halted))
+    finally:
+        with trio.CancelScope(shield=True):
+            await journal.aclose()

@@ -1,0 +1,42 @@
+"""docs/operations.md shows real output; these checks keep its commands and claims current."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from inturn.cli import _parser
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNBOOK = ROOT / "docs" / "operations.md"
+COMMANDS = re.findall(r"(?m)^\$ inturn (.*)$", RUNBOOK.read_text(encoding="utf-8"))
+
+
+def test_the_runbook_shows_every_command() -> None:
+    """Each command of the command line appears in the runbook's transcript."""
+    shown = {shlex.split(command)[0] for command in COMMANDS}
+    assert shown == {
+        "status",
+        "keys",
+        "show",
+        "dead",
+        "skip",
+        "requeue",
+        "pause",
+        "resume",
+        "purge",
+    }
+
+
+@pytest.mark.parametrize("command", [c for c in COMMANDS if " abc" not in c])
+def test_the_runbooks_commands_parse(command: str) -> None:
+    """Every command line in the runbook is accepted as written (bar the bad-id example)."""
+    args = _parser().parse_args(shlex.split(command))
+    assert args.path == "jobs.db"
+
+
+def test_the_readme_links_the_runbook() -> None:
+    assert "(docs/operations.md)" in (ROOT / "README.md").read_text(encoding="utf-8")

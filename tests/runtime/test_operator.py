@@ -1,0 +1,1216 @@
+"""The operator's view on a running supervisor: `Supervisor.keys`, `job`, `dead_letters`, and the fixes.
+
+Every fix (``requeue``, ``skip``, ``retry_now``, ``pause``/``resume``,
+``purge_dead``) is tested on a live supervisor, with its error paths; the
+tests whose outcome rests on what the journal stores run on `SQLiteJournal`
+too (on the real clock, since its writes wait for a thread).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+import inturn
+from inturn.info import JobInfo, KeyFilter, KeyInfo
+from inturn.journal import Change, Discard, MarkAttempt, Recovery, StoredJob
+from inturn.journal.records import Retrying
+from inturn.testing import FaultyJournal, Recorder
+
+from .helpers import EventLog, Script
+
+CODEC = inturn.JSONCodec()
+GUARD = 60.0
+"""Seconds (virtual under autojump_clock) after which a test that waits is stuck."""
+NO_RETRY = inturn.Retry(max_attempts=1)
+SLOW_RETRY = inturn.Retry(initial_delay=3600.0, max_delay=3600.0, jitter=0.0)
+"""A failed attempt waits an hour for the next: long enough to be caught waiting."""
+SKIPPED = "skipped by operator"
+
+MakeJournal = Callable[[], inturn.Journal]
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def journal(request: pytest.FixtureRequest, tmp_path: Path) -> inturn.Journal:
+    """A fresh MemoryJournal, or a SQLiteJournal on a new file."""
+    if request.param == "memory":
+        return inturn.MemoryJournal()
+    return inturn.SQLiteJournal(tmp_path / "jobs.db")
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def make_journal(request: pytest.FixtureRequest, tmp_path: Path) -> MakeJournal:
+    """Opens "the same journal" again: one MemoryJournal, or a new SQLiteJournal on one file."""
+    if request.param == "memory":
+        memory = inturn.MemoryJournal()
+        return lambda: memory
+    path = tmp_path / "jobs.db"
+    return lambda: inturn.SQLiteJournal(path)
+
+
+def ran(recorder: Recorder) -> list[int]:
+    """The id of every attempt the handler made, in start order."""
+    return [call.job.id for call in recorder.calls]
+
+
+def attempts(recorder: Recorder) -> list[tuple[int, int]]:
+    """(job id, attempt) of every attempt the handler made, in start order."""
+    return [(call.job.id, call.job.attempt) for call in recorder.calls]
+
+
+def heads(infos: Sequence[KeyInfo]) -> list[tuple[str, int | None, str | None, bool]]:
+    """(key, head job id, head state, halted) of each key."""
+    return [(info.key, info.head_job_id, info.head_state, info.halted) for info in infos]
+
+
+async def dead_ids(sup: inturn.Supervisor) -> list[int]:
+    return [dead.id for dead in await sup.dead_letters()]
+
+
+async def dead_ids_of(
+    sup: inturn.Supervisor, *, key: str | None = None, limit: int = 100
+) -> list[int]:
+    return [dead.id for dead in await sup.dead_letters(key=key, limit=limit)]
+
+
+async def job_info(sup: inturn.Supervisor, job_id: int) -> JobInfo:
+    info = await sup.job(job_id)
+    assert info is not None, f"job {job_id} is neither unfinished nor a dead letter"
+    return info
+
+
+# -- keys() -------------------------------------------------------------------
+
+
+async def test_keys_lists_the_keys_with_work_oldest_head_first(journal: inturn.Journal) -> None:
+    """keys() lists each key with unfinished jobs, its queue and its head, the key with the oldest head first."""
+    script = Script()
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(script, journal=journal) as sup:
+            a1 = await sup.send("a", "hold-a1")
+            b1 = await sup.send("b", "hold-b1")
+            a2 = await sup.send("a", "hold-a2")
+            await script.started("hold-a1").wait()
+            await script.started("hold-b1").wait()
+
+            [a, b] = await sup.keys()
+            assert ("a", 2, a1, "running", 1) == (
+                a.key,
+                a.queued,
+                a.head_job_id,
+                a.head_state,
+                a.head_attempt,
+            )
+            assert ("b", 1, b1, "running", 1) == (
+                b.key,
+                b.queued,
+                b.head_job_id,
+                b.head_state,
+                b.head_attempt,
+            )
+            for info in (a, b):
+                assert (info.halted, info.next_retry_at, info.last_error) == (False, None, None)
+                assert info.head_age is not None
+                assert 0 <= info.head_age < GUARD
+            assert [info.key for info in await sup.keys(limit=1)] == ["a"]
+
+            script.release("hold-a1")
+            await script.started("hold-a2").wait()
+            # a's head is a2 now, accepted after b's head: b leads
+            infos = await sup.keys()
+            assert [("b", b1, 1), ("a", a2, 1)] == [
+                (info.key, info.head_job_id, info.queued) for info in infos
+            ]
+
+            script.release("hold-b1")
+            script.release("hold-a2")
+            await sup.wait_idle()
+            assert await sup.keys() == []
+
+
+async def test_keys_filters_blocked_running_and_halted_keys(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """state="blocked" keeps keys with a retrying head or halted; "running" keys whose head runs; "halted" halted keys, with jobs or without (those last)."""
+    script = Script()
+    async with inturn.open_supervisor(script, retry=SLOW_RETRY, on_discard="halt") as sup:
+        retrying = await sup.send("retrying", "boom")
+        await sup.send("retrying", "r2")
+        await sup.send("halted", "bad")
+        parked = await sup.send("halted", "h2")
+        await sup.send("emptied", "bad")  # halted, and nothing left behind it
+        running = await sup.send("running", "hold")
+        await trio.testing.wait_all_tasks_blocked()
+
+        every = [
+            ("retrying", retrying, "retrying", False),
+            ("halted", parked, "queued", True),
+            ("running", running, "running", False),
+            ("emptied", None, None, True),
+        ]
+        assert heads(await sup.keys()) == every
+        assert heads(await sup.keys(state="blocked")) == [every[0], every[1], every[3]]
+        assert heads(await sup.keys(state="running")) == [every[2]]
+        assert heads(await sup.keys(state="halted")) == [every[1], every[3]]
+        [emptied] = [info for info in await sup.keys() if info.key == "emptied"]
+        assert (emptied.queued, emptied.head_attempt, emptied.head_age) == (0, None, None)
+        script.release("hold")
+        await sup.skip(retrying)  # don't wait out five hours of retries
+        await sup.resume("halted")
+        await sup.resume("emptied")
+
+
+async def test_a_retrying_head_shows_its_last_error_and_when_it_runs_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """While its head backs off, a key shows head_state "retrying", the failure's text, and the Unix time of the next attempt; job() agrees."""
+    script = Script()
+    async with inturn.open_supervisor(script, retry=SLOW_RETRY) as sup:
+        head = await sup.send("k", "boom-once")
+        await sup.send("k", "next")
+        await trio.testing.wait_all_tasks_blocked()
+
+        [info] = await sup.keys(state="blocked")
+        assert ("k", 2, head, "retrying", 1, False) == (
+            info.key,
+            info.queued,
+            info.head_job_id,
+            info.head_state,
+            info.head_attempt,
+            info.halted,
+        )
+        assert info.last_error == "ValueError: boom"
+        assert info.next_retry_at == pytest.approx(time.time() + 3600, abs=60)
+        job = await job_info(sup, head)
+        assert (job.state, job.attempts, job.last_error) == ("retrying", 1, "ValueError: boom")
+        assert job.retry_at == info.next_retry_at
+        await sup.wait_idle()  # the autojump clock waits out the hour
+        assert sup.stats().completed == 2
+
+
+async def test_a_head_waiting_for_a_slot_shows_queued_until_its_handler_runs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Under max_concurrency, a head whose start was journaled with its acceptance but that waits for a slot is "queued", not "running"."""
+    script = Script()
+    async with inturn.open_supervisor(script, max_concurrency=1) as sup:
+        x = await sup.send("x", "hold-x")
+        y = await sup.send("y", "hold-y")  # heads its key: its start goes with its acceptance
+        await trio.testing.wait_all_tasks_blocked()
+
+        assert heads(await sup.keys()) == [("x", x, "running", False), ("y", y, "queued", False)]
+        assert heads(await sup.keys(state="running")) == [("x", x, "running", False)]
+        assert ((await job_info(sup, x)).state, (await job_info(sup, y)).state) == (
+            "running",
+            "queued",
+        )
+
+        script.release("hold-x")
+        await script.started("hold-y").wait()
+        assert heads(await sup.keys()) == [("y", y, "running", False)]
+        assert (await job_info(sup, y)).state == "running"
+        script.release("hold-y")
+
+
+async def test_a_head_waiting_for_a_slot_has_started_no_attempt(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A head shown "queued" because it waits for a slot reports 0 attempts started (head_attempt, JobInfo.attempts), as its docs define them."""
+    script = Script()
+    async with inturn.open_supervisor(script, max_concurrency=1) as sup:
+        await sup.send("x", "hold-x")
+        y = await sup.send("y", "hold-y")
+        await trio.testing.wait_all_tasks_blocked()
+
+        [_, waiting] = await sup.keys()
+        info = await job_info(sup, y)
+        assert (waiting.head_state, info.state) == ("queued", "queued")
+        assert (waiting.head_attempt, info.attempts) == (0, 0)
+        script.release("hold-x")
+        script.release("hold-y")
+
+
+async def test_keys_running_filter_with_a_limit_finds_the_running_key(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """keys(state="running", limit=1) returns the key whose handler runs, even when an older head was marked started but waits for a slot."""
+    script = Script()
+    async with inturn.open_supervisor(script, max_concurrency=1) as sup:
+        await sup.send("x", "hold-x1")
+        x2 = await sup.send("x", "x2")
+        a1 = await sup.send("a", "hold-a")
+        await script.started("hold-x1").wait()
+        script.release("hold-x1")
+        # x1's completion journals x2's start, but the slot goes to "a", which waited
+        await script.started("hold-a").wait()
+        await trio.testing.wait_all_tasks_blocked()
+        assert heads(await sup.keys()) == [("x", x2, "queued", False), ("a", a1, "running", False)]
+
+        assert heads(await sup.keys(state="running", limit=1)) == [("a", a1, "running", False)]
+        script.release("hold-a")
+
+
+BAD_LIMITS: list[tuple[object, type[Exception]]] = [
+    (0, ValueError),
+    (-1, ValueError),
+    (True, TypeError),
+    (1.5, TypeError),
+    ("3", TypeError),
+    (None, TypeError),
+]
+
+
+@pytest.mark.parametrize(("limit", "error"), BAD_LIMITS, ids=repr)
+async def test_keys_and_dead_letters_refuse_a_bad_limit(
+    limit: object, error: type[Exception]
+) -> None:
+    """keys() and dead_letters() take limit as an int >= 1 only (not a bool): anything else raises."""
+    async with inturn.open_supervisor(Script()) as sup:
+        with pytest.raises(error):
+            await sup.keys(limit=limit)  # type: ignore[arg-type]
+        with pytest.raises(error):
+            await sup.dead_letters(limit=limit)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("state", ["stuck", "Running", ""])
+async def test_keys_refuses_an_unknown_state_filter(state: str) -> None:
+    """keys(state=...) accepts only "blocked", "running", "halted" or None."""
+    async with inturn.open_supervisor(Script()) as sup:
+        with pytest.raises(ValueError, match="state"):
+            await sup.keys(state=state)  # type: ignore[arg-type]
+
+
+# -- job() and dead_letters() -------------------------------------------------
+
+
+async def test_job_reads_a_running_and_a_queued_job_and_none_for_others(
+    journal: inturn.Journal,
+) -> None:
+    """job(id) describes an unfinished job (key, state, attempts, unique, payload bytes, acceptance time); None for an unknown or completed id."""
+    script = Script()
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(script, journal=journal) as sup:
+            before = time.time()
+            first = await sup.send("k", "hold", unique="u-1")
+            second = await sup.send("k", "second")
+            await script.started("hold").wait()
+
+            running = await job_info(sup, first)
+            assert (first, "k", "running", 1, "u-1") == (
+                running.id,
+                running.key,
+                running.state,
+                running.attempts,
+                running.unique,
+            )
+            assert running.data == CODEC.encode("hold")
+            assert before <= running.accepted_at <= time.time()
+            assert (running.finished_at, running.last_error, running.retry_at) == (None, None, None)
+            queued = await job_info(sup, second)
+            assert (second, "queued", 0, None) == (
+                queued.id,
+                queued.state,
+                queued.attempts,
+                queued.unique,
+            )
+            assert await sup.job(second + 100) is None
+
+            script.release("hold")
+            await sup.wait_idle()
+            assert await sup.job(first) is None  # completed jobs are forgotten
+            assert await sup.job(second) is None
+
+
+async def test_dead_letters_lists_discarded_jobs_oldest_first_by_key_and_limit(
+    journal: inturn.Journal,
+) -> None:
+    """dead_letters() returns discarded jobs in id order with attempts and last error; key= and limit= narrow it; job() reads one."""
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(Script(), journal=journal, retry=NO_RETRY) as sup:
+            a1 = await sup.send("a", "bad")
+            b1 = await sup.send("b", "bad")
+            a2 = await sup.send("a", "bad")
+            await sup.send("a", "fine")
+            keyless = await sup.submit("bad")
+            await sup.wait_idle()
+
+            dead = await sup.dead_letters()
+            assert [(d.id, d.key) for d in dead] == [
+                (a1, "a"),
+                (b1, "b"),
+                (a2, "a"),
+                (keyless, None),
+            ]
+            for letter in dead:
+                assert (letter.state, letter.attempts, letter.retry_at) == ("dead", 1, None)
+                assert letter.last_error is not None
+                assert letter.last_error.endswith("PermanentError: bad payload")
+                assert letter.data == CODEC.encode("bad")
+                assert letter.finished_at is not None
+                assert letter.accepted_at <= letter.finished_at <= time.time()
+            assert await dead_ids_of(sup, key="a") == [a1, a2]
+            assert await dead_ids_of(sup, key="b") == [b1]
+            assert await dead_ids_of(sup, key="nobody") == []
+            assert await dead_ids_of(sup, limit=2) == [a1, b1]
+            assert await dead_ids_of(sup, key="a", limit=1) == [a1]
+            assert await sup.job(a2) == dead[2]
+
+
+@pytest.mark.parametrize(("key", "error"), [(3, TypeError), ("", inturn.InvalidKey)])
+async def test_dead_letters_refuses_a_bad_key(key: object, error: type[Exception]) -> None:
+    """dead_letters(key=...) takes a valid key or None."""
+    async with inturn.open_supervisor(Script()) as sup:
+        with pytest.raises(error):
+            await sup.dead_letters(key=key)  # type: ignore[arg-type]
+
+
+# -- requeue() ----------------------------------------------------------------
+
+
+async def test_requeue_puts_a_dead_letter_at_its_keys_tail_with_attempts_reset(
+    journal: inturn.Journal,
+) -> None:
+    """requeue(id) returns a new id; the job runs again as attempt 1 after every job sent before, and the old id is gone."""
+    script = Script()
+    broken = True
+
+    async def handler(job: inturn.Job) -> object:
+        if job.payload == "flaky" and broken:
+            raise ValueError("the bank is down")
+        return await script(job)
+
+    recorder = Recorder(handler)
+    retry = inturn.Retry(max_attempts=3, initial_delay=0.0)
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(recorder, journal=journal, retry=retry) as sup:
+            dead = await sup.send("k", "flaky")
+            await sup.wait_idle()
+            [letter] = await sup.dead_letters()
+            assert (letter.id, letter.attempts) == (dead, 3)
+            assert letter.last_error == "ValueError: the bank is down"
+
+            held = await sup.send("k", "hold")
+            after = await sup.send("k", "after")
+            await script.started("hold").wait()
+            broken = False
+            new = await sup.requeue(dead)
+
+            assert new > after
+            assert await sup.job(dead) is None
+            assert await sup.dead_letters() == []
+            info = await job_info(sup, new)
+            assert ("k", "queued", 0, CODEC.encode("flaky")) == (
+                info.key,
+                info.state,
+                info.attempts,
+                info.data,
+            )
+            script.release("hold")
+            await sup.wait_idle()
+            assert await sup.job(new) is None
+
+    assert attempts(recorder) == [(dead, 1), (dead, 2), (dead, 3), (held, 1), (after, 1), (new, 1)]
+    recorder.assert_sequential()
+
+
+async def test_two_requeues_of_one_dead_letter_at_once_requeue_it_once(
+    journal: inturn.Journal,
+) -> None:
+    """Of two concurrent requeues of the same dead letter one returns the new id and the other raises JobNotFound (it is gone); the job runs once."""
+    broken = True
+
+    async def handler(job: inturn.Job) -> None:
+        if broken:
+            raise inturn.PermanentError("no")
+        await trio.lowlevel.checkpoint()
+
+    recorder = Recorder(handler)
+    outcomes: list[int | BaseException] = []
+
+    async def requeue(sup: inturn.Supervisor, job_id: int) -> None:
+        try:
+            outcomes.append(await sup.requeue(job_id))
+        except inturn.InturnError as exc:
+            outcomes.append(exc)
+
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(recorder, journal=journal) as sup:
+            dead = await sup.send("k", "x")
+            await sup.wait_idle()
+            broken = False
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(requeue, sup, dead)
+                nursery.start_soon(requeue, sup, dead)
+            await sup.wait_idle()
+
+    [new] = [outcome for outcome in outcomes if isinstance(outcome, int)]
+    [error] = [outcome for outcome in outcomes if not isinstance(outcome, int)]
+    assert isinstance(error, inturn.JobNotFound), repr(error)
+    assert ran(recorder) == [dead, new]
+
+
+async def test_requeue_of_a_keyless_dead_letter_runs_it_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A dead letter from submit() comes back as a new keyless job and runs."""
+    broken = True
+
+    async def handler(job: inturn.Job) -> None:
+        if broken:
+            raise inturn.PermanentError("no")
+        await trio.lowlevel.checkpoint()
+
+    recorder = Recorder(handler)
+    async with inturn.open_supervisor(recorder) as sup:
+        dead = await sup.submit("x")
+        await sup.wait_idle()
+        broken = False
+        new = await sup.requeue(dead)
+        await sup.wait_idle()
+        assert await sup.dead_letters() == []
+    assert [(call.job.id, call.job.key, call.job.attempt) for call in recorder.calls] == [
+        (dead, None, 1),
+        (new, None, 1),
+    ]
+
+
+async def test_requeue_refuses_a_job_that_is_not_a_dead_letter(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """requeue raises JobNotFound for an unknown or completed id, JobStateError for a queued, running or retrying job, and changes nothing."""
+    script = Script()
+    recorder = Recorder(script)
+    async with inturn.open_supervisor(recorder, retry=SLOW_RETRY) as sup:
+        done = await sup.send("k", "fine")
+        await sup.wait_idle()
+        running = await sup.send("k", "hold")
+        queued = await sup.send("k", "queued")
+        retrying = await sup.send("r", "boom-once")
+        await trio.testing.wait_all_tasks_blocked()
+
+        for missing in (done, queued + 100):
+            with pytest.raises(inturn.JobNotFound) as not_found:
+                await sup.requeue(missing)
+            assert not_found.value.job_id == missing
+        for job_id, state in ((running, "running"), (queued, "queued"), (retrying, "retrying")):
+            with pytest.raises(inturn.JobStateError) as wrong:
+                await sup.requeue(job_id)
+            assert (wrong.value.job_id, wrong.value.state) == (job_id, state)
+
+        script.release("hold")
+        await sup.retry_now("r")
+        await sup.wait_idle()
+    assert sorted(attempts(recorder)) == [
+        (done, 1),
+        (running, 1),
+        (queued, 1),
+        (retrying, 1),
+        (retrying, 2),
+    ]
+
+
+async def test_requeue_refuses_while_an_unfinished_job_holds_its_unique_key(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """requeue raises DuplicateError while another unfinished job holds the dead letter's unique key, in memory or waiting in the journal; the dead letter stays."""
+    script = Script()
+    recorder = Recorder(script)
+    async with inturn.open_supervisor(recorder, retry=NO_RETRY, window=1) as sup:
+        dead = await sup.send("a", "bad", unique="u")
+        await sup.wait_idle()
+
+        holder = await sup.send("b", "hold-b", unique="u")  # the head of "b": in memory
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(inturn.DuplicateError) as held:
+            await sup.requeue(dead)
+        assert (held.value.unique, held.value.job_id) == ("u", holder)
+        assert await dead_ids(sup) == [dead]
+        script.release("hold-b")
+        await sup.wait_idle()
+
+        await sup.send("c", "hold-c")
+        spilled = await sup.send("c", "later", unique="u")  # window=1: waits in the journal
+        await trio.testing.wait_all_tasks_blocked()
+        with pytest.raises(inturn.DuplicateError) as held:
+            await sup.requeue(dead)
+        assert held.value.job_id == spilled
+        assert await dead_ids(sup) == [dead]
+        script.release("hold-c")
+        await sup.wait_idle()
+
+        new = await sup.requeue(dead)  # free now
+        await sup.wait_idle()
+    assert [call.job.id for call in recorder.calls if call.job.unique == "u"] == [
+        dead,
+        holder,
+        spilled,
+        new,
+    ]
+
+
+# -- skip() -------------------------------------------------------------------
+
+
+async def test_skip_of_a_hung_head_discards_it_at_once_and_the_key_goes_on(
+    journal: inturn.Journal,
+) -> None:
+    """skip() cancels a head whose handler hangs; it becomes a dead letter "skipped by operator" and the key runs its next job, even under on_discard="halt"."""
+    script = Script()
+    recorder = Recorder(script)
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(recorder, journal=journal, on_discard="halt") as sup:
+            hung = await sup.send("k", "hang")
+            after = await sup.send("k", "after")
+            await script.started("hang").wait()
+
+            await sup.skip(hung)
+            await sup.wait_idle()
+            [dead] = await sup.dead_letters()
+            assert (hung, "k", SKIPPED, 1) == (dead.id, dead.key, dead.last_error, dead.attempts)
+            stats = sup.stats()
+            assert (stats.halted_keys, stats.completed, stats.discarded) == (frozenset(), 1, 1)
+
+    assert ran(recorder) == [hung, after]
+    assert recorder.calls[0].end is None  # cut short, never finished
+
+
+async def test_skip_of_a_retrying_head_cuts_its_backoff(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """skip() of a head waiting out a backoff discards it at once: the next job runs without waiting."""
+    recorder = Recorder(Script())
+    async with inturn.open_supervisor(recorder, retry=SLOW_RETRY, on_discard="halt") as sup:
+        head = await sup.send("k", "boom")
+        after = await sup.send("k", "after")
+        await trio.testing.wait_all_tasks_blocked()
+        assert (await job_info(sup, head)).state == "retrying"
+
+        start = trio.current_time()
+        await sup.skip(head)
+        await sup.wait_idle()
+        assert trio.current_time() - start < 1
+        [dead] = await sup.dead_letters()
+        assert (head, SKIPPED, 1) == (dead.id, dead.last_error, dead.attempts)
+        assert sup.stats().halted_keys == frozenset()
+    assert attempts(recorder) == [(head, 1), (after, 1)]
+
+
+async def test_skip_of_a_queued_job_discards_it_unrun_at_its_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A skipped job behind the head never runs: it is discarded when its turn comes, and the key goes on."""
+    script = Script()
+    recorder = Recorder(script)
+    async with inturn.open_supervisor(recorder, on_discard="halt") as sup:
+        first = await sup.send("k", "hold")
+        victim = await sup.send("k", "victim")
+        after = await sup.send("k", "after")
+        await trio.testing.wait_all_tasks_blocked()
+
+        await sup.skip(victim)
+        script.release("hold")
+        await sup.wait_idle()
+        [dead] = await sup.dead_letters()
+        assert (victim, SKIPPED, 0) == (dead.id, dead.last_error, dead.attempts)
+        assert sup.stats().halted_keys == frozenset()
+    assert ran(recorder) == [first, after]
+
+
+async def test_skip_of_a_job_far_back_in_a_spilled_backlog_never_runs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A skipped job that waits in the journal (beyond the key's window) is discarded unrun when it is paged in."""
+    script = Script()
+    recorder = Recorder(script)
+    async with inturn.open_supervisor(recorder, window=2) as sup:
+        ids = [await sup.send("k", "hold")] + [await sup.send("k", n) for n in range(10)]
+        victim = ids[8]
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup._runtime.core.buffered() <= 2  # the victim waits in the journal
+        assert (await job_info(sup, victim)).state == "queued"
+
+        await sup.skip(victim)
+        script.release("hold")
+        await sup.wait_idle()
+        [dead] = await sup.dead_letters()
+        assert (victim, SKIPPED, 0) == (dead.id, dead.last_error, dead.attempts)
+    assert ran(recorder) == [job_id for job_id in ids if job_id != victim]
+    recorder.assert_sequential()
+
+
+async def test_skip_refuses_a_completed_job_and_a_dead_letter(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """skip raises JobNotFound for a completed or unknown id and JobStateError for a dead letter, which stays as it was."""
+    async with inturn.open_supervisor(Script(), retry=NO_RETRY) as sup:
+        done = await sup.send("k", "fine")
+        dead = await sup.send("k", "bad")
+        await sup.wait_idle()
+
+        for missing in (done, dead + 100):
+            with pytest.raises(inturn.JobNotFound) as not_found:
+                await sup.skip(missing)
+            assert not_found.value.job_id == missing
+        with pytest.raises(inturn.JobStateError) as wrong:
+            await sup.skip(dead)
+        assert (wrong.value.job_id, wrong.value.state) == (dead, "dead")
+        [letter] = await sup.dead_letters()
+        assert letter.id == dead
+        assert letter.last_error is not None
+        assert letter.last_error.endswith("PermanentError: bad payload")
+
+
+async def test_ask_for_a_skipped_job_raises_job_discarded(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """An ask waiting on a job that is skipped raises JobDiscarded, caused by a PermanentError "skipped by operator"."""
+    script = Script()
+    caught: list[inturn.JobDiscarded] = []
+
+    async def ask(sup: inturn.Supervisor) -> None:
+        with pytest.raises(inturn.JobDiscarded) as discarded:
+            await sup.ask("k", "hang")
+        caught.append(discarded.value)
+
+    async with inturn.open_supervisor(script) as sup, trio.open_nursery() as nursery:
+        nursery.start_soon(ask, sup)
+        await script.started("hang").wait()
+        [info] = await sup.keys()
+        assert info.head_job_id is not None
+        await sup.skip(info.head_job_id)
+
+    [error] = caught
+    assert error.job_id == info.head_job_id
+    assert isinstance(error.__cause__, inturn.PermanentError)
+    assert str(error.__cause__) == SKIPPED
+
+
+async def test_a_skipped_queued_job_stays_skipped_when_the_supervisor_stops_before_its_turn(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """skip is journaled: a queued job skipped before its turn does not run under the next supervisor opened on the journal."""
+    journal = inturn.MemoryJournal()
+    script = Script()
+    with trio.CancelScope() as scope:
+        async with inturn.open_supervisor(script, journal=journal) as sup:
+            hung = await sup.send("k", "hang")
+            victim = await sup.send("k", "victim")
+            after = await sup.send("k", "after")
+            await script.started("hang").wait()
+            await sup.skip(victim)
+            scope.cancel()  # stop, as a crash or a deploy would
+
+    recorder = Recorder()
+    async with inturn.open_supervisor(recorder, journal=journal) as sup:
+        await sup.wait_idle()
+        assert await dead_ids(sup) == [victim]
+    assert ran(recorder) == [hung, after]
+
+
+@attrs.define(eq=False)
+class HoldingJournal:
+    """Delegates to *inner*, holding the writes *hold* picks until `release` is set."""
+
+    inner: inturn.Journal
+    hold: Callable[[Sequence[Change]], bool]
+    holding: trio.Event = attrs.field(factory=trio.Event)
+    """Set once a held write waits."""
+    release: trio.Event = attrs.field(factory=trio.Event)
+
+    async def open(self) -> Recovery:
+        return await self.inner.open()
+
+    async def write(self, changes: Sequence[Change]) -> None:
+        if self.hold(changes):
+            self.holding.set()
+            await self.release.wait()
+        await self.inner.write(changes)
+
+    async def load(self, key: str, after: int, limit: int) -> Sequence[StoredJob]:
+        return await self.inner.load(key, after, limit)
+
+    async def keys(
+        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
+    ) -> list[KeyInfo]:
+        return await self.inner.keys(state=state, limit=limit, now=now)
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        return await self.inner.job(job_id)
+
+    async def dead_letters(
+        self,
+        *,
+        key: str | None = None,
+        limit: int = 100,
+        after: int = 0,
+        finished_before: float | None = None,
+    ) -> list[JobInfo]:
+        return await self.inner.dead_letters(
+            key=key, limit=limit, after=after, finished_before=finished_before
+        )
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_skip_while_the_heads_start_is_being_journaled_never_runs_the_handler(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A head skipped while its next attempt's start is being written to the journal is discarded without its handler running again."""
+    journal = HoldingJournal(
+        inturn.MemoryJournal(),
+        hold=lambda changes: any(
+            isinstance(change, MarkAttempt) and change.attempt == 2 for change in changes
+        ),
+    )
+    recorder = Recorder(Script())
+    async with inturn.open_supervisor(recorder, journal=journal, retry=SLOW_RETRY) as sup:
+        head = await sup.send("k", "boom")
+        after = await sup.send("k", "after")
+        await trio.testing.wait_all_tasks_blocked()
+        assert await sup.retry_now("k")
+        await journal.holding.wait()  # attempt 2 is about to start
+
+        await sup.skip(head)
+        journal.release.set()
+        await sup.wait_idle()
+        [dead] = await sup.dead_letters()
+        assert (dead.id, dead.last_error) == (head, SKIPPED)
+    assert attempts(recorder) == [(head, 1), (after, 1)]
+
+
+async def test_skip_while_the_heads_retry_is_being_journaled_still_discards_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A head skipped while its failed attempt's Retrying record is being written is discarded at once, not left at the head after its backoff."""
+    journal = HoldingJournal(
+        inturn.MemoryJournal(),
+        hold=lambda changes: any(isinstance(change, Retrying) for change in changes),
+    )
+    recorder = Recorder(Script())
+    async with inturn.open_supervisor(recorder, journal=journal, retry=SLOW_RETRY) as sup:
+        head = await sup.send("k", "boom")
+        after = await sup.send("k", "after")
+        await journal.holding.wait()  # attempt 1 failed; its retry is being journaled
+
+        await sup.skip(head)
+        journal.release.set()
+        with trio.fail_after(GUARD):
+            await sup.wait_idle()
+        [dead] = await sup.dead_letters()
+        assert (dead.id, dead.last_error) == (head, SKIPPED)
+    assert attempts(recorder) == [(head, 1), (after, 1)]
+
+
+async def test_a_skip_the_journal_refuses_raises_and_the_job_still_runs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """If the journal refuses a skip's discard, skip raises JournalError and the job is left as it was: it runs in its turn."""
+    journal = FaultyJournal(
+        inturn.MemoryJournal(),
+        fail=lambda changes: any(isinstance(change, Discard) for change in changes),
+    )
+    script = Script()
+    recorder = Recorder(script)
+    async with inturn.open_supervisor(recorder, journal=journal) as sup:
+        first = await sup.send("k", "hold")
+        victim = await sup.send("k", "victim")
+        await trio.testing.wait_all_tasks_blocked()
+
+        with pytest.raises(inturn.JournalError):
+            await sup.skip(victim)
+        assert (await job_info(sup, victim)).state == "queued"
+        script.release("hold")
+        with trio.fail_after(GUARD):
+            await sup.wait_idle()
+        assert await sup.dead_letters() == []
+    assert ran(recorder) == [first, victim]
+
+
+async def test_skip_of_a_queued_job_on_a_paused_key_keeps_the_key_parked_and_idle(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Skipping a job of a paused key discards it; wait_idle still returns with the key parked, and resume runs the others in order."""
+    recorder = Recorder(Script())
+    async with inturn.open_supervisor(recorder, retry=SLOW_RETRY) as sup:
+        head = await sup.send("k", "boom-once")
+        victim = await sup.send("k", "victim")
+        after = await sup.send("k", "after")
+        await trio.testing.wait_all_tasks_blocked()
+        await sup.pause("k")
+
+        await sup.skip(victim)
+        with trio.fail_after(GUARD):
+            await sup.wait_idle()
+        assert sup.stats().queued == 2
+        await sup.resume("k")
+        await sup.retry_now("k")
+        with trio.fail_after(GUARD):
+            await sup.wait_idle()
+        assert [(d.id, d.last_error) for d in await sup.dead_letters()] == [(victim, SKIPPED)]
+    assert attempts(recorder) == [(head, 1), (head, 2), (after, 1)]
+
+
+async def test_skip_of_the_last_job_of_a_spilled_backlog_lets_the_key_drain(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Skipping the newest job of a backlog that waits in the journal leaves the key to run the rest and go idle."""
+    script = Script()
+    recorder = Recorder(script)
+    async with inturn.open_supervisor(recorder, window=2, idle_timeout=0) as sup:
+        ids = [await sup.send("k", "hold")] + [await sup.send("k", n) for n in range(5)]
+        await trio.testing.wait_all_tasks_blocked()
+        await sup.skip(ids[-1])
+        script.release("hold")
+        with trio.fail_after(GUARD):
+            await sup.wait_idle()
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup.stats().actors == 0
+        assert await sup.keys() == []
+    assert ran(recorder) == ids[:-1]
+
+
+# -- retry_now() --------------------------------------------------------------
+
+
+async def test_retry_now_runs_a_head_waiting_on_a_long_backoff_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """retry_now(key) wakes a head waiting out an hour's backoff: its next attempt runs at once, and it returns True."""
+    recorder = Recorder(Script())
+    async with inturn.open_supervisor(recorder, retry=SLOW_RETRY) as sup:
+        head = await sup.send("k", "boom-once")
+        after = await sup.send("k", "after")
+        await trio.testing.wait_all_tasks_blocked()
+        assert (await job_info(sup, head)).state == "retrying"
+
+        start = trio.current_time()
+        assert await sup.retry_now("k") is True
+        await sup.wait_idle()
+        assert trio.current_time() - start < 1
+    assert attempts(recorder) == [(head, 1), (head, 2), (after, 1)]
+    assert recorder.calls[1].start - start < 1
+
+
+async def test_retry_now_returns_false_when_the_head_is_not_waiting(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """retry_now is False, and changes nothing, for a running head, a head waiting for a slot, and a halted key with no jobs."""
+    script = Script()
+    recorder = Recorder(script)
+    async with inturn.open_supervisor(
+        recorder, max_concurrency=1, on_discard="halt", retry=NO_RETRY
+    ) as sup:
+        await sup.send("emptied", "bad")
+        await sup.wait_idle()
+        running = await sup.send("running", "hold-1")
+        waiting = await sup.send("waiting", "hold-2")
+        await trio.testing.wait_all_tasks_blocked()
+
+        for key in ("running", "waiting", "emptied"):
+            assert await sup.retry_now(key) is False, key
+        await trio.testing.wait_all_tasks_blocked()
+        assert ran(recorder)[1:] == [running]
+        assert recorder.calls[1].end is None  # still running, not interrupted
+        script.release("hold-1")
+        script.release("hold-2")
+        await sup.wait_idle()
+        await sup.resume("emptied")
+    assert ran(recorder)[1:] == [running, waiting]
+
+
+@pytest.mark.parametrize(
+    ("key", "error"),
+    [
+        ("nobody", inturn.KeyNotFound),
+        ("done", inturn.KeyNotFound),
+        (3, TypeError),
+        ("", inturn.InvalidKey),
+    ],
+)
+async def test_retry_now_of_an_unknown_key_raises(
+    autojump_clock: trio.testing.MockClock, key: object, error: type[Exception]
+) -> None:
+    """retry_now raises KeyNotFound for a key with no unfinished jobs that is not halted, and TypeError/InvalidKey for a bad key."""
+    async with inturn.open_supervisor(Script()) as sup:
+        await sup.send("done", "fine")
+        await sup.wait_idle()
+        with pytest.raises(error) as raised:
+            await sup.retry_now(key)  # type: ignore[arg-type]
+        if isinstance(raised.value, inturn.KeyNotFound):
+            assert raised.value.key == key
+
+
+# -- pause() and resume() ----------------------------------------------------
+
+
+async def test_wait_idle_does_not_return_while_the_running_job_of_a_paused_key_runs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A job still running on a key paused meanwhile is neither terminal nor parked: wait_idle waits for it."""
+    script = Script()
+    async with inturn.open_supervisor(script) as sup:
+        await sup.send("k", "hold")
+        await sup.send("k", "second")
+        await script.started("hold").wait()
+        await sup.pause("k")
+
+        with trio.move_on_after(10) as waited:
+            await sup.wait_idle()
+        assert waited.cancelled_caught, "wait_idle returned while a job was running"
+        script.release("hold")
+        await sup.resume("k")
+
+
+async def test_pause_lets_the_running_job_finish_and_starts_nothing_else(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """pause(key): the running job finishes, no later job starts, wait_idle returns with the key parked; resume runs the rest in order."""
+    script = Script()
+    recorder = Recorder(script)
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(recorder) as sup:
+            ids = [await sup.send("k", "hold"), await sup.send("k", 2), await sup.send("k", 3)]
+            other = await sup.send("other", "fine")
+            await script.started("hold").wait()
+
+            await sup.pause("k")
+            assert sup.stats().halted_keys == frozenset({"k"})
+            script.release("hold")
+            await trio.testing.wait_all_tasks_blocked()
+            assert ran(recorder) == [ids[0], other]
+            assert recorder.calls[0].end is not None  # it finished
+
+            with trio.fail_after(10):
+                await sup.wait_idle()  # returns with the key parked
+            stats = sup.stats()
+            assert (stats.halted_keys, stats.queued, stats.running) == (frozenset({"k"}), 2, 0)
+            [info] = await sup.keys()
+            assert (info.key, info.halted, info.queued, info.head_job_id) == ("k", True, 2, ids[1])
+
+            await sup.resume("k")
+            await sup.wait_idle()
+            assert sup.stats().halted_keys == frozenset()
+    assert ran(recorder) == [ids[0], other, ids[1], ids[2]]
+    recorder.assert_sequential()
+
+
+async def test_pause_parks_a_key_whose_head_backs_off_and_resume_runs_it_in_order(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A key paused while its head waits out a backoff runs nothing, even after the backoff ends, until resume; then its jobs run in order."""
+    recorder = Recorder(Script())
+    async with inturn.open_supervisor(recorder, retry=SLOW_RETRY) as sup:
+        head = await sup.send("k", "boom-once")
+        after = await sup.send("k", "after")
+        await trio.testing.wait_all_tasks_blocked()
+
+        await sup.pause("k")
+        await sup.wait_idle()
+        await trio.sleep(2 * 3600)  # long past the backoff
+        assert attempts(recorder) == [(head, 1)]
+        assert sup.stats().halted_keys == frozenset({"k"})
+        assert heads(await sup.keys(state="halted")) == [("k", head, "retrying", True)]
+
+        await sup.resume("k")
+        await sup.wait_idle()
+    assert attempts(recorder) == [(head, 1), (head, 2), (after, 1)]
+
+
+async def test_pause_of_a_key_with_no_work_raises_key_not_found(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """pause raises KeyNotFound for a key never seen, or whose jobs all completed (its actor may still linger), and halts nothing."""
+    async with inturn.open_supervisor(Script()) as sup:
+        await sup.send("done", "fine")
+        await sup.wait_idle()
+        for key in ("nobody", "done"):
+            with pytest.raises(inturn.KeyNotFound) as not_found:
+                await sup.pause(key)
+            assert not_found.value.key == key
+        assert sup.stats().halted_keys == frozenset()
+
+
+@pytest.mark.parametrize(("key", "error"), [(3, TypeError), ("", inturn.InvalidKey)])
+async def test_pause_and_resume_refuse_a_bad_key(key: object, error: type[Exception]) -> None:
+    """pause and resume take a valid key: a bad one raises TypeError or InvalidKey."""
+    async with inturn.open_supervisor(Script()) as sup:
+        with pytest.raises(error):
+            await sup.pause(key)  # type: ignore[arg-type]
+        with pytest.raises(error):
+            await sup.resume(key)  # type: ignore[arg-type]
+
+
+async def test_pausing_a_paused_key_again_changes_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A second pause of a paused key is accepted; one resume lets it run."""
+    recorder = Recorder(Script())
+    async with inturn.open_supervisor(recorder, retry=SLOW_RETRY) as sup:
+        head = await sup.send("k", "boom-once")
+        await trio.testing.wait_all_tasks_blocked()
+        await sup.pause("k")
+        await sup.pause("k")
+        assert sup.stats().halted_keys == frozenset({"k"})
+        await sup.resume("k")
+        await sup.retry_now("k")
+        await sup.wait_idle()
+    assert attempts(recorder) == [(head, 1), (head, 2)]
+
+
+async def test_a_pause_survives_reopening_the_journal(make_journal: MakeJournal) -> None:
+    """A paused key is still halted under the next supervisor opened on the journal: nothing of it runs until resume."""
+    events = EventLog()
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(
+            Script(), journal=make_journal(), retry=SLOW_RETRY, on_event=events
+        ) as sup:
+            head = await sup.send("k", "boom-once")
+            after = await sup.send("k", "after")
+            await events.wait_for("job.retry_scheduled")
+            await sup.pause("k")
+
+        recorder = Recorder(Script())
+        async with inturn.open_supervisor(recorder, journal=make_journal()) as sup:
+            assert sup.stats().halted_keys == frozenset({"k"})
+            [info] = await sup.keys()
+            assert (info.key, info.halted, info.queued) == ("k", True, 2)
+            await sup.wait_idle()
+            await trio.testing.wait_all_tasks_blocked()
+            assert recorder.calls == []
+
+            await sup.resume("k")
+            await sup.wait_idle()
+    assert attempts(recorder) == [(head, 2), (after, 1)]
+
+
+# -- purge_dead() -------------------------------------------------------------
+
+
+async def test_purge_dead_deletes_only_dead_letters_old_enough(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """purge_dead(older_than=s) deletes dead letters discarded more than s seconds ago (Unix time), of one key if given, and returns how many."""
+    async with inturn.open_supervisor(Script(), retry=NO_RETRY) as sup:
+        a = [await sup.send("a", "bad"), await sup.send("a", "bad")]
+        b = await sup.send("b", "bad")
+        await sup.wait_idle()
+
+        assert await sup.purge_dead(older_than=3600) == 0  # discarded just now
+        assert await dead_ids(sup) == [*a, b]
+        assert await sup.purge_dead(older_than=0, key="a") == 2
+        assert await dead_ids(sup) == [b]
+        assert await sup.job(a[0]) is None
+        assert await sup.purge_dead(older_than=0) == 1
+        assert await sup.dead_letters() == []
+        assert await sup.purge_dead(older_than=0) == 0
+
+
+async def test_purge_dead_deletes_more_dead_letters_than_one_batch(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """purge_dead deletes every old enough dead letter however many there are (beyond its batch of 1000)."""
+    async with inturn.open_supervisor(Script(), retry=NO_RETRY) as sup:
+        await sup.send_many([(f"k{n % 7}", "bad") for n in range(1001)])
+        await sup.wait_idle()
+        assert await sup.purge_dead(older_than=0) == 1001
+        assert await sup.dead_letters() == []
+
+
+@pytest.mark.parametrize(
+    ("older_than", "error"),
+    [
+        (-1, ValueError),
+        (-0.5, ValueError),
+        (math.nan, ValueError),
+        (math.inf, ValueError),
+        (True, TypeError),
+        ("3600", TypeError),
+        (None, TypeError),
+    ],
+    ids=repr,
+)
+async def test_purge_dead_refuses_a_bad_age(
+    autojump_clock: trio.testing.MockClock, older_than: object, error: type[Exception]
+) -> None:
+    """older_than must be a finite number of seconds >= 0 (not a bool); a bad one purges nothing."""
+    async with inturn.open_supervisor(Script(), retry=NO_RETRY) as sup:
+        dead = await sup.send("k", "bad")
+        await sup.wait_idle()
+        with pytest.raises(error):
+            await sup.purge_dead(older_than=older_than)  # type: ignore[arg-type]
+        for key, key_error in ((3, TypeError), ("", inturn.InvalidKey)):
+            with pytest.raises(key_error):
+                await sup.purge_dead(older_than=0, key=key)  # type: ignore[arg-type]
+        assert await dead_ids(sup) == [dead]
+
+
+# -- after the supervisor stopped, and bad job ids --------------------------
+
+
+CLOSED_CALLS: dict[str, Callable[[inturn.Supervisor], Awaitable[object]]] = {
+    "requeue": lambda sup: sup.requeue(1),
+    "skip": lambda sup: sup.skip(2),
+    "pause": lambda sup: sup.pause("k"),
+    "resume": lambda sup: sup.resume("k"),
+    "retry_now": lambda sup: sup.retry_now("k"),
+    "purge_dead": lambda sup: sup.purge_dead(older_than=0),
+}
+
+
+@pytest.mark.parametrize("call", CLOSED_CALLS.values(), ids=CLOSED_CALLS.keys())
+async def test_fixes_after_the_supervisor_stopped_raise_supervisor_closed(
+    autojump_clock: trio.testing.MockClock,
+    call: Callable[[inturn.Supervisor], Awaitable[object]],
+) -> None:
+    """Every fix called after the async with block ended raises SupervisorClosed."""
+    async with inturn.open_supervisor(Script(), retry=NO_RETRY, on_discard="halt") as sup:
+        await sup.send("k", "bad")  # a dead letter, id 1
+        await sup.send("k", "parked")  # id 2, on a halted key
+        await sup.wait_idle()
+    with pytest.raises(inturn.SupervisorClosed):
+        await call(sup)
+
+
+BAD_IDS: list[tuple[object, type[Exception]]] = [
+    (0, ValueError),
+    (-1, ValueError),
+    (True, TypeError),
+    ("3", TypeError),
+    (1.5, TypeError),
+    (None, TypeError),
+]
+
+
+@pytest.mark.parametrize("method", ["job", "requeue", "skip"])
+@pytest.mark.parametrize(("job_id", "error"), BAD_IDS, ids=repr)
+async def test_a_bad_job_id_raises_and_changes_nothing(
+    autojump_clock: trio.testing.MockClock,
+    method: str,
+    job_id: object,
+    error: type[Exception],
+) -> None:
+    """job, requeue and skip take a job id as an int >= 1 (True is not job 1): anything else raises TypeError or ValueError, and no job is touched."""
+    script = Script()
+    recorder = Recorder(script)
+    async with inturn.open_supervisor(recorder, retry=NO_RETRY) as sup:
+        dead = await sup.send("k", "bad")
+        await sup.wait_idle()
+        held = await sup.send("k", "hold")
+        queued = await sup.send("k", "queued")
+        await trio.testing.wait_all_tasks_blocked()
+
+        with pytest.raises(error):
+            await getattr(sup, method)(job_id)
+        assert await dead_ids(sup) == [dead]
+        script.release("hold")
+        await sup.wait_idle()
+        assert await dead_ids(sup) == [dead]
+    assert ran(recorder) == [dead, held, queued]
