@@ -483,6 +483,9 @@ class Actor:
                 text = describe(error)
                 retry_at = time.time() + (at - trio.current_time())
                 await runtime.journal.write([Retrying(entry.id, text, retry_at)])
+                if skipped(entry):  # while its retry was being journaled
+                    await self._carry_out(Discarding(entry, SKIPPED, halt=False))
+                    return
                 core.backoff(entry)
                 runtime.give_slot(self)  # a slot is for running, not for waiting
                 runtime.log.debug(

@@ -25,16 +25,12 @@ with ``"data_encoding": "base64"``.
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
-import datetime
-import json
 import logging
 import os
-import re
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, NoReturn, TextIO, TypeVar
 
 import attrs
@@ -43,6 +39,19 @@ import trio
 
 import inturn
 
+from ._cli_text import (
+    blocked as _blocked,
+    dead_table as _dead_table,
+    format_age,
+    job_json,
+    key_json,
+    keys_table as _keys_table,
+    out as _out,
+    parse_duration,
+    print_json as _json,
+    show_job as _show_job,
+    table as _table,
+)
 from .errors import (
     DuplicateError,
     InturnError,
@@ -51,10 +60,10 @@ from .errors import (
     JournalLocked,
     KeyNotFound,
 )
-from .info import JobInfo, KeyFilter, KeyInfo
+from .info import JobInfo, KeyFilter
 from .journal import SQLiteReader
 
-__all__ = ["format_age", "main", "parse_duration"]
+__all__ = ["format_age", "job_json", "key_json", "main", "parse_duration"]
 
 OK: Final = 0
 NOTHING: Final = 1
@@ -71,7 +80,6 @@ PROGRESS_MIN: Final = 100
 _PAGE: Final = 1000
 _EVERY: Final = 2**62
 """A limit no journal reaches: ``status`` needs every key for its totals."""
-_ERROR_WIDTH: Final = 60
 
 T = TypeVar("T")
 
@@ -91,54 +99,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("inturn").strip()
         raise _Failed(f"{command + ': ' if command else ''}{message} (see {self.prog} --help)")
-
-
-# -- durations and ages ---------------------------------------------------------
-
-_DURATION: Final = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
-_UNITS: Final = (86400, 3600, 60, 1)
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in *text*: whole numbers of d, h, m, s in that order (``30s``, ``7d``, ``1h30m``).
-
-    Raises:
-        ValueError: *text* is not such a duration.
-    """
-    match = _DURATION.fullmatch(text)
-    if not text or match is None:
-        raise ValueError(f"bad duration {text!r}: use e.g. 30s, 5m, 2h, 7d or 1h30m")
-    return float(
-        sum(int(n) * unit for n, unit in zip(match.groups(), _UNITS, strict=True) if n is not None)
-    )
-
-
-def format_age(seconds: float) -> str:
-    """*seconds* as two units at most, truncated: ``45s``, ``3m12s``, ``2h05m``, ``1d3h``."""
-    whole = max(0, int(seconds))
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days}d{hours}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
-
-
-def _since(when: float, now: float) -> str:
-    return f"{format_age(now - when)} ago"
-
-
-def _until(when: float, now: float) -> str:
-    return f"in {format_age(when - now)}" if when > now else "due now"
-
-
-def _stamp(when: float) -> str:
-    moment = datetime.datetime.fromtimestamp(when, tz=datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- argument types ---------------------------------------------------------------
@@ -162,142 +122,6 @@ def _duration(text: str) -> str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
-
-
-# -- output -----------------------------------------------------------------------
-
-
-def _out(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
-
-
-def _json(value: object) -> None:
-    _out(json.dumps(value, indent=2))
-
-
-def _printable(text: str, *, lines: bool = False) -> str:
-    """*text* with control characters escaped (and newlines too unless *lines*)."""
-    keep = "\n" if lines else ""
-    return "".join(
-        char if char.isprintable() or char in keep else char.encode("unicode_escape").decode()
-        for char in text
-    )
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return "-"
-    return _printable(str(value))
-
-
-def _first_line(error: str | None) -> str:
-    if error is None:
-        return "-"
-    lines = error.strip().splitlines() or [""]
-    line = _printable(lines[0]) + (" ..." if len(lines) > 1 else "")
-    if len(line) > _ERROR_WIDTH:
-        line = line[: _ERROR_WIDTH - 3] + "..."
-    return line
-
-
-def _table(headers: Sequence[str] | None, rows: Iterable[Sequence[str]]) -> None:
-    """Columns padded to their widest cell, two spaces apart."""
-    grid = [list(row) for row in ([headers] if headers else [])] + [list(row) for row in rows]
-    if not grid:
-        return
-    widths = [max(len(row[n]) for row in grid) for n in range(len(grid[0]))]
-    for row in grid:
-        _out("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-
-
-def _data_fields(data: bytes) -> dict[str, str]:
-    try:
-        return {"data": data.decode("utf-8"), "data_encoding": "utf-8"}
-    except UnicodeDecodeError:
-        return {"data": base64.b64encode(data).decode("ascii"), "data_encoding": "base64"}
-
-
-def job_json(info: JobInfo) -> dict[str, Any]:
-    """*info* as a JSON object: its fields, ``data`` as text or base64 (see the module doc)."""
-    fields = attrs.asdict(info)
-    fields.update(_data_fields(info.data))
-    return fields
-
-
-def key_json(info: KeyInfo) -> dict[str, Any]:
-    """*info* as a JSON object: its fields."""
-    return attrs.asdict(info)
-
-
-def _key_state(info: KeyInfo) -> str:
-    return "halted" if info.halted else info.head_state or "-"
-
-
-def _blocked(info: KeyInfo) -> bool:
-    return info.halted or info.head_state == "retrying"
-
-
-def _keys_table(keys: Sequence[KeyInfo], now: float) -> None:
-    _table(
-        ["KEY", "STATE", "QUEUED", "HEAD", "ATTEMPTS", "AGE", "NEXT RETRY", "LAST ERROR"],
-        [
-            [
-                _cell(info.key),
-                _key_state(info),
-                str(info.queued),
-                _cell(info.head_job_id),
-                _cell(info.head_attempt),
-                "-" if info.head_age is None else format_age(info.head_age),
-                "-" if info.next_retry_at is None else _until(info.next_retry_at, now),
-                _first_line(info.last_error),
-            ]
-            for info in keys
-        ],
-    )
-
-
-def _dead_table(dead: Sequence[JobInfo], now: float) -> None:
-    _table(
-        ["ID", "KEY", "ATTEMPTS", "ACCEPTED", "DISCARDED", "LAST ERROR"],
-        [
-            [
-                str(info.id),
-                _cell(info.key),
-                str(info.attempts),
-                _since(info.accepted_at, now),
-                "-" if info.finished_at is None else _since(info.finished_at, now),
-                _first_line(info.last_error),
-            ]
-            for info in dead
-        ],
-    )
-
-
-def _show_job(info: JobInfo, now: float) -> None:
-    rows: list[tuple[str, str]] = [
-        ("job", str(info.id)),
-        ("key", _cell(info.key)),
-        ("state", info.state),
-        ("attempts", str(info.attempts)),
-        ("unique", _cell(info.unique)),
-        ("accepted", f"{_since(info.accepted_at, now)} ({_stamp(info.accepted_at)})"),
-    ]
-    if info.retry_at is not None:
-        rows.append(("next retry", f"{_until(info.retry_at, now)} ({_stamp(info.retry_at)})"))
-    if info.finished_at is not None:
-        rows.append(("discarded", f"{_since(info.finished_at, now)} ({_stamp(info.finished_at)})"))
-    rows.append(("last error", "-" if info.last_error is None else info.last_error))
-    data = _data_fields(info.data)
-    if data["data_encoding"] == "utf-8":
-        rows.append(("payload", data["data"]))
-    else:
-        rows.append(("payload", f"(base64, not UTF-8) {data['data']}"))
-    width = max(len(label) for label, _ in rows) + 2
-    for label, value in rows:
-        lines = _printable(value, lines=True).splitlines() or [""]
-        _out(label.ljust(width) + lines[0])
-        for line in lines[1:]:
-            _out(" " * width + line)
 
 
 # -- opening the file -----------------------------------------------------------

@@ -151,6 +151,8 @@ async def operate(journal: Journal) -> AsyncIterator[Operator]:
     Raises:
         JournalLocked: a supervisor holds it (use the `Supervisor` methods in
             that process instead).
+        JournalError: the journal cannot be opened (a `MemoryJournal` that
+            a supervisor holds raises this one).
     """
     recovery = await journal.open()
     try:

@@ -212,7 +212,9 @@ class Supervisor:
 
         Raises:
             TypeError, ValueError: *state* or *limit* (an int >= 1) is invalid.
+            SupervisorClosed: the supervisor has stopped.
         """
+        self._check_open()
         limit = check_limit(limit)
         now, asked = time.time(), limit
         while True:
@@ -225,14 +227,24 @@ class Supervisor:
             asked *= 2
 
     async def job(self, job_id: int) -> JobInfo | None:
-        """The unfinished job or dead letter *job_id*; None if there is none."""
+        """The unfinished job or dead letter *job_id*; None if there is none.
+
+        Raises:
+            SupervisorClosed: the supervisor has stopped.
+        """
+        self._check_open()
         info = await self._runtime.journal.job(check_job_id(job_id))
         if info is not None and info.state == "running" and not self._is_running(info.key, info.id):
             info = attrs.evolve(info, state="queued", attempts=info.attempts - 1)
         return info
 
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
-        """Discarded jobs, oldest first, with their attempts and last error; of *key* if given."""
+        """Discarded jobs, oldest first, with their attempts and last error; of *key* if given.
+
+        Raises:
+            SupervisorClosed: the supervisor has stopped.
+        """
+        self._check_open()
         if key is not None:
             key = validate_key(key)
         return await self._runtime.journal.dead_letters(key=key, limit=check_limit(limit))
@@ -264,10 +276,12 @@ class Supervisor:
     async def skip(self, job_id: int) -> None:
         """Discard unfinished job *job_id* without running it any more.
 
-        A running attempt is cancelled, a backoff cut short: the head is
-        discarded at once, a queued job when its turn comes (it never runs).
-        Its dead letter's error reads ``"skipped by operator"``; the key goes on
-        with its next job even under ``on_discard="halt"`` (unless it is halted).
+        A job that is not running is discarded at once (journaled before this
+        returns) and never starts; a running attempt is cancelled, or a
+        backoff cut short, and the job's actor discards it right after.  Its
+        dead letter's error reads ``"skipped by operator"``; the key goes on
+        with its next job even under ``on_discard="halt"`` (unless it is
+        halted).  A job that completes as it is skipped stays completed.
 
         Raises:
             JobNotFound: no unfinished job or dead letter has that id.
@@ -310,6 +324,7 @@ class Supervisor:
 
         Raises:
             KeyNotFound: *key* has no unfinished jobs and is not halted.
+            SupervisorClosed: the supervisor has stopped.
         """
         key = validate_key(key)
         self._check_open()
@@ -344,7 +359,12 @@ class Supervisor:
         runtime.check_idle()
 
     async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
-        """Delete dead letters discarded more than *older_than* seconds ago; return how many."""
+        """Delete dead letters discarded more than *older_than* seconds ago; return how many.
+
+        Raises:
+            TypeError, ValueError: *older_than* is not a number >= 0, or *key* is invalid.
+            SupervisorClosed: the supervisor has stopped.
+        """
         self._check_open()
         return await purge_dead(self._runtime.journal, older_than, key)
 

@@ -1,0 +1,206 @@
+"""Text for the ``inturn`` command: durations, ages, tables, JSON objects.
+
+Kept apart from `inturn.cli`, which parses commands and runs them, so each
+reads in one sitting.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+import attrs
+
+from .info import JobInfo, KeyInfo
+
+ERROR_WIDTH: Final = 60
+"""Error texts in tables are cut to their first line and this many characters."""
+
+
+# -- durations and ages ---------------------------------------------------------
+
+DURATION: Final = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
+UNITS: Final = (86400, 3600, 60, 1)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in *text*: whole numbers of d, h, m, s in that order (``30s``, ``7d``, ``1h30m``).
+
+    Raises:
+        ValueError: *text* is not such a duration.
+    """
+    match = DURATION.fullmatch(text)
+    if not text or match is None:
+        raise ValueError(f"bad duration {text!r}: use e.g. 30s, 5m, 2h, 7d or 1h30m")
+    return float(
+        sum(int(n) * unit for n, unit in zip(match.groups(), UNITS, strict=True) if n is not None)
+    )
+
+
+def format_age(seconds: float) -> str:
+    """*seconds* as two units at most, truncated: ``45s``, ``3m12s``, ``2h05m``, ``1d3h``."""
+    whole = max(0, int(seconds))
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d{hours}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def since(when: float, now: float) -> str:
+    return f"{format_age(now - when)} ago"
+
+
+def until(when: float, now: float) -> str:
+    return f"in {format_age(when - now)}" if when > now else "due now"
+
+
+def stamp(when: float) -> str:
+    moment = datetime.datetime.fromtimestamp(when, tz=datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- output -----------------------------------------------------------------------
+
+
+def out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def print_json(value: object) -> None:
+    out(json.dumps(value, indent=2))
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """*text* with control characters escaped (and newlines too unless *lines*)."""
+    keep = "\n" if lines else ""
+    return "".join(
+        char if char.isprintable() or char in keep else char.encode("unicode_escape").decode()
+        for char in text
+    )
+
+
+def cell(value: object) -> str:
+    if value is None:
+        return "-"
+    return printable(str(value))
+
+
+def first_line(error: str | None) -> str:
+    if error is None:
+        return "-"
+    lines = error.strip().splitlines() or [""]
+    line = printable(lines[0]) + (" ..." if len(lines) > 1 else "")
+    if len(line) > ERROR_WIDTH:
+        line = line[: ERROR_WIDTH - 3] + "..."
+    return line
+
+
+def table(headers: Sequence[str] | None, rows: Iterable[Sequence[str]]) -> None:
+    """Columns padded to their widest cell, two spaces apart."""
+    grid = [list(row) for row in ([headers] if headers else [])] + [list(row) for row in rows]
+    if not grid:
+        return
+    widths = [max(len(row[n]) for row in grid) for n in range(len(grid[0]))]
+    for row in grid:
+        out("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def data_fields(data: bytes) -> dict[str, str]:
+    try:
+        return {"data": data.decode("utf-8"), "data_encoding": "utf-8"}
+    except UnicodeDecodeError:
+        return {"data": base64.b64encode(data).decode("ascii"), "data_encoding": "base64"}
+
+
+def job_json(info: JobInfo) -> dict[str, Any]:
+    """*info* as a JSON object: its fields, ``data`` as text or base64 (see the module doc)."""
+    fields = attrs.asdict(info)
+    fields.update(data_fields(info.data))
+    return fields
+
+
+def key_json(info: KeyInfo) -> dict[str, Any]:
+    """*info* as a JSON object: its fields."""
+    return attrs.asdict(info)
+
+
+def key_state(info: KeyInfo) -> str:
+    return "halted" if info.halted else info.head_state or "-"
+
+
+def blocked(info: KeyInfo) -> bool:
+    return info.halted or info.head_state == "retrying"
+
+
+def keys_table(keys: Sequence[KeyInfo], now: float) -> None:
+    table(
+        ["KEY", "STATE", "QUEUED", "HEAD", "ATTEMPTS", "AGE", "NEXT RETRY", "LAST ERROR"],
+        [
+            [
+                cell(info.key),
+                key_state(info),
+                str(info.queued),
+                cell(info.head_job_id),
+                cell(info.head_attempt),
+                "-" if info.head_age is None else format_age(info.head_age),
+                "-" if info.next_retry_at is None else until(info.next_retry_at, now),
+                first_line(info.last_error),
+            ]
+            for info in keys
+        ],
+    )
+
+
+def dead_table(dead: Sequence[JobInfo], now: float) -> None:
+    table(
+        ["ID", "KEY", "ATTEMPTS", "ACCEPTED", "DISCARDED", "LAST ERROR"],
+        [
+            [
+                str(info.id),
+                cell(info.key),
+                str(info.attempts),
+                since(info.accepted_at, now),
+                "-" if info.finished_at is None else since(info.finished_at, now),
+                first_line(info.last_error),
+            ]
+            for info in dead
+        ],
+    )
+
+
+def show_job(info: JobInfo, now: float) -> None:
+    rows: list[tuple[str, str]] = [
+        ("job", str(info.id)),
+        ("key", cell(info.key)),
+        ("state", info.state),
+        ("attempts", str(info.attempts)),
+        ("unique", cell(info.unique)),
+        ("accepted", f"{since(info.accepted_at, now)} ({stamp(info.accepted_at)})"),
+    ]
+    if info.retry_at is not None:
+        rows.append(("next retry", f"{until(info.retry_at, now)} ({stamp(info.retry_at)})"))
+    if info.finished_at is not None:
+        rows.append(("discarded", f"{since(info.finished_at, now)} ({stamp(info.finished_at)})"))
+    rows.append(("last error", "-" if info.last_error is None else info.last_error))
+    data = data_fields(info.data)
+    if data["data_encoding"] == "utf-8":
+        rows.append(("payload", data["data"]))
+    else:
+        rows.append(("payload", f"(base64, not UTF-8) {data['data']}"))
+    width = max(len(label) for label, _ in rows) + 2
+    for label, value in rows:
+        lines = printable(value, lines=True).splitlines() or [""]
+        out(label.ljust(width) + lines[0])
+        for line in lines[1:]:
+            out(" " * width + line)
