@@ -410,6 +410,9 @@ class Actor:
         except BaseException:
             if entry.running:
                 self.runtime.core.interrupt(entry)
+                # A skip whose discard was not journaled did not happen: the
+                # job runs again, like any job whose outcome was not recorded.
+                entry.skipped = False
             raise
 
     def _failed(self, entry: Entry, error: BaseException) -> Outcome:

@@ -385,18 +385,12 @@ class Core:
         state = self._lanes.get(lane)
         return state is not None and state.halted
 
-    def pause(self, key: str) -> bool:
-        """Halt *key* for an operator: its running job finishes, nothing else starts.
-
-        Return False if *key* has no jobs and is not halted (nothing to pause).
-        """
-        state = self._lanes.get(key)
-        if state is None:
-            return False
+    def pause(self, key: str) -> None:
+        """Halt *key* for an operator: its running job finishes, nothing else starts."""
+        state = self._lane(key)
         if not state.halted:
             state.halted = True
             self._parked += self._parkable(state)
-        return True
 
     def resume(self, key: str) -> bool:
         """Un-halt *key*.  Return True if it needs a new actor."""

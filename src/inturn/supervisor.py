@@ -234,9 +234,7 @@ class Supervisor:
         """
         self._check_open()
         info = await self._runtime.journal.job(check_job_id(job_id))
-        if info is not None and info.state == "running" and not self._is_running(info.key, info.id):
-            info = attrs.evolve(info, state="queued", attempts=info.attempts - 1)
-        return info
+        return None if info is None else self._live_job(info)
 
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         """Discarded jobs, oldest first, with their attempts and last error; of *key* if given.
@@ -354,7 +352,7 @@ class Supervisor:
             await trio.lowlevel.checkpoint()
             return
         await runtime.journal.write([Halt(key)])
-        runtime.core.pause(key)
+        runtime.core.pause(key)  # even if the key drained meanwhile: the journal says halted
         runtime.log.info("key.paused", key=key)
         runtime.check_idle()
 
@@ -370,17 +368,25 @@ class Supervisor:
 
     def _live_key(self, info: KeyInfo) -> KeyInfo:
         """The journal's view of a key, corrected by what runs right now."""
-        if info.head_state == "running" and not self._is_running(info.key, info.head_job_id):
-            # marked with its acceptance or the last completion, not started yet
-            attempt = None if info.head_attempt is None else info.head_attempt - 1
-            return attrs.evolve(info, head_state="queued", head_attempt=attempt)
-        return info
+        if info.head_state != "running" or info.head_job_id is None:
+            return info
+        head = self._runtime.core.head(info.key)
+        if head is None or head.id != info.head_job_id or head.running:
+            return info
+        attempt = info.head_attempt
+        if head.marked and attempt is not None:
+            attempt -= 1  # marked early, with its acceptance or the last completion
+        return attrs.evolve(info, head_state="queued", head_attempt=attempt)
 
-    def _is_running(self, key: str | None, job_id: int | None) -> bool:
-        if job_id is None:
-            return False
-        head = self._runtime.core.head(job_id if key is None else key)
-        return head is not None and head.id == job_id and head.running
+    def _live_job(self, info: JobInfo) -> JobInfo:
+        """The journal's view of a job, corrected by what runs right now."""
+        if info.state != "running":
+            return info
+        head = self._runtime.core.head(info.id if info.key is None else info.key)
+        if head is None or head.id != info.id or head.running:
+            return info
+        attempts = info.attempts - 1 if head.marked else info.attempts
+        return attrs.evolve(info, state="queued", attempts=attempts)
 
     def _interrupt(self, lane: Lane) -> bool:
         actor = self._runtime.actors.get(lane)

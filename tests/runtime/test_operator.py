@@ -20,7 +20,7 @@ import trio.testing
 
 import inturn
 from inturn.info import JobInfo, KeyFilter, KeyInfo
-from inturn.journal import Change, Discard, MarkAttempt, Recovery, StoredJob
+from inturn.journal import Append, Change, Discard, Halt, MarkAttempt, Recovery, StoredJob
 from inturn.journal.records import Retrying
 from inturn.testing import FaultyJournal, Recorder
 
@@ -1214,3 +1214,86 @@ async def test_a_bad_job_id_raises_and_changes_nothing(
         await sup.wait_idle()
         assert await dead_ids(sup) == [dead]
     assert ran(recorder) == [dead, held, queued]
+
+
+# -- regressions found while documenting ------------------------------------------
+
+
+async def test_a_running_skip_whose_discard_fails_runs_the_job_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Skipping a running job whose discard cannot be journaled undoes the skip: the
+    actor restarts and runs the job again (its outcome was never recorded); the key is not stuck."""
+    script = Script()
+    recorder = Recorder(script)
+    failing = FaultyJournal(
+        inturn.MemoryJournal(), fail=lambda changes: any(isinstance(c, Discard) for c in changes)
+    )
+    with trio.fail_after(60):  # stuck for good before the fix
+        async with inturn.open_supervisor(recorder, journal=failing) as sup:
+            head = await sup.send("k", "hold")
+            after = await sup.send("k", "after")
+            await script.started("hold").wait()
+            await sup.skip(head)  # the actor's discard write fails: it crashes, restarts
+            await trio.testing.wait_all_tasks_blocked()
+            script.release("hold")
+            await sup.wait_idle()
+    assert failing.failures == 1
+    assert [call.job.id for call in recorder.calls] == [head, head, after]
+
+
+async def test_pause_of_a_key_that_drains_while_the_halt_is_journaled_still_halts_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A pause whose key finishes its last job while the Halt is being written leaves
+    the key halted in the supervisor as in the journal, so resume can lift it."""
+    script = Script()
+    gate = trio.Event()
+    writing = trio.Event()
+
+    @attrs.define(eq=False)
+    class SlowHalts(FaultyJournal):
+        async def write(self, changes: Sequence[Change]) -> None:
+            if any(isinstance(change, Halt) for change in changes):
+                writing.set()
+                await gate.wait()
+            await super().write(changes)
+
+    journal = SlowHalts(inturn.MemoryJournal())
+    async with inturn.open_supervisor(script, journal=journal, idle_timeout=0) as sup:
+        await sup.send("k", "hold")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sup.pause, "k")
+            await writing.wait()
+            script.release("hold")  # the key drains; its actor exits
+            await trio.testing.wait_all_tasks_blocked()
+            gate.set()
+        assert sup.stats().halted_keys == frozenset({"k"})
+        [info] = await sup.keys(state="halted")
+        assert (info.key, info.queued) == ("k", 0)
+        await sup.resume("k")
+        assert await sup.keys() == []
+
+
+async def test_a_recovered_head_waiting_for_a_slot_shows_the_attempts_its_journal_counts(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A head recovered after a crash (its attempt marked by the dead process) shows as
+    queued with the attempts the journal counts, not one fewer, while it waits for a slot."""
+    journal = inturn.MemoryJournal()
+    await journal.open()
+    await journal.write(
+        [
+            Append(job_id=1, key="x", data=b'"hold-x"'),
+            Append(job_id=2, key="y", data=b'"fine"'),
+            MarkAttempt(1, 1),  # both were running when the process died
+            MarkAttempt(2, 1),
+        ]
+    )
+    await journal.aclose()
+    script = Script()
+    async with inturn.open_supervisor(script, journal=journal, max_concurrency=1) as sup:
+        await script.started("hold-x").wait()  # x holds the one slot; y waits for it
+        info = await job_info(sup, 2)
+        assert (info.state, info.attempts) == ("queued", 1)
+        script.release("hold-x")

@@ -28,7 +28,7 @@ import trio.testing
 from hypothesis import given, settings, strategies as st
 
 import inturn
-from inturn.journal import Append, Change, StoredJob
+from inturn.journal import Append, Change, Complete, StoredJob
 from inturn.testing import FaultyJournal, Recorder, unfinished_jobs
 
 from .helpers import dead_letters
@@ -309,6 +309,8 @@ class GatedJournal(FaultyJournal):
     """Set once a load is waiting at the gate."""
     writing: trio.Event = attrs.field(factory=trio.Event)
     """Set once a held write is waiting at the gate."""
+    wrote: Callable[[Sequence[Change]], object] = lambda changes: None
+    """Called with each batch once the inner journal stored it."""
     pages: list[list[int]] = attrs.field(factory=list)
 
     async def write(self, changes: Sequence[Change]) -> None:
@@ -316,6 +318,7 @@ class GatedJournal(FaultyJournal):
             self.writing.set()
             await self.write_gate.wait()
         await self.inner.write(changes)
+        self.wrote(changes)
 
     async def load(self, key: str, after: int, limit: int) -> Sequence[StoredJob]:
         page: Sequence[StoredJob] = ()
@@ -392,13 +395,14 @@ async def test_a_spilled_job_still_being_journaled_is_not_paged_for_until_durabl
         ) as sup:
             first = await sup.send("k", 0)
             await started.wait()
+            first_done = trio.Event()
+            journal.wrote = lambda changes: Complete(first) in changes and first_done.set()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(sup.send, "k", "held")  # spilled: window=1
                 await journal.writing.wait()
                 release.set()
-                # the FIFO empties while the spilled job is still being written
-                while sup.stats().completed < 1:
-                    await trio.lowlevel.checkpoint()
+                await first_done.wait()  # the FIFO is empty, the spilled job still in flight
+                assert (sup.stats().queued, buffered(sup)) == (1, 0)
                 journal.write_gate.set()
             last = await sup.send("k", "after")
             await sup.wait_idle()
