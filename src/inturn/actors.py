@@ -68,12 +68,6 @@ SKIPPED: Final = PermanentError(SKIPPED_TEXT)
 """The failure a skipped job is discarded with (`ask` callers see it as the cause)."""
 
 
-def skipped(entry: Entry) -> bool:
-    """Whether an operator skipped *entry*: read afresh after every await (mypy
-    would narrow ``entry.skipped`` across one, but `Supervisor.skip` sets it)."""
-    return entry.skipped
-
-
 def describe(error: BaseException) -> str:
     """The text a dead letter keeps for *error*."""
     return "".join(traceback.format_exception_only(error)).strip()
@@ -127,6 +121,8 @@ class Runtime:
     one call to a no-op, not a trip through structlog's lazy proxy."""
     _crashes: deque[float] = attrs.field(factory=deque)
     _idle: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+    stopped: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+    """Operators waiting for a skipped job's attempt to stop."""
 
     # -- called by the supervisor --------------------------------------------
 
@@ -310,8 +306,9 @@ class Actor:
     holding: bool = attrs.field(default=False, kw_only=True)
     """Holds one of ``max_concurrency`` slots."""
     interruptible: trio.CancelScope | None = attrs.field(default=None, init=False)
-    """Around the running attempt or the backoff: an operator cancels it to
-    skip the job, or to retry it now."""
+    """Around everything the task does (see `run`)."""
+    backing_off: bool = attrs.field(default=False, init=False)
+    """Sleeping until its head's next attempt."""
     _parked: trio.lowlevel.Task | None = attrs.field(default=None, init=False)
     _woken: bool = attrs.field(default=False, init=False)
     _token: int = attrs.field(default=0, init=False)
@@ -341,40 +338,51 @@ class Actor:
             trio.lowlevel.reschedule(task)
 
     async def run(self) -> None:
-        """Serve the lane until the core lets the actor retire."""
+        """Serve the lane until the core lets the actor retire.
+
+        One cancel scope per task, not per job (a scope costs as much as a
+        checkpoint): an operator cancels it to cut a running attempt short
+        (`Supervisor.skip`) or a backoff (`Supervisor.retry_now`), and the
+        actor goes on in a fresh one.
+        """
         core = self.runtime.core
         # a keyless lane holds one job: nothing will follow it, so don't linger
         linger = self.runtime.idle_timeout if isinstance(self.lane, str) else 0.0
         self.runtime.log.debug("actor.spawned", key=self._key)
         yielded = True  # a schedule point since the last job: spawned, or woken
         runtime = self.runtime
-        while True:
-            if not runtime.take_slot(self):
-                runtime.log.debug("actor.queued", key=self._key)
-                return  # a new task serves the lane when a slot frees
-            page = core.page(self.lane)
-            if page is not None:
-                core.paged(page, await runtime.journal.load(page.key, page.after, page.limit))
-            entry = core.start(self.lane)
-            if entry is not None:
-                if not yielded:  # however fast the handler, let other tasks run
-                    await trio.lowlevel.cancel_shielded_checkpoint()
-                await self._attempt(entry)
-                yielded = False
-                if runtime.ready:  # others wait for a slot: take turns
+        while True:  # a fresh scope after each operator's cancel
+            with trio.CancelScope() as self.interruptible:
+                while True:
+                    if not (
+                        self.holding or runtime.max_concurrency is None or runtime.take_slot(self)
+                    ):
+                        runtime.log.debug("actor.queued", key=self._key)
+                        return  # a new task serves the lane when a slot frees
+                    if core.spilled and (page := core.page(self.lane)) is not None:
+                        core.paged(
+                            page, await runtime.journal.load(page.key, page.after, page.limit)
+                        )
+                    entry = core.start(self.lane)
+                    if entry is not None:
+                        if not yielded:  # however fast the handler, let other tasks run
+                            await trio.lowlevel.cancel_shielded_checkpoint()
+                        await self._attempt(entry)
+                        yielded = False
+                        if runtime.ready:  # others wait for a slot: take turns
+                            runtime.give_slot(self)
+                        continue
                     runtime.give_slot(self)
-                continue
-            runtime.give_slot(self)
-            if core.is_halted(self.lane) or not await self._wait(linger):
-                if core.try_retire(self.lane):
-                    del self.runtime.actors[self.lane]
-                    self.runtime.log.debug("actor.exited", key=self._key)
-                    return
-                if not core.has_work(self.lane):
-                    # the head is still being journaled: its send will wake us
-                    await self._wait(math.inf)
-                # else a send landed as the linger ran out: serve it
-            yielded = True
+                    if core.is_halted(self.lane) or not await self._wait(linger):
+                        if core.try_retire(self.lane):
+                            del self.runtime.actors[self.lane]
+                            self.runtime.log.debug("actor.exited", key=self._key)
+                            return
+                        if not core.has_work(self.lane):
+                            # the head is still being journaled: its send will wake us
+                            await self._wait(math.inf)
+                        # else a send landed as the linger ran out: serve it
+                    yielded = True
 
     async def _wait(self, seconds: float) -> bool:
         """Wait for a wake-up; False if *seconds* passed without one."""
@@ -394,13 +402,11 @@ class Actor:
     async def _attempt(self, entry: Entry) -> None:
         """Run one attempt of *entry* and carry out its outcome."""
         try:
-            if entry.skipped:
-                outcome: Completed | Outcome = Discarding(entry, SKIPPED, halt=False)
-            elif entry.exhausted:
+            if entry.exhausted:
                 error = PermanentError(
                     f"the process stopped during each of its {entry.attempt} attempts"
                 )
-                outcome = self._failed(entry, error)
+                outcome: Completed | Outcome = self._failed(entry, error)
             else:
                 if not entry.marked:
                     await self.runtime.journal.write([MarkAttempt(entry.id, entry.attempt)])
@@ -410,10 +416,10 @@ class Actor:
         except BaseException:
             if entry.running:
                 self.runtime.core.interrupt(entry)
-                # A skip whose discard was not journaled did not happen: the
-                # job runs again, like any job whose outcome was not recorded.
-                entry.skipped = False
             raise
+        finally:
+            if self.runtime.stopped:  # an operator's skip waits for the attempt to stop
+                self.runtime.stopped.unpark_all()
 
     def _failed(self, entry: Entry, error: BaseException) -> Outcome:
         runtime = self.runtime
@@ -421,8 +427,6 @@ class Actor:
 
     async def _run(self, entry: Entry) -> Completed | Outcome:
         runtime = self.runtime
-        if entry.skipped:  # while its start was being journaled
-            return Discarding(entry, SKIPPED, halt=False)
         try:
             payload = runtime.codec.decode(entry.data)
         except Exception as exc:
@@ -436,14 +440,12 @@ class Actor:
         )
         runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
         try:
-            with trio.CancelScope() as scope:
-                self.interruptible = scope
-                result = await runtime.call_handler(job)
+            result = await runtime.call_handler(job)
         except Exception as exc:
-            if skipped(entry):
-                return Discarding(entry, SKIPPED, halt=False)
             return self._failed(entry, exc)
         except BaseException:
+            if entry.skipped:
+                raise  # an operator cut it short: the attempt was made
             # Shutdown is not the job's fault: give the attempt back (shielded,
             # since we are being cancelled) so a restart runs it as the same one.
             with trio.CancelScope(shield=True):
@@ -454,11 +456,6 @@ class Actor:
                         "job.attempt_not_returned", key=entry.key, job_id=entry.id, exc_info=exc
                     )
             raise
-        finally:
-            self.interruptible = None
-        if skipped(entry):  # an operator cut the attempt short
-            return Discarding(entry, SKIPPED, halt=False)
-        assert not scope.cancelled_caught, "only a skip cancels a running attempt"
         return Completed(entry, result)
 
     async def _carry_out(self, outcome: Completed | Outcome) -> None:
@@ -486,9 +483,6 @@ class Actor:
                 text = describe(error)
                 retry_at = time.time() + (at - trio.current_time())
                 await runtime.journal.write([Retrying(entry.id, text, retry_at)])
-                if skipped(entry):  # while its retry was being journaled
-                    await self._carry_out(Discarding(entry, SKIPPED, halt=False))
-                    return
                 core.backoff(entry)
                 runtime.give_slot(self)  # a slot is for running, not for waiting
                 runtime.log.debug(
@@ -499,11 +493,13 @@ class Actor:
                     at=at,
                     error=text,
                 )
-                with trio.CancelScope(deadline=at) as self.interruptible:
-                    await trio.sleep_forever()  # until *at*, or retry_now/skip
-                self.interruptible = None
+                self.backing_off = True  # retry_now and skip may cut it short
+                try:
+                    await trio.sleep_until(at)
+                finally:
+                    self.backing_off = False
             case Discarding(entry=entry, error=error, halt=halt):
-                text = SKIPPED_TEXT if error is SKIPPED else describe(error)
+                text = describe(error)
                 changes: list[Change] = [Discard(entry.id, text)]
                 if halt:
                     assert entry.key is not None

@@ -274,12 +274,13 @@ class Supervisor:
     async def skip(self, job_id: int) -> None:
         """Discard unfinished job *job_id* without running it any more.
 
-        A job that is not running is discarded at once (journaled before this
-        returns) and never starts; a running attempt is cancelled, or a
-        backoff cut short, and the job's actor discards it right after.  Its
-        dead letter's error reads ``"skipped by operator"``; the key goes on
-        with its next job even under ``on_discard="halt"`` (unless it is
-        halted).  A job that completes as it is skipped stays completed.
+        The job never starts again: a running attempt is cancelled (and its
+        attempt given back), a backoff cut short, and the discard is
+        journaled before this returns.  Its dead letter's error reads
+        ``"skipped by operator"``; the key goes on with its next job even
+        under ``on_discard="halt"`` (unless it is halted).  A job whose
+        attempt finishes (completed, or discarded) as it is skipped keeps
+        that outcome.
 
         Raises:
             JobNotFound: no unfinished job or dead letter has that id.
@@ -290,13 +291,16 @@ class Supervisor:
         runtime, core = self._runtime, self._runtime.core
         info = await skip_check(runtime.journal, job_id)
         lane: Lane = info.id if info.key is None else info.key
+        running = core.skip(info.id, info.key)  # from here on, it never starts
+        runtime.log.info("job.skipped", key=info.key, job_id=info.id)
+        if running is not None:
+            self._interrupt(lane)
+            while running.running:
+                await runtime.stopped.park()
+            if core.head(lane) is not running:
+                return  # its attempt finished first: it keeps that outcome
         head = core.head(lane)
         waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
-        running = core.skip(info.id, info.key)
-        runtime.log.info("job.skipped", key=info.key, job_id=info.id)
-        if running is not None:  # its actor discards it once the attempt stops
-            self._interrupt(lane)
-            return
         try:
             await runtime.journal.write([Discard(info.id, SKIPPED_TEXT)])
         except BaseException:
@@ -310,7 +314,7 @@ class Supervisor:
             waiter.error = SKIPPED
             waiter.event.set()
         if waiting_head:
-            self._interrupt(lane)  # cut its backoff short
+            self._interrupt(lane, backing_off=True)  # cut its backoff short
         runtime.wake(lane)  # the actor goes on to the next job
         runtime.check_idle()
 
@@ -331,9 +335,9 @@ class Supervisor:
         head = runtime.core.head(key)
         if head is None and not runtime.core.is_known(key):
             raise KeyNotFound(key)
-        if head is None or head.running or head.attempt == 1:
+        if head is None or head.running:
             return False
-        return self._interrupt(key)
+        return self._interrupt(key, backing_off=True)
 
     async def pause(self, key: str) -> None:
         """Halt *key*: its running job finishes, nothing else starts until `resume`.
@@ -388,9 +392,12 @@ class Supervisor:
         attempts = info.attempts - 1 if head.marked else info.attempts
         return attrs.evolve(info, state="queued", attempts=attempts)
 
-    def _interrupt(self, lane: Lane) -> bool:
+    def _interrupt(self, lane: Lane, *, backing_off: bool = False) -> bool:
+        """Cancel what *lane*'s actor does (its running attempt; or its backoff)."""
         actor = self._runtime.actors.get(lane)
         if actor is None or actor.interruptible is None:
+            return False
+        if backing_off and not actor.backing_off:
             return False
         actor.interruptible.cancel()
         return True

@@ -1222,20 +1222,20 @@ async def test_a_bad_job_id_raises_and_changes_nothing(
 async def test_a_running_skip_whose_discard_fails_runs_the_job_again(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """Skipping a running job whose discard cannot be journaled undoes the skip: the
-    actor restarts and runs the job again (its outcome was never recorded); the key is not stuck."""
+    """Skipping a running job whose discard cannot be journaled raises JournalError and
+    undoes the skip: the job, cut short, runs again; its key is not stuck."""
     script = Script()
     recorder = Recorder(script)
     failing = FaultyJournal(
         inturn.MemoryJournal(), fail=lambda changes: any(isinstance(c, Discard) for c in changes)
     )
-    with trio.fail_after(60):  # stuck for good before the fix
+    with trio.fail_after(60):  # stuck for good if the skip were left half-done
         async with inturn.open_supervisor(recorder, journal=failing) as sup:
             head = await sup.send("k", "hold")
             after = await sup.send("k", "after")
             await script.started("hold").wait()
-            await sup.skip(head)  # the actor's discard write fails: it crashes, restarts
-            await trio.testing.wait_all_tasks_blocked()
+            with pytest.raises(inturn.JournalError):
+                await sup.skip(head)
             script.release("hold")
             await sup.wait_idle()
     assert failing.failures == 1
