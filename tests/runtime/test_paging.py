@@ -5,10 +5,11 @@ A key's FIFO holds at most ``window`` jobs and all FIFOs together about
 with ``Journal.load`` as the key drains.  How much is in memory is read from
 the supervisor's core (``Core.buffered()``).
 
-The bound these tests hold the runtime to, from `Core.reserve` and
-`Core.page`: every lane with jobs in memory holds its head, and beyond the
-heads at most ``max_buffered - 1`` jobs are held (a job is buffered behind a
-head only while fewer than ``max_buffered`` are), so::
+The bound these tests hold the runtime to, from `Core.reserve`, `Core.page`
+and `Core.paged`: every lane with jobs in memory holds its head, and beyond
+the heads at most ``max_buffered - 1`` jobs are held (a job is buffered
+behind a head only while fewer than ``max_buffered`` are, also when several
+keys' pages load at once), so::
 
     buffered <= max_buffered - 1 + lanes holding jobs
     buffered <= window * lanes holding jobs            (keyed lanes)
