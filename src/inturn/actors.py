@@ -42,7 +42,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final, TypeAlias, assert_never
+from typing import TYPE_CHECKING, TypeAlias, assert_never
 
 import attrs
 import structlog
@@ -55,17 +55,12 @@ from .events import Logger
 from .jobs import Job
 from .journal import Complete, Discard, Halt, Journal, MarkAttempt
 from .journal.records import Retrying
-from .operator import SKIPPED_TEXT
 
 if TYPE_CHECKING:
     from .journal.records import Change
 
 
 Handler: TypeAlias = Callable[[Job], Awaitable[object]]
-
-
-SKIPPED: Final = PermanentError(SKIPPED_TEXT)
-"""The failure a skipped job is discarded with (`ask` callers see it as the cause)."""
 
 
 def describe(error: BaseException) -> str:

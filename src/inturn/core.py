@@ -422,10 +422,10 @@ class Core:
     def skip(self, job_id: int, key: str | None) -> Entry | None:
         """An operator skips unfinished job *job_id* of *key*: it must never start again.
 
-        Returns its entry if it is running: its actor discards it, once the
-        attempt is cut short.  Otherwise the job is held back (`start` passes
-        it by, a page marks it) while the shell journals its discard, then
-        calls `skipped` (or `unskip` if the journal refused).
+        From now on `start` passes it by (and a page that brings it in marks
+        it).  Returns its entry if its attempt is running: the shell cuts it
+        short and waits for it to stop.  Then the shell journals its discard
+        and calls `skipped` (or `unskip`, if the journal refused).
         """
         state = self._lanes.get(job_id if key is None else key)
         if state is None:

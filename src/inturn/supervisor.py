@@ -39,10 +39,17 @@ import attrs
 import trio
 
 from ._checks import check_count, check_number
-from .actors import SKIPPED, Handler, Runtime, Waiter
+from .actors import Handler, Runtime, Waiter
 from .codec import Codec, JSONCodec
 from .core import Core, Entry, Lane
-from .errors import EncodeError, JobDiscarded, JournalError, KeyNotFound, SupervisorClosed
+from .errors import (
+    EncodeError,
+    JobDiscarded,
+    JournalError,
+    KeyNotFound,
+    PermanentError,
+    SupervisorClosed,
+)
 from .events import Event, EventTee
 from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Stats
@@ -311,7 +318,7 @@ class Supervisor:
         runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
         waiter = runtime.waiters.pop(info.id, None)
         if waiter is not None:
-            waiter.error = SKIPPED
+            waiter.error = PermanentError(SKIPPED_TEXT)
             waiter.event.set()
         if waiting_head:
             self._interrupt(lane, backing_off=True)  # cut its backoff short

@@ -26,7 +26,7 @@ from inturn.journal import (
     Purge,
     Retrying,
     SQLiteReader,
-    sqlite as sqlite_journal,
+    _sqlite_reads,
 )
 from inturn.testing import JournalConformance, OperatorReadsConformance, Recorder, unfinished_jobs
 
@@ -697,12 +697,12 @@ async def test_every_read_query_uses_an_index(tmp_path: Path) -> None:
     connection.set_trace_callback(statements.append)
     try:
         for state in (None, "blocked", "running", "halted"):
-            sqlite_journal._select_keys(connection, state, 10, 0.0)
-        sqlite_journal._select_job(connection, 1)
-        sqlite_journal._select_pending(connection, "k", 0, 10)
+            _sqlite_reads.select_keys(connection, state, 10, 0.0)
+        _sqlite_reads.select_job(connection, 1)
+        _sqlite_reads.select_pending(connection, "k", 0, 10)
         for key in (None, "k"):
             for before in (None, 1.0):
-                sqlite_journal._select_dead_letters(connection, key, 10, 0, before)
+                _sqlite_reads.select_dead_letters(connection, key, 10, 0, before)
         plans = {
             statement: [row[3] for row in connection.execute(f"EXPLAIN QUERY PLAN {statement}")]
             for statement in statements

@@ -18,33 +18,22 @@ whole transaction back and refuses every batch in it.  If COMMIT itself
 failed, what reached the disk is unknown, so the journal refuses all further
 work rather than pretend nothing happened.
 
-Rows: one per unfinished or discarded job (``state`` pending or dead);
-completed jobs are deleted, so the file does not grow with the number of jobs
-ever run.  A partial unique index over pending jobs makes "check the unique
-key and insert" one atomic step.  ``AUTOINCREMENT`` records the highest id
-ever used, so ids never repeat even after the newest row is deleted.  ``error``
-is a job's last error, pending or dead; ``retry_at`` is set by `Retrying` and
-cleared by the next `MarkAttempt`.
+Rows: one per unfinished or discarded job; the schema, its versions and their
+upgrade live in `_sqlite_schema`.  ``error`` is a job's last error, pending or
+dead; ``retry_at`` is set by `Retrying` and cleared by the next `MarkAttempt`.
 
 Reads (`load`, and what an operator reads: `keys`, `job`, `dead_letters`) go
 through the same queue as writes, so each sees every write queued before it,
-and runs between transactions.  Their SQL lives in plain functions of a
-connection, which `SQLiteReader` reuses on a read-only connection of its own:
-the ``inturn`` command line reads a file that a running supervisor holds
-without the lock, as WAL lets readers and the one writer work side by side.
-Partial indexes serve every read: pending jobs by key and id (paging, heads
-of keys) and dead letters by id and by key.
+and runs between transactions.  Their SQL lives in `_sqlite_reads`, as plain
+functions of a connection that `SQLiteReader` reuses on a read-only
+connection of its own.
 
 One supervisor at a time: `open` takes an exclusive ``flock`` on
 ``<path>.lock``; the kernel drops it when the process dies, even by SIGKILL.
-
-Schema versions (``PRAGMA user_version``): 1 had no ``retry_at``; `open`
-upgrades it in one transaction.  Any other version is refused untouched.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import json
 import os
@@ -52,16 +41,34 @@ import queue
 import sqlite3
 import threading
 import time
-import urllib.parse
-from collections.abc import Callable, Iterator, Sequence
-from typing import Final, Literal, TypeVar, cast, final
+from collections.abc import Callable, Sequence
+from typing import Final, Literal, TypeVar, cast
 
 import attrs
 import trio
 
 from ..errors import DuplicateError, JournalCorrupt, JournalError, JournalLocked
 from ..info import JobInfo, KeyFilter, KeyInfo
-from ._reads import check_dead_letters, check_job_id, check_keys, job_state, key_matches
+from ._reads import check_dead_letters, check_job_id, check_keys
+from ._sqlite_reads import (
+    SQLiteReader,
+    select_dead_letters,
+    select_job,
+    select_keys,
+    select_pending,
+)
+from ._sqlite_schema import (
+    COLUMNS,
+    INDEXES,
+    SCHEMA,
+    SCHEMA_VERSION,
+    check_path,
+    database_error,
+    rollback,
+    schema_version,
+    stored,
+    upgrade_from_version_1,
+)
 from .records import (
     Append,
     Backlog,
@@ -80,54 +87,6 @@ from .records import (
 __all__ = ["SQLiteJournal", "SQLiteReader"]
 
 _T = TypeVar("_T")
-
-SCHEMA_VERSION: Final = 2
-
-_SCHEMA: Final = """
-CREATE TABLE jobs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    key TEXT,
-    unique_key TEXT,
-    data BLOB NOT NULL,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dead')),
-    error TEXT,
-    accepted_at REAL NOT NULL,
-    finished_at REAL,
-    retry_at REAL
-);
-CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
-    WHERE state = 'pending' AND unique_key IS NOT NULL;
-CREATE TABLE halted (key TEXT PRIMARY KEY);
-"""
-
-_COLUMNS_OF_VERSION: Final = {
-    1: frozenset(
-        {"id", "key", "unique_key", "data", "attempts", "state", "error"}
-        | {"accepted_at", "finished_at"}
-    ),
-    2: frozenset(
-        {"id", "key", "unique_key", "data", "attempts", "state", "error"}
-        | {"accepted_at", "finished_at", "retry_at"}
-    ),
-}
-"""The columns of ``jobs`` in each schema version this code reads."""
-
-_INDEXES: Final = (
-    # `load`, recovery, and the heads of keys (`keys`)
-    "CREATE INDEX IF NOT EXISTS jobs_pending_by_key ON jobs (key, id) WHERE state = 'pending'",
-    # `dead_letters`, with and without a key
-    "CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead'",
-    "CREATE INDEX IF NOT EXISTS jobs_dead_by_key ON jobs (key, id) WHERE state = 'dead'",
-)
-"""Created on open if missing, as files made by earlier versions lack some;
-an index changes no row, so it needs no version bump."""
-
-_COLUMNS: Final = "id, key, unique_key, data, attempts"
-
-_SQLITE_MAX: Final = 2**63 - 1
-"""The largest integer SQLite stores: no id is above it, and a larger limit
-means no limit."""
 
 
 class _Refused(Exception):
@@ -165,12 +124,6 @@ def _wake(group: Sequence[_Request | _Read]) -> None:
 _STOP: Final = object()
 
 
-def _path(path: str | os.PathLike[str]) -> str:
-    if not isinstance(path, str | os.PathLike):
-        raise TypeError(f"path must be a str or an os.PathLike, not {type(path).__name__}")
-    return os.fspath(path)
-
-
 @attrs.define(eq=False)
 class SQLiteJournal:
     """A journal in one SQLite file: what is accepted survives a crash.
@@ -183,7 +136,7 @@ class SQLiteJournal:
             are cheaper.
     """
 
-    path: str = attrs.field(converter=_path)
+    path: str = attrs.field(converter=check_path)
     durability: Literal["full", "normal"] = attrs.field(
         default="full", kw_only=True, validator=attrs.validators.in_(("full", "normal"))
     )
@@ -227,17 +180,17 @@ class SQLiteJournal:
             raise request.error
 
     async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
-        return await self._read(lambda connection: _select_pending(connection, key, after, limit))
+        return await self._read(lambda connection: select_pending(connection, key, after, limit))
 
     async def keys(
         self, *, state: KeyFilter | None = None, limit: int = 100, now: float
     ) -> list[KeyInfo]:
         check_keys(state, limit, now)
-        return await self._read(lambda connection: _select_keys(connection, state, limit, now))
+        return await self._read(lambda connection: select_keys(connection, state, limit, now))
 
     async def job(self, job_id: int) -> JobInfo | None:
         check_job_id(job_id)
-        return await self._read(lambda connection: _select_job(connection, job_id))
+        return await self._read(lambda connection: select_job(connection, job_id))
 
     async def dead_letters(
         self,
@@ -249,7 +202,7 @@ class SQLiteJournal:
     ) -> list[JobInfo]:
         check_dead_letters(key, limit, after, finished_before)
         return await self._read(
-            lambda connection: _select_dead_letters(connection, key, limit, after, finished_before)
+            lambda connection: select_dead_letters(connection, key, limit, after, finished_before)
         )
 
     async def _read(self, run: Callable[[sqlite3.Connection], _T]) -> _T:
@@ -321,22 +274,22 @@ class SQLiteJournal:
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"{self.path}: cannot open: {exc}") from exc
         try:
-            version = _schema_version(connection, self.path)
+            version = schema_version(connection, self.path)
             if version == 0:  # a new file
                 connection.execute("PRAGMA journal_mode = WAL")
                 connection.executescript(
-                    f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
+                    f"BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
                 )
             elif version == 1:
-                _upgrade_from_version_1(connection)
+                upgrade_from_version_1(connection)
             connection.execute("PRAGMA journal_mode = WAL")
-            for index in _INDEXES:
+            for index in INDEXES:
                 connection.execute(index)
             synchronous = "FULL" if self.durability == "full" else "NORMAL"
             connection.execute(f"PRAGMA synchronous = {synchronous}")
         except sqlite3.Error as exc:
             connection.close()
-            raise _database_error(self.path, exc, "open") from exc
+            raise database_error(self.path, exc, "open") from exc
         except BaseException:
             connection.close()
             raise
@@ -353,7 +306,7 @@ class SQLiteJournal:
                 ).fetchall()
                 heads = [row[2] for row in counts]
                 rows = connection.execute(
-                    f"SELECT {_COLUMNS} FROM jobs WHERE state = 'pending'"
+                    f"SELECT {COLUMNS} FROM jobs WHERE state = 'pending'"
                     " AND (key IS NULL OR id IN (SELECT value FROM json_each(?))) ORDER BY id",
                     (json.dumps(heads),),
                 ).fetchall()
@@ -369,7 +322,7 @@ class SQLiteJournal:
         }
         return Recovery(
             next_id=_highest_id(connection) + 1,
-            jobs=[_stored(row) for row in rows],
+            jobs=[stored(row) for row in rows],
             backlog=backlog,
             halted=halted,
         )
@@ -420,7 +373,7 @@ class SQLiteJournal:
         try:
             request.result = request.run(connection)
         except sqlite3.Error as exc:
-            request.error = _database_error(self.path, exc, "read")
+            request.error = database_error(self.path, exc, "read")
             request.error.__cause__ = exc
         except Exception as exc:  # a bug: raise it in the reader, keep serving
             request.error = exc
@@ -453,7 +406,7 @@ class SQLiteJournal:
                 if several:
                     connection.execute("RELEASE batch")
         except sqlite3.Error as exc:
-            _rollback(connection)
+            rollback(connection)
             error = JournalError(f"{self.path}: write failed: {exc}")
             error.__cause__ = exc
             _refuse(group, error)
@@ -464,17 +417,12 @@ class SQLiteJournal:
         except sqlite3.Error as exc:
             # What reached the disk is unknown now: never carry on as if not.
             self._broken = exc
-            _rollback(connection)
+            rollback(connection)
             error = JournalError(f"{self.path}: commit failed, journal closed to work: {exc}")
             error.__cause__ = exc
             _refuse(group, error)
             return
         self.commits += 1
-
-
-def _stored(row: tuple[int, str | None, str | None, bytes, int]) -> StoredJob:
-    job_id, key, unique, data, attempts = row
-    return StoredJob(id=job_id, key=key, unique=unique, data=bytes(data), attempts=attempts)
 
 
 def _cannot_abort(raise_cancel: object) -> trio.lowlevel.Abort:
@@ -489,13 +437,6 @@ def _refuse(group: list[_Request], error: JournalError) -> None:
 def _highest_id(connection: sqlite3.Connection) -> int:
     row = connection.execute("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'").fetchone()
     return int(row[0]) if row is not None else 0
-
-
-def _rollback(connection: sqlite3.Connection) -> None:
-    # If even this fails, closing the connection rolls back.
-    if connection.in_transaction:
-        with contextlib.suppress(sqlite3.Error):
-            connection.execute("ROLLBACK")
 
 
 def _apply(
@@ -582,260 +523,3 @@ def _one_pending(
 ) -> None:
     if connection.execute(sql, parameters).rowcount != 1:
         raise _Refused(JournalError(f"{path}: job {job_id} is not an unfinished job"))
-
-
-# -- reads: plain functions of a connection, for the journal and the reader --
-
-_INFO_COLUMNS: Final = (
-    "id, key, unique_key, data, attempts, state, error, accepted_at, finished_at, retry_at"
-)
-
-
-def _select_pending(
-    connection: sqlite3.Connection, key: str, after: int, limit: int
-) -> list[StoredJob]:
-    rows = connection.execute(
-        f"SELECT {_COLUMNS} FROM jobs WHERE key = ? AND state = 'pending' AND id > ?"
-        " ORDER BY id LIMIT ?",
-        (key, after, limit),
-    ).fetchall()
-    return [_stored(row) for row in rows]
-
-
-def _select_keys(
-    connection: sqlite3.Connection, state: KeyFilter | None, limit: int, now: float
-) -> list[KeyInfo]:
-    """One pass over the pending-by-key index: O(pending jobs), sorting only the heads."""
-    limit = min(limit, _SQLITE_MAX)
-    halted = "heads.key IN (SELECT key FROM halted)"
-    where = {
-        None: "",
-        "blocked": f"WHERE head.retry_at IS NOT NULL OR {halted}",
-        "running": "WHERE head.retry_at IS NULL AND head.attempts > 0",
-        "halted": f"WHERE {halted}",
-    }[state]
-    with _snapshot(connection):  # the two queries see one state of the file
-        rows = connection.execute(
-            f"SELECT heads.key, heads.queued, {halted}, head.id, head.attempts,"
-            " head.retry_at, head.error, head.accepted_at"
-            " FROM (SELECT key, MIN(id) AS id, COUNT(*) AS queued FROM jobs"
-            "       WHERE state = 'pending' AND key IS NOT NULL GROUP BY key) AS heads"
-            f" JOIN jobs AS head ON head.id = heads.id {where}"
-            " ORDER BY heads.id LIMIT ?",
-            (limit,),
-        ).fetchall()
-        idle: list[tuple[str]] = []
-        if len(rows) < limit and key_matches(state, None, True):
-            idle = connection.execute(  # halted keys without unfinished jobs
-                "SELECT key FROM halted WHERE NOT EXISTS (SELECT 1 FROM jobs"
-                " WHERE state = 'pending' AND jobs.key = halted.key) ORDER BY key LIMIT ?",
-                (limit - len(rows),),
-            ).fetchall()
-    found = [
-        KeyInfo(
-            key=key,
-            queued=queued,
-            halted=bool(is_halted),
-            head_job_id=head_id,
-            head_state=job_state(dead=False, attempts=attempts, retry_at=retry_at),
-            head_attempt=attempts,
-            head_age=now - accepted_at,
-            next_retry_at=retry_at,
-            last_error=error,
-        )
-        for key, queued, is_halted, head_id, attempts, retry_at, error, accepted_at in rows
-    ]
-    found.extend(
-        KeyInfo(
-            key=key,
-            queued=0,
-            halted=True,
-            head_job_id=None,
-            head_state=None,
-            head_attempt=None,
-            head_age=None,
-            next_retry_at=None,
-            last_error=None,
-        )
-        for (key,) in idle
-    )
-    return found
-
-
-def _select_job(connection: sqlite3.Connection, job_id: int) -> JobInfo | None:
-    if not 0 < job_id <= _SQLITE_MAX:
-        return None
-    row = connection.execute(f"SELECT {_INFO_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    return _info(row) if row is not None else None
-
-
-def _select_dead_letters(
-    connection: sqlite3.Connection,
-    key: str | None,
-    limit: int,
-    after: int,
-    finished_before: float | None,
-) -> list[JobInfo]:
-    if after >= _SQLITE_MAX:
-        return []
-    where = "state = 'dead' AND id > ?"
-    parameters: list[object] = [after]
-    if key is not None:
-        where += " AND key = ?"
-        parameters.append(key)
-    if finished_before is not None:
-        where += " AND finished_at < ?"
-        parameters.append(finished_before)
-    rows = connection.execute(
-        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT ?",
-        (*parameters, min(limit, _SQLITE_MAX)),
-    ).fetchall()
-    return [_info(row) for row in rows]
-
-
-def _info(
-    row: tuple[
-        int, str | None, str | None, bytes, int, str, str | None, float, float | None, float | None
-    ],
-) -> JobInfo:
-    job_id, key, unique, data, attempts, state, error, accepted_at, finished_at, retry_at = row
-    return JobInfo(
-        id=job_id,
-        key=key,
-        state=job_state(dead=state == "dead", attempts=attempts, retry_at=retry_at),
-        attempts=attempts,
-        unique=unique,
-        accepted_at=accepted_at,
-        finished_at=finished_at,
-        last_error=error,
-        retry_at=retry_at,
-        data=bytes(data),
-    )
-
-
-@contextlib.contextmanager
-def _snapshot(connection: sqlite3.Connection) -> Iterator[None]:
-    """A read transaction: every query inside sees the same committed state."""
-    connection.execute("BEGIN")
-    try:
-        yield
-    except BaseException:
-        _rollback(connection)
-        raise
-    connection.execute("COMMIT")
-
-
-def _schema_version(connection: sqlite3.Connection, path: str) -> int:
-    """The schema version of the journal on *connection*, or 0 for an empty database.
-
-    Raises:
-        JournalCorrupt: the database is something else.
-        sqlite3.Error: the file is not a database at all, or cannot be read.
-    """
-    version = connection.execute("PRAGMA user_version").fetchone()[0]
-    names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
-    if version == 0 and not names:
-        return 0
-    expected = _COLUMNS_OF_VERSION.get(version)
-    if expected is not None and {"jobs", "halted"} <= names:
-        columns = {row[1] for row in connection.execute("PRAGMA table_info(jobs)")}
-        if columns == expected:
-            return int(version)
-    raise JournalCorrupt(
-        path,
-        f"not an inturn journal of schema version {SCHEMA_VERSION} or older"
-        f" (user_version {version})",
-    )
-
-
-def _upgrade_from_version_1(connection: sqlite3.Connection) -> None:
-    """Add ``retry_at``: one transaction, so a crash leaves the file at version 1."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        connection.execute("ALTER TABLE jobs ADD COLUMN retry_at REAL")
-        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    except BaseException:
-        _rollback(connection)
-        raise
-    connection.execute("COMMIT")
-
-
-def _database_error(path: str, exc: sqlite3.Error, doing: str) -> JournalError:
-    """The inturn error for *exc*: JournalCorrupt if the file is not a sound database."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None and code & 0xFF in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
-        return JournalCorrupt(path, str(exc))
-    return JournalError(f"{path}: {doing} failed: {exc}")
-
-
-# -- the read-only reader ----------------------------------------------------
-
-
-@final
-@attrs.frozen
-class SQLiteReader:
-    """Reads a journal file without claiming it: the reads of `SQLiteJournal`, sync.
-
-    For the ``inturn`` command line and scripts.  Each call opens the file
-    read-only (an SQLite ``mode=ro`` connection), reads, and closes it; it takes
-    no lock, so it works while a supervisor holds the file, and sees what that
-    supervisor has committed.  It never writes to the journal: it reads a file of
-    schema version 1 (before `Retrying`) as it is, with no retry times, and it
-    creates no file but the ``-wal`` and ``-shm`` files SQLite's WAL mode needs
-    (which a read-only connection cannot remove; the next journal uses them).
-
-    Every method raises:
-        JournalError: *path* does not exist ("no such file") or cannot be read.
-        JournalCorrupt: *path* is not an inturn journal.
-        TypeError, ValueError: an argument is bad, as for `inturn.Journal`.
-    """
-
-    path: str = attrs.field(converter=_path)
-
-    def keys(
-        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
-    ) -> list[KeyInfo]:
-        """Keys with unfinished jobs, or halted, as `inturn.Journal.keys` returns them."""
-        check_keys(state, limit, now)
-        return self._read(lambda connection: _select_keys(connection, state, limit, now))
-
-    def job(self, job_id: int) -> JobInfo | None:
-        """The unfinished job or dead letter *job_id*, as `inturn.Journal.job` returns it."""
-        check_job_id(job_id)
-        return self._read(lambda connection: _select_job(connection, job_id))
-
-    def dead_letters(
-        self,
-        *,
-        key: str | None = None,
-        limit: int = 100,
-        after: int = 0,
-        finished_before: float | None = None,
-    ) -> list[JobInfo]:
-        """Dead letters in id order, as `inturn.Journal.dead_letters` returns them."""
-        check_dead_letters(key, limit, after, finished_before)
-        return self._read(
-            lambda connection: _select_dead_letters(connection, key, limit, after, finished_before)
-        )
-
-    def _read(self, run: Callable[[sqlite3.Connection], _T]) -> _T:
-        if not os.path.exists(self.path):  # mode=ro would refuse it too; say why
-            raise JournalError(f"{self.path}: no such file")
-        uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
-        try:
-            connection = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
-        except sqlite3.Error as exc:
-            raise JournalError(f"{self.path}: cannot open: {exc}") from exc
-        try:
-            version = _schema_version(connection, self.path)
-            if version == 0:
-                raise JournalCorrupt(self.path, "not an inturn journal (an empty database)")
-            if version == 1:  # no Retrying was ever written: read no retry times
-                connection.execute(
-                    "CREATE TEMP VIEW jobs AS SELECT *, NULL AS retry_at FROM main.jobs"
-                )
-            return run(connection)
-        except sqlite3.Error as exc:
-            raise _database_error(self.path, exc, "read") from exc
-        finally:
-            connection.close()

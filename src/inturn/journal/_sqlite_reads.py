@@ -1,0 +1,256 @@
+"""The reads of an SQLite journal, and `SQLiteReader`, which makes them without the journal.
+
+What an operator reads (`keys`, `job`, `dead_letters`) and what `load` pages
+in are plain functions of a connection: `SQLiteJournal` runs them on its own
+thread, between transactions, and `SQLiteReader` runs them on a read-only
+connection of its own.  So the ``inturn`` command line reads a file that a
+running supervisor holds without the lock, as WAL lets readers and the one
+writer work side by side.  Partial indexes serve every read: pending jobs by
+key and id (paging, heads of keys) and dead letters by id and by key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import urllib.parse
+from collections.abc import Callable, Iterator
+from typing import Final, TypeVar, final
+
+import attrs
+
+from ..errors import JournalCorrupt, JournalError
+from ..info import JobInfo, KeyFilter, KeyInfo
+from ._reads import check_dead_letters, check_job_id, check_keys, job_state, key_matches
+from ._sqlite_schema import (
+    COLUMNS,
+    SQLITE_MAX,
+    check_path,
+    database_error,
+    rollback,
+    schema_version,
+    stored,
+)
+from .records import StoredJob
+
+__all__ = [
+    "SQLiteReader",
+    "select_dead_letters",
+    "select_job",
+    "select_keys",
+    "select_pending",
+]
+
+_T = TypeVar("_T")
+
+_INFO_COLUMNS: Final = (
+    "id, key, unique_key, data, attempts, state, error, accepted_at, finished_at, retry_at"
+)
+
+
+def select_pending(
+    connection: sqlite3.Connection, key: str, after: int, limit: int
+) -> list[StoredJob]:
+    rows = connection.execute(
+        f"SELECT {COLUMNS} FROM jobs WHERE key = ? AND state = 'pending' AND id > ?"
+        " ORDER BY id LIMIT ?",
+        (key, after, limit),
+    ).fetchall()
+    return [stored(row) for row in rows]
+
+
+def select_keys(
+    connection: sqlite3.Connection, state: KeyFilter | None, limit: int, now: float
+) -> list[KeyInfo]:
+    """One pass over the pending-by-key index: O(pending jobs), sorting only the heads."""
+    limit = min(limit, SQLITE_MAX)
+    halted = "heads.key IN (SELECT key FROM halted)"
+    where = {
+        None: "",
+        "blocked": f"WHERE head.retry_at IS NOT NULL OR {halted}",
+        "running": "WHERE head.retry_at IS NULL AND head.attempts > 0",
+        "halted": f"WHERE {halted}",
+    }[state]
+    with _snapshot(connection):  # the two queries see one state of the file
+        rows = connection.execute(
+            f"SELECT heads.key, heads.queued, {halted}, head.id, head.attempts,"
+            " head.retry_at, head.error, head.accepted_at"
+            " FROM (SELECT key, MIN(id) AS id, COUNT(*) AS queued FROM jobs"
+            "       WHERE state = 'pending' AND key IS NOT NULL GROUP BY key) AS heads"
+            f" JOIN jobs AS head ON head.id = heads.id {where}"
+            " ORDER BY heads.id LIMIT ?",
+            (limit,),
+        ).fetchall()
+        idle: list[tuple[str]] = []
+        if len(rows) < limit and key_matches(state, None, True):
+            idle = connection.execute(  # halted keys without unfinished jobs
+                "SELECT key FROM halted WHERE NOT EXISTS (SELECT 1 FROM jobs"
+                " WHERE state = 'pending' AND jobs.key = halted.key) ORDER BY key LIMIT ?",
+                (limit - len(rows),),
+            ).fetchall()
+    found = [
+        KeyInfo(
+            key=key,
+            queued=queued,
+            halted=bool(is_halted),
+            head_job_id=head_id,
+            head_state=job_state(dead=False, attempts=attempts, retry_at=retry_at),
+            head_attempt=attempts,
+            head_age=now - accepted_at,
+            next_retry_at=retry_at,
+            last_error=error,
+        )
+        for key, queued, is_halted, head_id, attempts, retry_at, error, accepted_at in rows
+    ]
+    found.extend(
+        KeyInfo(
+            key=key,
+            queued=0,
+            halted=True,
+            head_job_id=None,
+            head_state=None,
+            head_attempt=None,
+            head_age=None,
+            next_retry_at=None,
+            last_error=None,
+        )
+        for (key,) in idle
+    )
+    return found
+
+
+def select_job(connection: sqlite3.Connection, job_id: int) -> JobInfo | None:
+    if not 0 < job_id <= SQLITE_MAX:
+        return None
+    row = connection.execute(f"SELECT {_INFO_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    return _info(row) if row is not None else None
+
+
+def select_dead_letters(
+    connection: sqlite3.Connection,
+    key: str | None,
+    limit: int,
+    after: int,
+    finished_before: float | None,
+) -> list[JobInfo]:
+    if after >= SQLITE_MAX:
+        return []
+    where = "state = 'dead' AND id > ?"
+    parameters: list[object] = [after]
+    if key is not None:
+        where += " AND key = ?"
+        parameters.append(key)
+    if finished_before is not None:
+        where += " AND finished_at < ?"
+        parameters.append(finished_before)
+    rows = connection.execute(
+        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT ?",
+        (*parameters, min(limit, SQLITE_MAX)),
+    ).fetchall()
+    return [_info(row) for row in rows]
+
+
+def _info(
+    row: tuple[
+        int, str | None, str | None, bytes, int, str, str | None, float, float | None, float | None
+    ],
+) -> JobInfo:
+    job_id, key, unique, data, attempts, state, error, accepted_at, finished_at, retry_at = row
+    return JobInfo(
+        id=job_id,
+        key=key,
+        state=job_state(dead=state == "dead", attempts=attempts, retry_at=retry_at),
+        attempts=attempts,
+        unique=unique,
+        accepted_at=accepted_at,
+        finished_at=finished_at,
+        last_error=error,
+        retry_at=retry_at,
+        data=bytes(data),
+    )
+
+
+@contextlib.contextmanager
+def _snapshot(connection: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction: every query inside sees the same committed state."""
+    connection.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        rollback(connection)
+        raise
+    connection.execute("COMMIT")
+
+
+# -- the read-only reader ----------------------------------------------------
+
+
+@final
+@attrs.frozen
+class SQLiteReader:
+    """Reads a journal file without claiming it: the reads of `SQLiteJournal`, sync.
+
+    For the ``inturn`` command line and scripts.  Each call opens the file
+    read-only (an SQLite ``mode=ro`` connection), reads, and closes it; it takes
+    no lock, so it works while a supervisor holds the file, and sees what that
+    supervisor has committed.  It never writes to the journal: it reads a file of
+    schema version 1 (before `Retrying`) as it is, with no retry times, and it
+    creates no file but the ``-wal`` and ``-shm`` files SQLite's WAL mode needs
+    (which a read-only connection cannot remove; the next journal uses them).
+
+    Every method raises:
+        JournalError: *path* does not exist ("no such file") or cannot be read.
+        JournalCorrupt: *path* is not an inturn journal.
+        TypeError, ValueError: an argument is bad, as for `inturn.Journal`.
+    """
+
+    path: str = attrs.field(converter=check_path)
+
+    def keys(
+        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
+    ) -> list[KeyInfo]:
+        """Keys with unfinished jobs, or halted, as `inturn.Journal.keys` returns them."""
+        check_keys(state, limit, now)
+        return self._read(lambda connection: select_keys(connection, state, limit, now))
+
+    def job(self, job_id: int) -> JobInfo | None:
+        """The unfinished job or dead letter *job_id*, as `inturn.Journal.job` returns it."""
+        check_job_id(job_id)
+        return self._read(lambda connection: select_job(connection, job_id))
+
+    def dead_letters(
+        self,
+        *,
+        key: str | None = None,
+        limit: int = 100,
+        after: int = 0,
+        finished_before: float | None = None,
+    ) -> list[JobInfo]:
+        """Dead letters in id order, as `inturn.Journal.dead_letters` returns them."""
+        check_dead_letters(key, limit, after, finished_before)
+        return self._read(
+            lambda connection: select_dead_letters(connection, key, limit, after, finished_before)
+        )
+
+    def _read(self, run: Callable[[sqlite3.Connection], _T]) -> _T:
+        if not os.path.exists(self.path):  # mode=ro would refuse it too; say why
+            raise JournalError(f"{self.path}: no such file")
+        uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
+        try:
+            connection = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
+        except sqlite3.Error as exc:
+            raise JournalError(f"{self.path}: cannot open: {exc}") from exc
+        try:
+            version = schema_version(connection, self.path)
+            if version == 0:
+                raise JournalCorrupt(self.path, "not an inturn journal (an empty database)")
+            if version == 1:  # no Retrying was ever written: read no retry times
+                connection.execute(
+                    "CREATE TEMP VIEW jobs AS SELECT *, NULL AS retry_at FROM main.jobs"
+                )
+            return run(connection)
+        except sqlite3.Error as exc:
+            raise database_error(self.path, exc, "read") from exc
+        finally:
+            connection.close()

@@ -1,0 +1,148 @@
+"""The SQLite file format: the schema, its versions, and how a row becomes a job.
+
+Shared by `SQLiteJournal`, which creates and upgrades files, and
+`SQLiteReader`, which only reads them, with the few helpers both need on a
+connection (checking the path, rolling back, naming an SQLite failure).
+
+Rows: one per unfinished or discarded job (``state`` pending or dead);
+completed jobs are deleted, so the file does not grow with the number of jobs
+ever run.  A partial unique index over pending jobs makes "check the unique
+key and insert" one atomic step.  ``AUTOINCREMENT`` records the highest id
+ever used, so ids never repeat even after the newest row is deleted.
+
+Schema versions (``PRAGMA user_version``): 1 had no ``retry_at``;
+`SQLiteJournal.open` upgrades it in one transaction.  Any other version is refused untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from typing import Final
+
+from ..errors import JournalCorrupt, JournalError
+from .records import StoredJob
+
+__all__ = [
+    "COLUMNS",
+    "INDEXES",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "SQLITE_MAX",
+    "check_path",
+    "database_error",
+    "rollback",
+    "schema_version",
+    "stored",
+    "upgrade_from_version_1",
+]
+
+SCHEMA_VERSION: Final = 2
+
+SCHEMA: Final = """
+CREATE TABLE jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    key TEXT,
+    unique_key TEXT,
+    data BLOB NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dead')),
+    error TEXT,
+    accepted_at REAL NOT NULL,
+    finished_at REAL,
+    retry_at REAL
+);
+CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
+    WHERE state = 'pending' AND unique_key IS NOT NULL;
+CREATE TABLE halted (key TEXT PRIMARY KEY);
+"""
+
+_COLUMNS_OF_VERSION: Final = {
+    1: frozenset(
+        {"id", "key", "unique_key", "data", "attempts", "state", "error"}
+        | {"accepted_at", "finished_at"}
+    ),
+    2: frozenset(
+        {"id", "key", "unique_key", "data", "attempts", "state", "error"}
+        | {"accepted_at", "finished_at", "retry_at"}
+    ),
+}
+"""The columns of ``jobs`` in each schema version this code reads."""
+
+INDEXES: Final = (
+    # `load`, recovery, and the heads of keys (`keys`)
+    "CREATE INDEX IF NOT EXISTS jobs_pending_by_key ON jobs (key, id) WHERE state = 'pending'",
+    # `dead_letters`, with and without a key
+    "CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead'",
+    "CREATE INDEX IF NOT EXISTS jobs_dead_by_key ON jobs (key, id) WHERE state = 'dead'",
+)
+"""Created on open if missing, as files made by earlier versions lack some;
+an index changes no row, so it needs no version bump."""
+
+COLUMNS: Final = "id, key, unique_key, data, attempts"
+
+SQLITE_MAX: Final = 2**63 - 1
+"""The largest integer SQLite stores: no id is above it, and a larger limit
+means no limit."""
+
+
+def check_path(path: str | os.PathLike[str]) -> str:
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"path must be a str or an os.PathLike, not {type(path).__name__}")
+    return os.fspath(path)
+
+
+def stored(row: tuple[int, str | None, str | None, bytes, int]) -> StoredJob:
+    job_id, key, unique, data, attempts = row
+    return StoredJob(id=job_id, key=key, unique=unique, data=bytes(data), attempts=attempts)
+
+
+def rollback(connection: sqlite3.Connection) -> None:
+    # If even this fails, closing the connection rolls back.
+    if connection.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("ROLLBACK")
+
+
+def schema_version(connection: sqlite3.Connection, path: str) -> int:
+    """The schema version of the journal on *connection*, or 0 for an empty database.
+
+    Raises:
+        JournalCorrupt: the database is something else.
+        sqlite3.Error: the file is not a database at all, or cannot be read.
+    """
+    version = connection.execute("PRAGMA user_version").fetchone()[0]
+    names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    if version == 0 and not names:
+        return 0
+    expected = _COLUMNS_OF_VERSION.get(version)
+    if expected is not None and {"jobs", "halted"} <= names:
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(jobs)")}
+        if columns == expected:
+            return int(version)
+    raise JournalCorrupt(
+        path,
+        f"not an inturn journal of schema version {SCHEMA_VERSION} or older"
+        f" (user_version {version})",
+    )
+
+
+def upgrade_from_version_1(connection: sqlite3.Connection) -> None:
+    """Add ``retry_at``: one transaction, so a crash leaves the file at version 1."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        connection.execute("ALTER TABLE jobs ADD COLUMN retry_at REAL")
+        connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    except BaseException:
+        rollback(connection)
+        raise
+    connection.execute("COMMIT")
+
+
+def database_error(path: str, exc: sqlite3.Error, doing: str) -> JournalError:
+    """The inturn error for *exc*: JournalCorrupt if the file is not a sound database."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+        return JournalCorrupt(path, str(exc))
+    return JournalError(f"{path}: {doing} failed: {exc}")
