@@ -281,17 +281,19 @@ class Supervisor:
     async def skip(self, job_id: int) -> None:
         """Discard unfinished job *job_id* without running it any more.
 
-        The job never starts again: a running attempt is cancelled (and its
-        attempt given back), a backoff cut short, and the discard is
-        journaled before this returns.  Its dead letter's error reads
-        ``"skipped by operator"``; the key goes on with its next job even
-        under ``on_discard="halt"`` (unless it is halted).  A job whose
+        The job never starts again: a running attempt is cancelled (it counts
+        as an attempt made) and waited for, a backoff cut short, and the
+        discard is journaled before this returns.  Its dead letter's error
+        reads ``"skipped by operator"``; the key goes on with its next job
+        even under ``on_discard="halt"`` (unless it is halted).  A job whose
         attempt finishes (completed, or discarded) as it is skipped keeps
         that outcome.
 
         Raises:
             JobNotFound: no unfinished job or dead letter has that id.
             JobStateError: the job is a dead letter already.
+            JournalError: the journal refused the discard; the skip is undone
+                and the job runs again.
             SupervisorClosed: the supervisor has stopped.
         """
         self._check_open()
