@@ -207,9 +207,10 @@ class Runtime:
     # -- called by actors ----------------------------------------------------
 
     def finished(
-        self, entry: Entry, result: object = None, error: BaseException | None = None
+        self, job_id: int, result: object = None, error: BaseException | None = None
     ) -> None:
-        waiter = self.waiters.pop(entry.id, None)
+        """Job *job_id* is terminal: tell its ``ask``, if any; maybe the supervisor is idle."""
+        waiter = self.waiters.pop(job_id, None)
         if waiter is not None:
             waiter.result, waiter.error = result, error
             waiter.event.set()
@@ -471,7 +472,7 @@ class Actor:
                 runtime.log.debug(
                     "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
                 )
-                runtime.finished(entry, result=result)
+                runtime.finished(entry.id, result=result)
             case Backoff(entry=entry, at=at, error=error):
                 # Journaled first: an operator reading the journal sees why the
                 # key waits, and until when.
@@ -510,6 +511,6 @@ class Actor:
                 )
                 if halt:
                     runtime.log.warning("key.halted", key=entry.key, job_id=entry.id)
-                runtime.finished(entry, error=error)
+                runtime.finished(entry.id, error=error)
             case _:
                 assert_never(outcome)

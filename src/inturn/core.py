@@ -207,14 +207,7 @@ class Core:
         state = self._lanes[entry.lane]
         if entry.spilled:
             self._settled(state, entry)
-            state.on_disk -= 1
-        else:
-            state.fifo.remove(entry)
-            self._buffered -= 1
-        self._release(entry)
-        if state.halted:
-            self._parked -= 1
-        self._drop_if_unused(entry.lane, state)
+        self._forget(entry.lane, state, entry)
 
     def restore(self, recovery: Recovery) -> list[Lane]:
         """Rebuild the FIFOs from a journal; return the lanes that need actors."""
@@ -287,7 +280,7 @@ class Core:
             assert stored.id > state.tail, "a page holds jobs after its start only"
             entry = self._recovered(stored)
             if state.skipped is not None and stored.id in state.skipped:
-                state.skipped.discard(stored.id)
+                self._unmark(state, stored.id)
                 entry.skipped = True
             self._buffer(state, entry)
             state.on_disk -= 1
@@ -444,39 +437,27 @@ class Core:
         lane: Lane = job_id if key is None else key
         state = self._lanes[lane]
         self._discarded += 1
-        if state.skipped is not None and job_id in state.skipped:
-            state.skipped.discard(job_id)
-            if not state.skipped:
-                state.skipped = None
-            if not any(entry.id == job_id for entry in state.fifo):
-                state.on_disk -= 1
-                self._pending -= 1
-                if state.halted:
-                    self._parked -= 1
-                self._drop_if_unused(lane, state)
-                return
-        [entry] = [entry for entry in state.fifo if entry.id == job_id]
-        assert entry.skipped
-        assert not entry.running
-        state.fifo.remove(entry)
-        self._buffered -= 1
-        self._release(entry)
-        if state.halted:
-            self._parked -= 1
-        self._drop_if_unused(lane, state)
+        self._unmark(state, job_id)
+        entry = next((entry for entry in state.fifo if entry.id == job_id), None)
+        assert entry is None or (entry.skipped and not entry.running)
+        self._forget(lane, state, entry)  # None: it never left the journal
 
     def unskip(self, job_id: int, key: str | None) -> None:
         """The journal refused to discard skipped *job_id*: it may run after all."""
         state = self._lanes.get(job_id if key is None else key)
         if state is None:
             return
+        self._unmark(state, job_id)
+        for entry in state.fifo:
+            if entry.id == job_id:
+                entry.skipped = False
+
+    @staticmethod
+    def _unmark(state: _LaneState, job_id: int) -> None:
         if state.skipped is not None:
             state.skipped.discard(job_id)
             if not state.skipped:
                 state.skipped = None
-        for entry in state.fifo:
-            if entry.id == job_id:
-                entry.skipped = False
 
     # -- actors ------------------------------------------------------------
 
@@ -597,6 +578,21 @@ class Core:
         del state.fifo[0]
         self._buffered -= 1
         self._release(entry)
+
+    def _forget(self, lane: Lane, state: _LaneState, entry: Entry | None) -> None:
+        """Forget an unfinished job that is not running: *entry*, or (None) one on disk only."""
+        if entry is not None and not entry.spilled:
+            state.fifo.remove(entry)
+            self._buffered -= 1
+        else:
+            state.on_disk -= 1
+        if entry is not None:
+            self._release(entry)
+        else:
+            self._pending -= 1
+        if state.halted:
+            self._parked -= 1
+        self._drop_if_unused(lane, state)
 
     def _release(self, entry: Entry) -> None:
         self._forget_unique(entry)

@@ -119,9 +119,8 @@ class Supervisor:
         and every error of `send`: one bad item rejects the whole batch, with
         nothing journaled.
         """
+        self._check_open()
         runtime = self._runtime
-        if runtime.closed:
-            raise SupervisorClosed("the supervisor has stopped")
         batch: list[tuple[str, bytes]] = []
         items: Iterable[object] = jobs  # checked here: callers may pass anything
         for item in items:
@@ -192,9 +191,8 @@ class Supervisor:
             SupervisorClosed: the supervisor has stopped.
         """
         key = validate_key(key)
+        self._check_open()
         runtime = self._runtime
-        if runtime.closed:
-            raise SupervisorClosed("the supervisor has stopped")
         if not runtime.core.is_halted(key):
             await trio.lowlevel.checkpoint()
             return
@@ -318,14 +316,10 @@ class Supervisor:
             raise
         core.skipped(info.id, info.key)
         runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
-        waiter = runtime.waiters.pop(info.id, None)
-        if waiter is not None:
-            waiter.error = PermanentError(SKIPPED_TEXT)
-            waiter.event.set()
+        runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
         if waiting_head:
             self._interrupt(lane, backing_off=True)  # cut its backoff short
         runtime.wake(lane)  # the actor goes on to the next job
-        runtime.check_idle()
 
     async def retry_now(self, key: str) -> bool:
         """Run *key*'s head at once if it is waiting out a retry's backoff.
@@ -383,23 +377,33 @@ class Supervisor:
         """The journal's view of a key, corrected by what runs right now."""
         if info.head_state != "running" or info.head_job_id is None:
             return info
-        head = self._runtime.core.head(info.key)
-        if head is None or head.id != info.head_job_id or head.running:
+        waiting = self._not_started(info.key, info.head_job_id)
+        if waiting is None or info.head_attempt is None:
             return info
-        attempt = info.head_attempt
-        if head.marked and attempt is not None:
-            attempt -= 1  # marked early, with its acceptance or the last completion
+        attempt = info.head_attempt - (1 if waiting.marked else 0)
         return attrs.evolve(info, head_state="queued", head_attempt=attempt)
 
     def _live_job(self, info: JobInfo) -> JobInfo:
         """The journal's view of a job, corrected by what runs right now."""
         if info.state != "running":
             return info
-        head = self._runtime.core.head(info.id if info.key is None else info.key)
-        if head is None or head.id != info.id or head.running:
+        waiting = self._not_started(info.id if info.key is None else info.key, info.id)
+        if waiting is None:
             return info
-        attempts = info.attempts - 1 if head.marked else info.attempts
+        attempts = info.attempts - (1 if waiting.marked else 0)
         return attrs.evolve(info, state="queued", attempts=attempts)
+
+    def _not_started(self, lane: Lane, job_id: int) -> Entry | None:
+        """*job_id* if it heads *lane* but its attempt is not running.
+
+        The journal counts it as running from the moment its attempt is marked;
+        one marked early (``Entry.marked``, with its acceptance or the last
+        completion) has not started that attempt yet, hence one attempt fewer.
+        """
+        head = self._runtime.core.head(lane)
+        if head is None or head.id != job_id or head.running:
+            return None
+        return head
 
     def _interrupt(self, lane: Lane, *, backing_off: bool = False) -> bool:
         """Cancel what *lane*'s actor does (its running attempt; or its backoff)."""
@@ -416,8 +420,7 @@ class Supervisor:
             raise SupervisorClosed("the supervisor has stopped")
 
     async def _accept(self, key: str | None, payload: object, unique: object) -> Entry:
-        if self._runtime.closed:
-            raise SupervisorClosed("the supervisor has stopped")
+        self._check_open()
         unique = validate_unique(unique)
         data = self._encode(payload)
         entry = self._runtime.core.reserve(key, data, unique)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 import attrs
 import pytest
@@ -13,46 +12,27 @@ import trio
 import trio.testing
 
 import inturn
-from inturn.info import JobInfo, KeyInfo
-from inturn.journal import Append, Change, Recovery, StoredJob
-from inturn.testing import Recorder
+from inturn.journal import Append, Change
+from inturn.testing import FaultyJournal, Recorder
 
 IDLE = 1.0
 
 
 @attrs.define(eq=False)
-class HookedJournal:
+class HookedJournal(FaultyJournal):
     """A MemoryJournal with test hooks around each ``Append`` write."""
 
-    inner: inturn.MemoryJournal = attrs.field(factory=inturn.MemoryJournal)
+    inner: inturn.Journal = attrs.field(factory=inturn.MemoryJournal)
     before_append: Callable[[], Awaitable[None]] | None = None
     after_append: Callable[[], None] | None = None
-
-    async def open(self) -> Recovery:
-        return await self.inner.open()
 
     async def write(self, changes: Sequence[Change]) -> None:
         is_append = any(isinstance(change, Append) for change in changes)
         if is_append and self.before_append is not None:
             await self.before_append()
-        await self.inner.write(changes)
+        await super().write(changes)
         if is_append and self.after_append is not None:
             self.after_append()
-
-    async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
-        return await self.inner.load(key, after, limit)
-
-    async def keys(self, **kwargs: Any) -> list[KeyInfo]:
-        return await self.inner.keys(**kwargs)
-
-    async def job(self, job_id: int) -> JobInfo | None:
-        return await self.inner.job(job_id)
-
-    async def dead_letters(self, **kwargs: Any) -> list[JobInfo]:
-        return await self.inner.dead_letters(**kwargs)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def events(logs: list[structlog.typing.EventDict], name: str) -> list[structlog.typing.EventDict]:

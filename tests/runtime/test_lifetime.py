@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 
 import pytest
 import structlog
@@ -11,8 +11,7 @@ import trio.testing
 
 import inturn
 import inturn.journal
-from inturn.info import JobInfo, KeyInfo
-from inturn.journal import StoredJob
+from inturn.journal import Change
 from inturn.testing import FaultyJournal, Recorder
 
 from .helpers import dead_letters
@@ -238,33 +237,19 @@ async def test_resume_after_stop_raises_supervisor_closed() -> None:
         await sup.resume("k")
 
 
-class _GatedJournal:
+class _GatedJournal(FaultyJournal):
     """Delegates to a MemoryJournal; holds each write until ``gate`` is set; never closes it."""
 
     def __init__(self) -> None:
-        self.inner = inturn.MemoryJournal()
+        self.memory = inturn.MemoryJournal()
+        super().__init__(self.memory)
         self.gate = trio.Event()
         self.gated = False
 
-    async def open(self) -> inturn.journal.Recovery:
-        return await self.inner.open()
-
-    async def write(self, changes: object) -> None:
+    async def write(self, changes: Sequence[Change]) -> None:
         if self.gated:
             await self.gate.wait()
-        await self.inner.write(changes)  # type: ignore[arg-type]
-
-    async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
-        return await self.inner.load(key, after, limit)
-
-    async def keys(self, **kwargs: Any) -> list[KeyInfo]:
-        return await self.inner.keys(**kwargs)
-
-    async def job(self, job_id: int) -> JobInfo | None:
-        return await self.inner.job(job_id)
-
-    async def dead_letters(self, **kwargs: Any) -> list[JobInfo]:
-        return await self.inner.dead_letters(**kwargs)
+        await super().write(changes)
 
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()
@@ -294,7 +279,7 @@ async def test_send_journaled_as_the_supervisor_stops_raises_but_keeps_the_job(
 
     assert len(outcome) == 1
     assert "journaled" in str(outcome[0])
-    assert [(job.key, job.data) for job in journal.inner.unfinished()] == [("k", b'"late"')]
+    assert [(job.key, job.data) for job in journal.memory.unfinished()] == [("k", b'"late"')]
 
 
 async def test_an_attempt_that_cannot_be_given_back_is_logged(

@@ -19,8 +19,8 @@ import trio
 import trio.testing
 
 import inturn
-from inturn.info import JobInfo, KeyFilter, KeyInfo
-from inturn.journal import Append, Change, Discard, Halt, MarkAttempt, Recovery, StoredJob
+from inturn.info import JobInfo, KeyInfo
+from inturn.journal import Append, Change, Discard, Halt, MarkAttempt
 from inturn.journal.records import Retrying
 from inturn.testing import FaultyJournal, Recorder
 
@@ -715,49 +715,19 @@ async def test_a_skipped_queued_job_stays_skipped_when_the_supervisor_stops_befo
 
 
 @attrs.define(eq=False)
-class HoldingJournal:
+class HoldingJournal(FaultyJournal):
     """Delegates to *inner*, holding the writes *hold* picks until `release` is set."""
 
-    inner: inturn.Journal
-    hold: Callable[[Sequence[Change]], bool]
+    hold: Callable[[Sequence[Change]], bool] = attrs.field(kw_only=True)
     holding: trio.Event = attrs.field(factory=trio.Event)
     """Set once a held write waits."""
     release: trio.Event = attrs.field(factory=trio.Event)
-
-    async def open(self) -> Recovery:
-        return await self.inner.open()
 
     async def write(self, changes: Sequence[Change]) -> None:
         if self.hold(changes):
             self.holding.set()
             await self.release.wait()
-        await self.inner.write(changes)
-
-    async def load(self, key: str, after: int, limit: int) -> Sequence[StoredJob]:
-        return await self.inner.load(key, after, limit)
-
-    async def keys(
-        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
-    ) -> list[KeyInfo]:
-        return await self.inner.keys(state=state, limit=limit, now=now)
-
-    async def job(self, job_id: int) -> JobInfo | None:
-        return await self.inner.job(job_id)
-
-    async def dead_letters(
-        self,
-        *,
-        key: str | None = None,
-        limit: int = 100,
-        after: int = 0,
-        finished_before: float | None = None,
-    ) -> list[JobInfo]:
-        return await self.inner.dead_letters(
-            key=key, limit=limit, after=after, finished_before=finished_before
-        )
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+        await super().write(changes)
 
 
 async def test_skip_while_the_heads_start_is_being_journaled_never_runs_the_handler(

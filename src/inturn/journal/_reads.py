@@ -11,14 +11,16 @@ from __future__ import annotations
 from typing import Final
 
 from .._checks import check_count, check_number
-from ..info import JobState, KeyFilter
+from ..info import JobState, KeyFilter, KeyInfo
 
 __all__ = [
     "KEY_FILTERS",
     "check_dead_letters",
     "check_job_id",
     "check_keys",
+    "halted_key_info",
     "job_state",
+    "key_info",
     "key_matches",
 ]
 
@@ -68,3 +70,44 @@ def check_dead_letters(key: object, limit: object, after: object, finished_befor
     check_count("after", after, minimum=0)
     if finished_before is not None:
         check_number("finished_before", finished_before)
+
+
+def key_info(
+    *,
+    key: str,
+    queued: int,
+    halted: bool,
+    head_id: int,
+    attempts: int,
+    retry_at: float | None,
+    error: str | None,
+    accepted_at: float,
+    now: float,
+) -> KeyInfo:
+    """The `KeyInfo` of a key with unfinished jobs, from what a journal stores of its head."""
+    return KeyInfo(
+        key=key,
+        queued=queued,
+        halted=halted,
+        head_job_id=head_id,
+        head_state=job_state(dead=False, attempts=attempts, retry_at=retry_at),
+        head_attempt=attempts,
+        head_age=now - accepted_at,
+        next_retry_at=retry_at,
+        last_error=error,
+    )
+
+
+def halted_key_info(key: str) -> KeyInfo:
+    """The `KeyInfo` of a halted key without unfinished jobs."""
+    return KeyInfo(
+        key=key,
+        queued=0,
+        halted=True,
+        head_job_id=None,
+        head_state=None,
+        head_attempt=None,
+        head_age=None,
+        next_retry_at=None,
+        last_error=None,
+    )

@@ -22,7 +22,15 @@ import attrs
 
 from ..errors import JournalCorrupt, JournalError
 from ..info import JobInfo, KeyFilter, KeyInfo
-from ._reads import check_dead_letters, check_job_id, check_keys, job_state, key_matches
+from ._reads import (
+    check_dead_letters,
+    check_job_id,
+    check_keys,
+    halted_key_info,
+    job_state,
+    key_info,
+    key_matches,
+)
 from ._sqlite_schema import (
     COLUMNS,
     SQLITE_MAX,
@@ -90,33 +98,20 @@ def select_keys(
                 (limit - len(rows),),
             ).fetchall()
     found = [
-        KeyInfo(
+        key_info(
             key=key,
             queued=queued,
             halted=bool(is_halted),
-            head_job_id=head_id,
-            head_state=job_state(dead=False, attempts=attempts, retry_at=retry_at),
-            head_attempt=attempts,
-            head_age=now - accepted_at,
-            next_retry_at=retry_at,
-            last_error=error,
+            head_id=head_id,
+            attempts=attempts,
+            retry_at=retry_at,
+            error=error,
+            accepted_at=accepted_at,
+            now=now,
         )
         for key, queued, is_halted, head_id, attempts, retry_at, error, accepted_at in rows
     ]
-    found.extend(
-        KeyInfo(
-            key=key,
-            queued=0,
-            halted=True,
-            head_job_id=None,
-            head_state=None,
-            head_attempt=None,
-            head_age=None,
-            next_retry_at=None,
-            last_error=None,
-        )
-        for (key,) in idle
-    )
+    found.extend(halted_key_info(key) for (key,) in idle)
     return found
 
 

@@ -19,7 +19,15 @@ import trio
 
 from ..errors import DuplicateError, JournalError
 from ..info import JobInfo, JobState, KeyFilter, KeyInfo
-from ._reads import check_dead_letters, check_job_id, check_keys, job_state, key_matches
+from ._reads import (
+    check_dead_letters,
+    check_job_id,
+    check_keys,
+    halted_key_info,
+    job_state,
+    key_info,
+    key_matches,
+)
 from .records import (
     Append,
     Backlog,
@@ -155,7 +163,7 @@ class MemoryJournal:
         ]
         if len(found) < limit and key_matches(state, None, True):  # halted keys without jobs
             idle = sorted(key for key in self._halted if key not in self._by_key)
-            found.extend(_idle_key(key) for key in idle[: limit - len(found)])
+            found.extend(halted_key_info(key) for key in idle[: limit - len(found)])
         return found
 
     async def job(self, job_id: int) -> JobInfo | None:
@@ -200,16 +208,16 @@ class MemoryJournal:
 
     def _key_info(self, key: str, head_id: int, now: float) -> KeyInfo:
         head = self._jobs[head_id]
-        return KeyInfo(
+        return key_info(
             key=key,
             queued=len(self._by_key[key]),
             halted=key in self._halted,
-            head_job_id=head_id,
-            head_state=head.state(),
-            head_attempt=head.attempts,
-            head_age=now - head.accepted_at,
-            next_retry_at=head.retry_at,
-            last_error=head.last_error,
+            head_id=head_id,
+            attempts=head.attempts,
+            retry_at=head.retry_at,
+            error=head.last_error,
+            accepted_at=head.accepted_at,
+            now=now,
         )
 
     def _check(self, changes: Sequence[Change]) -> None:
@@ -317,18 +325,3 @@ class MemoryJournal:
             if not ids:
                 del self._by_key[job.key]
         return job
-
-
-def _idle_key(key: str) -> KeyInfo:
-    """A halted key with no unfinished jobs."""
-    return KeyInfo(
-        key=key,
-        queued=0,
-        halted=True,
-        head_job_id=None,
-        head_state=None,
-        head_attempt=None,
-        head_age=None,
-        next_retry_at=None,
-        last_error=None,
-    )
