@@ -347,15 +347,16 @@ class Actor:
         self.runtime.log.debug("actor.spawned", key=self._key)
         yielded = True  # a schedule point since the last job: spawned, or woken
         runtime = self.runtime
+        # The loop is written out here, not in a helper coroutine: one more
+        # frame on every resume of the task cost 3-5% of a no-op job.
         while True:  # a fresh scope after each operator's cancel
             with trio.CancelScope() as self.interruptible:
                 while True:
-                    if not (
-                        self.holding or runtime.max_concurrency is None or runtime.take_slot(self)
-                    ):
+                    if not runtime.take_slot(self):
                         runtime.log.debug("actor.queued", key=self._key)
                         return  # a new task serves the lane when a slot frees
-                    if core.spilled and (page := core.page(self.lane)) is not None:
+                    page = core.page(self.lane)
+                    if page is not None:
                         core.paged(
                             page, await runtime.journal.load(page.key, page.after, page.limit)
                         )

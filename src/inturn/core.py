@@ -157,8 +157,6 @@ class Core:
     _unique: dict[str, int] = attrs.field(factory=dict, init=False)
     _pending: int = attrs.field(default=0, init=False)
     _buffered: int = attrs.field(default=0, init=False)
-    spilled: bool = attrs.field(default=False, init=False)
-    """Some job was ever left in the journal: only then can `page` have work."""
     _parked: int = attrs.field(default=0, init=False)
     _completed: int = attrs.field(default=0, init=False)
     _discarded: int = attrs.field(default=0, init=False)
@@ -181,7 +179,7 @@ class Core:
             or len(state.fifo) >= self.window
             or (state.fifo and self._buffered >= self.max_buffered)
         ):
-            entry.spilled = self.spilled = True
+            entry.spilled = True
             state.on_disk += 1
             if state.spilling is None:
                 state.spilling = []
@@ -221,7 +219,7 @@ class Core:
             state = self._lane(entry.lane)
             if entry.key is not None and len(state.fifo) >= self.window:
                 # a journal that hands back more than the window: page it in later
-                entry.spilled = self.spilled = True
+                entry.spilled = True
                 state.on_disk += 1
                 state.disk_tail = entry.id
             else:
@@ -230,7 +228,6 @@ class Core:
         for key, backlog in recovery.backlog.items():
             self.next_id = max(self.next_id, backlog.last_id + 1)
             state = self._lane(key)
-            self.spilled = True
             state.on_disk += backlog.count
             state.disk_tail = max(state.disk_tail, backlog.last_id)
             self._pending += backlog.count
