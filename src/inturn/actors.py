@@ -413,6 +413,7 @@ class Actor:
         except BaseException:
             if entry.running:
                 self.runtime.core.interrupt(entry)
+                self.runtime.check_idle()  # paused while it ran: parked now
             raise
         finally:
             if self.runtime.stopped:  # an operator's skip waits for the attempt to stop
@@ -481,6 +482,7 @@ class Actor:
                 retry_at = time.time() + (at - trio.current_time())
                 await runtime.journal.write([Retrying(entry.id, text, retry_at)])
                 core.backoff(entry)
+                runtime.check_idle()  # paused while it ran: parked now
                 runtime.give_slot(self)  # a slot is for running, not for waiting
                 runtime.log.debug(
                     "job.retry_scheduled",

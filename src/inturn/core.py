@@ -1,4 +1,4 @@
-"""The sans-I/O heart of inturn: per-key FIFO, the gate, retries, halts, unique keys.
+"""The sans-I/O heart of inturn: per-key FIFO, the gate, retries, halts.
 
 Theory of operation
 -------------------
@@ -49,7 +49,7 @@ from typing import Literal, TypeAlias
 
 import attrs
 
-from .errors import DecodeError, DuplicateError
+from .errors import DecodeError
 from .jobs import Stats
 from .journal.records import Recovery, StoredJob
 from .retry import Retry
@@ -154,7 +154,6 @@ class Core:
     """About this many jobs in memory in all (each key's head always is)."""
     next_id: int = 1
     _lanes: dict[Lane, _LaneState] = attrs.field(factory=dict, init=False)
-    _unique: dict[str, int] = attrs.field(factory=dict, init=False)
     _pending: int = attrs.field(default=0, init=False)
     _buffered: int = attrs.field(default=0, init=False)
     _parked: int = attrs.field(default=0, init=False)
@@ -164,13 +163,12 @@ class Core:
     # -- accepting ---------------------------------------------------------
 
     def reserve(self, key: str | None, data: bytes, unique: str | None = None) -> Entry:
-        """Give a new job its id, its FIFO place and its unique key.
+        """Give a new job its id and its FIFO place.
 
-        It cannot run until `commit`.  Raises `DuplicateError`, changing nothing,
-        while another unfinished job holds *unique*.
+        It cannot run until `commit`.  Unique keys are the journal's to
+        enforce: it refuses the job's `Append` with `DuplicateError`, and the
+        shell then calls `retract`.
         """
-        if unique is not None and unique in self._unique:
-            raise DuplicateError(unique, self._unique[unique])
         entry = Entry(id=self.next_id, key=key, data=data, unique=unique)
         self.next_id += 1
         state = self._lane(entry.lane)
@@ -196,7 +194,6 @@ class Core:
         if entry.spilled:
             self._settled(state, entry)
             state.disk_tail = max(state.disk_tail, entry.id)
-            self._forget_unique(entry)  # the journal holds it now
         return self._wants_actor(state)
 
     def retract(self, entry: Entry) -> None:
@@ -206,6 +203,8 @@ class Core:
         if entry.spilled:
             self._settled(state, entry)
         self._forget(entry.lane, state, entry)
+        if entry.id == self.next_id - 1:
+            self.next_id -= 1  # nothing took an id after it: a refused send uses none up
 
     def restore(self, recovery: Recovery) -> list[Lane]:
         """Rebuild the FIFOs from a journal; return the lanes that need actors."""
@@ -281,8 +280,6 @@ class Core:
                 entry.skipped = True
             self._buffer(state, entry)
             state.on_disk -= 1
-            if entry.unique is not None:
-                self._unique.setdefault(entry.unique, entry.id)
         if len(jobs) < page.limit or (jobs and jobs[-1].id >= page.upto):
             state.tail = max(state.tail, page.upto)  # the whole range is in
 
@@ -499,9 +496,6 @@ class Core:
         """How many lanes hold state (for leak checks)."""
         return len(self._lanes)
 
-    def held_unique_keys(self) -> int:
-        return len(self._unique)
-
     def buffered(self) -> int:
         """How many jobs are held in memory (the rest wait in the journal)."""
         return self._buffered
@@ -533,9 +527,7 @@ class Core:
         self._buffered += 1
 
     def _count(self, state: _LaneState, entry: Entry) -> None:
-        """A new unfinished job: hold its unique key, count it."""
-        if entry.unique is not None:
-            self._unique[entry.unique] = entry.id
+        """A new unfinished job: count it."""
         self._pending += 1
         if state.halted:
             self._parked += 1
@@ -592,14 +584,7 @@ class Core:
         self._drop_if_unused(lane, state)
 
     def _release(self, entry: Entry) -> None:
-        self._forget_unique(entry)
         self._pending -= 1
-
-    def _forget_unique(self, entry: Entry) -> None:
-        # Only if *entry* holds it: a spilled job's key is held by the journal,
-        # which refuses duplicates on its own.
-        if entry.unique is not None and self._unique.get(entry.unique) == entry.id:
-            del self._unique[entry.unique]
 
     def _drop_if_unused(self, lane: Lane, state: _LaneState) -> None:
         if not (state.size or state.attached or state.halted):

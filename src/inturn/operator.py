@@ -22,12 +22,30 @@ from .journal import Append, Discard, Halt, Journal, Resume
 from .journal.records import Purge
 from .keys import validate_key
 
-__all__ = ["SKIPPED_TEXT", "Operator", "check_job_id", "check_limit", "operate", "purge_dead"]
+__all__ = [
+    "SKIPPED_TEXT",
+    "Operator",
+    "check_job_id",
+    "check_limit",
+    "operate",
+    "purge_dead",
+    "schedule_point",
+]
 
 SKIPPED_TEXT = "skipped by operator"
 """The error text a skipped job keeps as a dead letter."""
 
 _PURGE_BATCH = 1000
+
+
+async def schedule_point() -> None:
+    """Let other tasks run, without a cancellation point.
+
+    A journal need not yield (the memory one doesn't), and every trio async
+    function that can block must: the runtime adds the schedule point, after
+    the journal answered.  Shielded, so what was done is never reported lost.
+    """
+    await trio.lowlevel.cancel_shielded_checkpoint()
 
 
 def check_job_id(job_id: object) -> int:
@@ -73,6 +91,7 @@ async def purge_dead(journal: Journal, older_than: object, key: str | None) -> i
     while dead := await journal.dead_letters(key=key, limit=_PURGE_BATCH, finished_before=before):
         await journal.write([Purge(info.id) for info in dead])
         purged += len(dead)
+    await schedule_point()
     return purged
 
 
@@ -87,17 +106,23 @@ class Operator:
 
     async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]:
         """Keys with unfinished jobs, or halted: oldest head first.  See `Supervisor.keys`."""
-        return await self._journal.keys(state=state, limit=check_limit(limit), now=time.time())
+        found = await self._journal.keys(state=state, limit=check_limit(limit), now=time.time())
+        await schedule_point()
+        return found
 
     async def job(self, job_id: int) -> JobInfo | None:
         """The unfinished job or dead letter *job_id*, or None."""
-        return await self._journal.job(check_job_id(job_id))
+        info = await self._journal.job(check_job_id(job_id))
+        await schedule_point()
+        return info
 
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         """Dead letters, oldest first; of *key* only if given."""
         if key is not None:
             key = validate_key(key)
-        return await self._journal.dead_letters(key=key, limit=check_limit(limit))
+        found = await self._journal.dead_letters(key=key, limit=check_limit(limit))
+        await schedule_point()
+        return found
 
     async def requeue(self, job_id: int) -> int:
         """Put dead letter *job_id* back at the tail of its key, attempts reset; return its new id.
@@ -111,12 +136,14 @@ class Operator:
         append = Append(job_id=new_id, key=info.key, data=info.data, unique=info.unique)
         await self._journal.write([append, Purge(info.id)])
         self._next_id += 1
+        await schedule_point()
         return new_id
 
     async def skip(self, job_id: int) -> None:
         """Discard unfinished job *job_id* now, unrun, as a dead letter "skipped by operator"."""
         info = await skip_check(self._journal, job_id)
         await self._journal.write([Discard(info.id, SKIPPED_TEXT)])
+        await schedule_point()
 
     async def pause(self, key: str) -> None:
         """Halt *key*: none of its jobs start until `resume`.
@@ -129,6 +156,7 @@ class Operator:
             raise KeyNotFound(key)
         await self._journal.write([Halt(key)])
         self._halted.add(key)
+        await schedule_point()
 
     async def resume(self, key: str) -> None:
         """Let halted *key* run again; a key that is not halted is left as it is."""
@@ -138,6 +166,7 @@ class Operator:
             return
         await self._journal.write([Resume(key)])
         self._halted.discard(key)
+        await schedule_point()
 
     async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
         """Delete dead letters discarded more than *older_than* seconds ago; return how many."""

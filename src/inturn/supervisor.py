@@ -62,6 +62,7 @@ from .operator import (
     check_limit,
     purge_dead,
     requeue_check,
+    schedule_point,
     skip_check,
 )
 from .retry import Retry
@@ -100,7 +101,7 @@ class Supervisor:
         """
         key = validate_key(key)
         entry = await self._accept(key, payload, unique)
-        await _schedule_point()
+        await schedule_point()
         return entry.id
 
     async def send_many(self, jobs: Iterable[tuple[str, object]]) -> list[int]:
@@ -133,7 +134,7 @@ class Supervisor:
             return []
         entries = [runtime.core.reserve(key, data) for key, data in batch]
         await self._journal(entries)
-        await _schedule_point()
+        await schedule_point()
         return [entry.id for entry in entries]
 
     async def submit(self, payload: object, *, unique: str | None = None) -> int:
@@ -142,7 +143,7 @@ class Supervisor:
         Raises the same errors as `send`.
         """
         entry = await self._accept(None, payload, unique)
-        await _schedule_point()
+        await schedule_point()
         return entry.id
 
     async def ask(self, key: str, payload: object, *, unique: str | None = None) -> object:
@@ -228,6 +229,7 @@ class Supervisor:
             if state == "running":  # the journal counts a head marked early as running
                 live = [info for info in live if info.head_state == "running"]
             if len(live) >= limit or len(infos) < asked:
+                await schedule_point()
                 return live[:limit]
             asked *= 2
 
@@ -239,6 +241,7 @@ class Supervisor:
         """
         self._check_open()
         info = await self._runtime.journal.job(check_job_id(job_id))
+        await schedule_point()
         return None if info is None else self._live_job(info)
 
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
@@ -250,7 +253,9 @@ class Supervisor:
         self._check_open()
         if key is not None:
             key = validate_key(key)
-        return await self._runtime.journal.dead_letters(key=key, limit=check_limit(limit))
+        found = await self._runtime.journal.dead_letters(key=key, limit=check_limit(limit))
+        await schedule_point()
+        return found
 
     async def requeue(self, job_id: int) -> int:
         """Put dead letter *job_id* back at the tail of its key, attempts reset.
@@ -274,6 +279,7 @@ class Supervisor:
             await requeue_check(journal, info.id)  # requeued meanwhile: say so
             raise
         self._runtime.log.info("job.requeued", key=info.key, job_id=entry.id, was=info.id)
+        await schedule_point()
         return entry.id
 
     async def skip(self, job_id: int) -> None:
@@ -465,15 +471,6 @@ class Supervisor:
         for entry in entries:
             runtime.committed(entry)
             runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
-
-
-async def _schedule_point() -> None:
-    """Let other tasks run, without a cancellation point.
-
-    The journal may not have yielded (the memory one doesn't), and every trio
-    async function should; shielded, so an accepted job is never reported lost.
-    """
-    await trio.lowlevel.cancel_shielded_checkpoint()
 
 
 def _number(name: str, value: object, *, minimum: float, inclusive: bool = True) -> float:

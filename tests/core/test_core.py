@@ -1,4 +1,4 @@
-"""The sans-I/O `Core`, driven directly: the gate, FIFO, retries, halts, unique keys."""
+"""The sans-I/O `Core`, driven directly: the gate, FIFO, retries, halts."""
 
 from __future__ import annotations
 
@@ -60,7 +60,6 @@ def snapshot(core: Core) -> tuple[object, ...]:
         core.stats(actors=0, running=0),
         core.next_id,
         core.lanes(),
-        core.held_unique_keys(),
         is_idle(core),
     )
 
@@ -176,14 +175,14 @@ def test_try_retire_on_an_empty_lane_drops_its_state() -> None:
 
 
 def test_many_keys_leave_no_residue() -> None:
-    """A thousand keys seen once each leave no lane and no unique key behind."""
+    """A thousand keys seen once each leave no lane behind."""
     core = make_core()
     for n in range(1000):
         accept(core, f"key-{n}", unique=f"u-{n}")
     for n in range(1000):
         run_ok(core, f"key-{n}")
         assert core.try_retire(f"key-{n}")
-    assert (core.lanes(), core.held_unique_keys()) == (0, 0)
+    assert core.lanes() == 0
     assert is_idle(core)
 
 
@@ -319,7 +318,6 @@ def test_last_attempt_is_discarded_and_the_key_continues() -> None:
 
     assert outcome == Discarding(head, BOOM, halt=False)
     assert core.start("k") is behind
-    assert core.held_unique_keys() == 0
     stats = core.stats(actors=1, running=1)
     assert (stats.completed, stats.discarded, stats.queued, stats.halted_keys) == (
         0,
@@ -503,86 +501,38 @@ def test_keyed_lane_is_its_key() -> None:
 # -- unique keys ---------------------------------------------------------------
 
 
-def test_duplicate_unique_is_rejected_and_changes_nothing() -> None:
-    """A reserve with a held unique key raises DuplicateError with the holder's id, changing nothing."""
+def test_the_core_leaves_unique_keys_to_the_journal() -> None:
+    """The core keeps a job's unique key but never refuses one: only the journal decides.
+
+    A send whose journal write is still pending, or fails, must not make
+    another send of the same unique key a duplicate of a job that may never
+    exist (issue 8, defect 2).
+    """
     core = make_core()
-    holder = accept(core, "k", unique="u")
-    accept(core, "k")
-    before = snapshot(core)
-
-    with pytest.raises(inturn.DuplicateError) as exc_info:
-        core.reserve("other", b"{}", "u")  # any key
-
-    assert exc_info.value.job_id == holder.id
-    assert exc_info.value.unique == "u"
-    assert snapshot(core) == before
-
-
-def test_a_reserved_unique_key_is_held_before_commit() -> None:
-    """A unique key is taken at reserve, before the journal write returns."""
-    core = make_core()
-    holder = core.reserve("k", b"{}", "u")
-    with pytest.raises(inturn.DuplicateError) as exc_info:
-        core.reserve("k", b"{}", "u")
-    assert exc_info.value.job_id == holder.id
-
-
-def test_without_unique_nothing_is_rejected() -> None:
-    """Jobs without a unique key are never rejected, whatever else is queued."""
-    core = make_core()
-    accept(core, "k", unique="u")
-    ids = [accept(core, "k").id for _ in range(3)]
-    assert ids == [2, 3, 4]
-
-
-def test_unique_is_released_on_complete() -> None:
-    """Once the holder completes, its unique key can be used again."""
-    core = make_core()
-    accept(core, "k", unique="u")
-    run_ok(core, "k")
-    assert core.held_unique_keys() == 0
-    assert accept(core, "k", unique="u").id == 2
-
-
-def test_unique_is_released_on_discard() -> None:
-    """Once the holder is discarded, its unique key can be used again."""
-    core = make_core(max_attempts=1)
-    holder = accept(core, "k", unique="u")
-    core.start("k")
-    fail_and_apply(core, holder)
-    assert accept(core, "k", unique="u").id == 2
-
-
-def test_unique_is_released_on_retract() -> None:
-    """A retracted job gives its unique key back."""
-    core = make_core()
-    entry = core.reserve("k", b"{}", "u")
-    core.retract(entry)
-    assert core.held_unique_keys() == 0
-    assert core.reserve("k", b"{}", "u").id == 2
-
-
-def test_unique_is_held_through_retries() -> None:
-    """A job backing off still holds its unique key."""
-    core = make_core(max_attempts=3)
-    holder = accept(core, "k", unique="u")
-    core.start("k")
-    fail_and_apply(core, holder)
-    with pytest.raises(inturn.DuplicateError):
-        core.reserve("k", b"{}", "u")
+    first = core.reserve("k", b"{}", "u")
+    second = core.reserve("other", b"{}", "u")  # the journal will refuse one of them
+    assert (first.unique, second.unique) == ("u", "u")
+    core.retract(first)
+    core.commit(second)
+    assert core.start("other") is second
 
 
 # -- retract -------------------------------------------------------------------
 
 
 def test_retract_of_the_only_entry_leaves_nothing() -> None:
-    """A retracted job is forgotten: no lane, not pending, idle again (its id stays used)."""
+    """A retracted job is forgotten: no lane, not pending, idle again, and its id is free."""
     core = make_core()
     entry = core.reserve("k", b"{}")
     core.retract(entry)
     assert (core.lanes(), is_idle(core)) == (0, True)
     assert core.stats(actors=0, running=0).queued == 0
-    assert core.next_id == 2  # ids are never reused
+    assert core.next_id == 1  # no job was appended with it: a refused send uses no id
+    behind = core.reserve("k", b"{}")
+    ahead = core.reserve("k", b"{}")
+    core.retract(behind)
+    assert core.next_id == 3  # a later id is out: this one stays used
+    core.retract(ahead)
 
 
 def test_retract_of_a_non_head_entry_keeps_the_order() -> None:
@@ -727,9 +677,6 @@ def test_restore_rebuilds_fifos_attempts_and_halts() -> None:
     assert keyless is not None
     assert (keyless.key, keyless.attempt) == (None, 2)
     assert core.start("h") is None
-    with pytest.raises(inturn.DuplicateError) as exc_info:
-        core.reserve("x", b"{}", "u")
-    assert exc_info.value.job_id == 5
     assert core.reserve("x", b"{}").id == 20
 
 

@@ -488,7 +488,6 @@ async def test_a_unique_key_held_by_a_spilled_job_is_refused_until_it_completes(
             await sup.wait_idle()
             again = await sup.send("other", "again", unique="u")  # free once the holder is done
             await sup.wait_idle()
-            assert sup._runtime.core.held_unique_keys() == 0
 
     assert [call.job.id for call in recorder.calls][-2:] == [holder, again]
 

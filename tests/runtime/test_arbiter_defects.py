@@ -1,0 +1,346 @@
+"""Regression tests for races between sends, operators and actors (each fails on the defect it names)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+import inturn
+from inturn.journal import Complete
+from inturn.testing import FaultyJournal, Recorder
+
+from .helpers import Script
+
+GUARD = 1000.0
+"""Virtual seconds after which a test on the autojump clock is stuck."""
+REAL_GUARD = 10.0
+"""Real seconds after which a test on SQLite (real clock: its writes wait for a thread) is stuck."""
+
+
+def ran(recorder: Recorder) -> list[int]:
+    return [call.job.id for call in recorder.calls]
+
+
+@attrs.define(eq=False)
+class FirstWriteFails(FaultyJournal):
+    """The first write waits for `gate`, then raises JournalError; the rest go through."""
+
+    gate: trio.Event = attrs.field(factory=trio.Event)
+    writes: int = 0
+
+    async def write(self, changes):
+        self.writes += 1
+        if self.writes == 1:
+            await self.gate.wait()
+            raise inturn.JournalError("injected failure")
+        await self.inner.write(changes)
+
+
+@attrs.define(eq=False)
+class SlowFirstLoad(FaultyJournal):
+    """The first load reads its page when called, but returns it only once `proceed` is set."""
+
+    loaded: trio.Event = attrs.field(factory=trio.Event)
+    proceed: trio.Event = attrs.field(factory=trio.Event)
+    page: list[inturn.journal.StoredJob] = attrs.field(factory=list)
+
+    async def load(self, key, after, limit):
+        page = await self.inner.load(key, after, limit)
+        if not self.loaded.is_set():
+            self.page = list(page)
+            self.loaded.set()
+            await self.proceed.wait()
+        return page
+
+
+@attrs.define(eq=False)
+class HeldDeadLetters(FaultyJournal):
+    """Once armed, the next dead_letters() reads, sets `read`, and returns only once `go` is set."""
+
+    armed: bool = False
+    read: trio.Event = attrs.field(factory=trio.Event)
+    go: trio.Event = attrs.field(factory=trio.Event)
+
+    async def dead_letters(self, **kwargs):
+        found = await self.inner.dead_letters(**kwargs)
+        if self.armed:
+            self.armed = False
+            self.read.set()
+            await self.go.wait()
+        return found
+
+
+# -- 2: a refused send's unique key ------------------------------------------------
+
+
+async def test_defect2_a_send_is_not_refused_as_a_duplicate_of_a_job_that_never_existed() -> None:
+    journal = FirstWriteFails(inturn.MemoryJournal())
+    script = Script()
+    results: dict[str, object] = {}
+
+    async def send(sup, name, key, payload):
+        try:
+            results[name] = await sup.send(key, payload, unique="u")
+        except Exception as exc:
+            results[name] = exc
+
+    async with inturn.open_supervisor(script, journal=journal) as sup:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send, sup, "a", "k", 1)
+            await trio.testing.wait_all_tasks_blocked()  # a waits in its write
+            nursery.start_soon(send, sup, "b", "k2", "hold")
+            await trio.testing.wait_all_tasks_blocked()
+            journal.gate.set()
+        assert isinstance(results["b"], int), results
+        assert isinstance(results["a"], inturn.JournalError), results
+        with pytest.raises(inturn.DuplicateError):
+            await sup.send("k3", 3, unique="u")
+        script.release("hold")
+
+
+# -- 3: operator reads yield -------------------------------------------------------
+
+READS: dict[str, Callable[[Any], Awaitable[object]]] = {
+    "sup.keys": lambda sup: sup.keys(),
+    "sup.job": lambda sup: sup.job(1),
+    "sup.dead_letters": lambda sup: sup.dead_letters(),
+    "sup.purge_dead": lambda sup: sup.purge_dead(older_than=0),
+    "op.keys": lambda op: op.keys(),
+    "op.job": lambda op: op.job(1),
+    "op.dead_letters": lambda op: op.dead_letters(),
+    "op.purge_dead": lambda op: op.purge_dead(older_than=0),
+}
+
+
+async def spins_during(call) -> int:
+    """How often a sibling task ran while *call* was awaited 200 times."""
+    spins = 0
+
+    async def spin(task_status=trio.TASK_STATUS_IGNORED):
+        nonlocal spins
+        task_status.started()
+        while True:
+            spins += 1
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(spin)
+        before = spins
+        for _ in range(200):
+            await call()
+        during = spins - before
+        nursery.cancel_scope.cancel()
+    return during
+
+
+@pytest.mark.parametrize("name", list(READS))
+async def test_defect3_operator_reads_yield(name):
+    journal = inturn.MemoryJournal()
+    read = READS[name]
+    if name.startswith("sup."):
+        async with inturn.open_supervisor(Recorder(), journal=journal) as sup:
+            spins = await spins_during(lambda: read(sup))
+    else:
+        async with inturn.open_supervisor(Recorder(), journal=journal):
+            pass
+        async with inturn.operate(journal) as op:
+            spins = await spins_during(lambda: read(op))
+    assert spins > 0, f"{name}() never let another task run in 200 calls"
+
+
+# -- 4: leaving the block after a pause while the head ran ---------------------------
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def kind(request):
+    return request.param
+
+
+@pytest.fixture
+def clock(kind):
+    """The autojump clock on MemoryJournal; the real clock on SQLite (its writes wait for a thread)."""
+    return trio.testing.MockClock(autojump_threshold=0) if kind == "memory" else None
+
+
+@pytest.mark.parametrize("failure", ["attempt_fails_and_retries", "completion_write_fails"])
+async def test_defect4_leaving_the_block_does_not_hang_after_a_pause_while_the_head_ran(
+    kind, clock, tmp_path: Path, failure
+) -> None:
+    inner = inturn.MemoryJournal() if kind == "memory" else inturn.SQLiteJournal(tmp_path / "j.db")
+    journal = FaultyJournal(inner)
+    if failure == "completion_write_fails":
+        journal.fail = lambda changes: (
+            journal.failures == 0 and any(isinstance(change, Complete) for change in changes)
+        )
+    started, release = trio.Event(), trio.Event()
+
+    async def handler(job):
+        started.set()
+        await release.wait()
+        if failure == "attempt_fails_and_retries" and job.attempt == 1:
+            raise ValueError("boom")
+
+    retry = inturn.Retry(initial_delay=0.05, max_delay=0.05, jitter=0.0)
+    with trio.fail_after(GUARD if clock is not None else REAL_GUARD):
+        async with inturn.open_supervisor(handler, journal=journal, retry=retry) as sup:
+            await sup.send("k", "x")
+            await started.wait()
+            await sup.pause("k")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sup.wait_idle)
+                await trio.testing.wait_all_tasks_blocked()  # wait_idle waits
+                release.set()  # now the attempt fails, or its completion's write
+
+
+# -- 5: nothing starts once pause() has returned --------------------------------------
+
+
+async def pause_between_two_jobs() -> list[tuple[int, bool]]:
+    """Pause "k" right after its first job returned; (job id, paused) of every handler start."""
+    paused = False
+    starts: list[tuple[int, bool]] = []
+    first_returned, release = trio.Event(), trio.Event()
+
+    async def handler(job):
+        starts.append((job.id, paused))
+        if job.payload == 1:
+            first_returned.set()
+        else:
+            await release.wait()  # so the key still has a job when the pause lands
+
+    async with inturn.open_supervisor(handler) as sup:
+        await sup.send_many([("k", 1), ("k", 2)])
+        if not first_returned.is_set():
+            await first_returned.wait()
+        await sup.pause("k")
+        paused = True
+        await trio.testing.wait_all_tasks_blocked()
+        paused = False
+        release.set()
+        await sup.resume("k")
+        await sup.wait_idle()
+    return starts
+
+
+@pytest.mark.xfail(reason="issue 8, defect 5: not fixed yet")
+async def test_defect5_no_handler_starts_after_pause_returns(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Trio orders a batch of runnable tasks at random: try the race many times.
+    for attempt in range(20):
+        starts = await pause_between_two_jobs()
+        assert (2, True) not in starts, f"try {attempt}: job 2 started after pause() returned"
+        assert [job_id for job_id, _ in starts] == [1, 2], f"try {attempt}: {starts}"
+
+
+# -- 6: two skips of one queued job on SQLite -------------------------------------------
+
+
+@pytest.mark.xfail(reason="issue 8, defect 6: not fixed yet")
+@pytest.mark.parametrize("attempt", range(20))
+async def test_defect6_two_concurrent_skips_of_a_queued_job_on_sqlite(
+    tmp_path: Path, attempt
+) -> None:
+    script = Script()
+    recorder = Recorder(script)
+    outcomes: list[BaseException | None] = []
+
+    async def skip(sup, job_id):
+        try:
+            await sup.skip(job_id)
+        except Exception as exc:
+            outcomes.append(exc)
+        else:
+            outcomes.append(None)
+
+    journal = inturn.SQLiteJournal(tmp_path / "j.db")
+    with trio.fail_after(REAL_GUARD):
+        async with inturn.open_supervisor(recorder, journal=journal) as sup:
+            head = await sup.send("k", "hold")
+            victim = await sup.send("k", "victim")
+            await script.started("hold").wait()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(skip, sup, victim)
+                nursery.start_soon(skip, sup, victim)
+            kinds = sorted(type(outcome).__name__ for outcome in outcomes)
+            assert kinds == ["JobStateError", "NoneType"], outcomes
+            script.release("hold")
+            await sup.wait_idle()
+            assert [dead.id for dead in await sup.dead_letters()] == [victim]
+    assert ran(recorder) == [head]
+
+
+# -- 7: a skip landing while the job's page is read --------------------------------------
+
+
+@pytest.mark.xfail(reason="issue 8, defect 7: not fixed yet")
+async def test_defect7_a_job_skipped_while_its_page_loads_never_runs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    journal = SlowFirstLoad(inturn.MemoryJournal())
+    script = Script()
+    recorder = Recorder(script)
+    escalated = None
+    ids: list[int] = []
+    victim = 0
+    try:
+        with trio.fail_after(GUARD):
+            async with inturn.open_supervisor(recorder, journal=journal, window=4) as sup:
+                ids = [await sup.send("k", "hold")] + [await sup.send("k", n) for n in range(8)]
+                await script.started("hold").wait()
+                script.release("hold")
+                await journal.loaded.wait()  # the page is read, not yet returned
+                victim = journal.page[0].id
+                await sup.skip(victim)  # its Discard is journaled
+                journal.proceed.set()
+                await sup.wait_idle()
+    except inturn.JournalError as exc:
+        escalated = exc
+    assert ran(recorder) == [job_id for job_id in ids if job_id != victim]
+    assert escalated is None
+
+
+# -- 8: purge_dead racing requeue --------------------------------------------------------
+
+
+@pytest.mark.xfail(reason="issue 8, defect 8: not fixed yet")
+async def test_defect8_purge_dead_racing_a_requeue_purges_the_rest(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    journal = HeldDeadLetters(inturn.MemoryJournal())
+    broken = True
+
+    async def handler(job):
+        if broken:
+            raise inturn.PermanentError("down")
+
+    recorder = Recorder(handler)
+    purged: list[object] = []
+
+    async def purge(sup):
+        try:
+            purged.append(await sup.purge_dead(older_than=0))
+        except Exception as exc:
+            purged.append(exc)
+
+    async with inturn.open_supervisor(recorder, journal=journal) as sup:
+        first = await sup.send("a", 1)
+        await sup.send("b", 2)
+        await sup.wait_idle()
+        broken = False
+        journal.armed = True
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(purge, sup)
+            await journal.read.wait()  # the purge has read both dead letters
+            requeued = await sup.requeue(first)
+            journal.go.set()
+        assert purged == [1], purged
+        await sup.wait_idle()
+        assert await sup.dead_letters() == []
+    assert ran(recorder)[-1] == requeued
