@@ -1,7 +1,8 @@
 """The journal conformance kit: the tests every `inturn.Journal` must pass.
 
-`JournalConformance` is mixed into a test class with a ``journal`` fixture;
-`inturn.testing` re-exports it with `unfinished_jobs`.  The helpers here
+`BasicConformance` is half of `JournalConformance` (the other half, the
+journal as arbiter, is in `_conformance_arbiter`); `inturn.testing`
+re-exports that with `unfinished_jobs`.  The helpers here
 (opening and reopening a journal, paging its backlogs in) serve the operator
 reads kit in `_conformance_reads` too.  Like `inturn.testing`, this module
 imports no pytest: a journal author's suite needs only the fixture.
@@ -30,7 +31,7 @@ from .journal import (
     StoredJob,
 )
 
-__all__ = ["JournalConformance", "unfinished_jobs"]
+__all__ = ["BasicConformance", "unfinished_jobs"]
 
 
 _E = TypeVar("_E", bound=BaseException)
@@ -134,26 +135,8 @@ async def _session(journal: Journal) -> AsyncIterator[_Session]:
                 await journal.aclose()
 
 
-class JournalConformance:
-    """Tests every `inturn.Journal` must pass; mix into a test class.
-
-    The class provides a ``journal`` fixture that returns (or yields) a fresh,
-    unopened journal: each test opens it, writes, and reopens the same object
-    after ``aclose`` to see what it kept, the way a supervisor restarted on a
-    file would.  The tests use only the `Journal` protocol and the records in
-    `inturn.journal`::
-
-        class TestMyJournal(JournalConformance):
-            @pytest.fixture
-            def journal(self, tmp_path: Path) -> MyJournal:
-                return MyJournal(tmp_path / "jobs.db")
-
-    The tests are async: run them under pytest-trio, with ``trio_mode = true``
-    or ``pytestmark = pytest.mark.trio`` on the subclass.  inturn runs them
-    against `MemoryJournal`, so the fake the runtime tests use obeys the same
-    rules as a durable journal (trio ships ``check_two_way_stream`` for the
-    same reason).
-    """
+class BasicConformance:
+    """Appends, replay, unique keys, ids, halts, batches, paging (see `JournalConformance`)."""
 
     async def test_fresh_journal_opens_empty(self, journal: Journal) -> None:
         """A journal never written to opens with next_id 1, no jobs and no halted keys."""

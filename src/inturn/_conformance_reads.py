@@ -167,23 +167,26 @@ class OperatorReadsConformance:
             _expect(await journal.job(1), expected, "job(1) discarded, after a reopen")
 
     async def test_retrying_names_an_unfinished_job(self, journal: Journal) -> None:
-        """A Retrying of an unknown, completed or discarded job raises JournalError and changes nothing, alone or in a batch."""
+        """A Retrying of a completed or discarded job is superseded (returned, not applied), alone or in a batch; of an unknown one it raises JournalError."""
         async with _session(journal) as session:
             await session.open()
             await journal.write([Append(job_id=n, key="k", data=b"%d" % n) for n in (1, 2, 3)])
             await journal.write([Complete(2)])
             await journal.write([Discard(3, "ValueError: boom")])
+            await journal.write([MarkAttempt(1, 1)])
             before = await _view(journal, [1, 2, 3])
-            for job_id in (99, 2, 3):
+            await _raises(JournalError, journal.write([Retrying(99, "ValueError: late", 1.0)]))
+            for job_id in (2, 3):
                 bad = Retrying(job_id, "ValueError: late", 1.0)
-                await _raises(JournalError, journal.write([bad]))
-                await _raises(JournalError, journal.write([MarkAttempt(1, 1), bad]))
+                _expect(list(await journal.write([bad])), [bad], f"write([{bad}])")
+                batch: list[Change] = [MarkAttempt(1, 1), bad]
+                _expect(list(await journal.write(batch)), [bad], f"write({batch})")
                 _expect(await _view(journal, [1, 2, 3]), before, f"the journal after {bad}")
             await session.reopen()
             _expect(await _view(journal, [1, 2, 3]), before, "the journal after a reopen")
 
     async def test_purge_deletes_a_dead_letter_and_nothing_else(self, journal: Journal) -> None:
-        """Purge of a dead letter deletes it for good (its id stays used); of any other job it raises JournalError and changes nothing."""
+        """Purge of a dead letter deletes it for good (its id stays used); of any other job it is superseded, of an unknown one refused."""
         async with _session(journal) as session:
             await session.open()
             await journal.write([Append(job_id=n, key="k", data=b"%d" % n) for n in (1, 2, 3, 4)])
@@ -191,9 +194,10 @@ class OperatorReadsConformance:
             await journal.write([Complete(2)])
             await journal.write([MarkAttempt(4, 1)])
             before = await _view(journal, [1, 2, 3, 4])
-            for job_id in (2, 3, 4, 99):  # completed, queued, running, unknown
-                await _raises(JournalError, journal.write([Purge(job_id)]))
+            for job_id in (2, 3, 4):  # completed, queued, running
+                _expect(list(await journal.write([Purge(job_id)])), [Purge(job_id)], "superseded")
                 _expect(await _view(journal, [1, 2, 3, 4]), before, f"after Purge({job_id})")
+            await _raises(JournalError, journal.write([Purge(99)]))  # never appended
 
             await journal.write([Purge(1)])
             _expect(await journal.job(1), None, "job(1) once purged")
@@ -201,21 +205,17 @@ class OperatorReadsConformance:
             recovery = await session.reopen()
             _expect(await journal.job(1), None, "job(1) once purged, after a reopen")
             _expect([job.id for job in recovery.jobs], [3, 4], "replayed job ids")
-            await _raises(JournalError, journal.write([Purge(1)]))  # gone already
+            _expect(list(await journal.write([Purge(1)])), [Purge(1)], "a purge, again")
             await _raises(JournalError, journal.write([Append(job_id=1, key="k", data=b"")]))
 
     async def test_batches_with_retrying_or_purge_are_all_or_nothing(
         self, journal: Journal
     ) -> None:
-        """A batch with an illegal Retrying or Purge (or one made illegal by an earlier change in it) applies nothing; legal ones apply in order."""
+        """A batch with an illegal Retrying or Purge (an unknown job, a duplicate) applies nothing; legal ones apply in order."""
         illegal: list[tuple[list[Change], type[Exception]]] = [
-            ([Retrying(1, "E", 1.0), Purge(1)], JournalError),  # 1 is not dead
-            ([Purge(2), Purge(2)], JournalError),  # purged already
+            ([Retrying(1, "E", 1.0), Purge(99)], JournalError),  # never appended
             ([Append(job_id=9, key="k", data=b"", unique="new"), Purge(99)], JournalError),
-            ([Discard(1, "E"), Purge(1), Purge(1)], JournalError),
-            ([Complete(1), Retrying(1, "E", 1.0)], JournalError),  # finished already
-            ([Purge(2), MarkAttempt(2, 1)], JournalError),
-            ([Purge(2), Retrying(2, "E", 1.0)], JournalError),
+            ([Discard(1, "E"), Purge(1), Retrying(99, "E", 1.0)], JournalError),
             ([Purge(2), Append(job_id=9, key="k", data=b"", unique="held")], DuplicateError),
         ]
         ids = [1, 2, 3, 9, 10]
@@ -236,7 +236,7 @@ class OperatorReadsConformance:
                 _expect(await _view(journal, ids), before, f"the journal after refusing {batch}")
                 _expect(_state(await session.reopen()), replayed, f"a reopen after {batch}")
 
-            # a requeue: the dead letter's payload appended anew, and the dead letter purged
+            # a requeue by hand: the dead letter's payload appended anew, and the dead letter purged
             await journal.write([Append(job_id=9, key="k", data=b"2"), Purge(2)])
             # a whole life in one batch, down to a purge
             await journal.write(

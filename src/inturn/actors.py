@@ -53,7 +53,7 @@ from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
 from .errors import DecodeError, PermanentError
 from .events import Logger
 from .jobs import Job
-from .journal import Complete, Discard, Halt, Journal, MarkAttempt
+from .journal import Complete, Discard, Journal, MarkAttempt
 from .journal.records import Retrying
 
 if TYPE_CHECKING:
@@ -406,8 +406,14 @@ class Actor:
                 outcome: Completed | Outcome = self._failed(entry, error)
             else:
                 if not entry.marked:
-                    await self.runtime.journal.write([MarkAttempt(entry.id, entry.attempt)])
+                    mark = MarkAttempt(entry.id, entry.attempt)
+                    if await self.runtime.journal.write([mark]):
+                        await self._start_superseded(entry)
+                        return
                     entry.marked = True
+                if not self.runtime.core.may_run(entry):  # paused or skipped meanwhile
+                    await self._take_back(entry)
+                    return
                 outcome = await self._run(entry)
             await self._carry_out(outcome)
         except BaseException:
@@ -418,6 +424,34 @@ class Actor:
         finally:
             if self.runtime.stopped:  # an operator's skip waits for the attempt to stop
                 self.runtime.stopped.unpark_all()
+
+    async def _take_back(self, entry: Entry) -> None:
+        """*entry* was started but must not run now: give its marked attempt back."""
+        runtime = self.runtime
+        runtime.core.interrupt(entry)
+        runtime.check_idle()
+        await runtime.journal.write([MarkAttempt(entry.id, entry.attempt - 1)])
+
+    async def _start_superseded(self, entry: Entry) -> None:
+        """The journal refused *entry*'s start: another writer finished it, or halted its key."""
+        runtime = self.runtime
+        core = runtime.core
+        if not core.is_halted(entry.lane):
+            info = await runtime.journal.job(entry.id)
+            if info is None or info.state == "dead":
+                self._superseded(entry, "job.superseded")
+                return
+            assert entry.key is not None, "only a key can be halted"
+            core.pause(entry.key)  # halted by another writer: honour it
+        core.interrupt(entry)
+        runtime.check_idle()
+
+    def _superseded(self, entry: Entry, event: str) -> None:
+        """Another writer finished *entry* first: it is gone from here too."""
+        runtime = self.runtime
+        runtime.core.superseded(entry)
+        runtime.log.info(event, key=entry.key, job_id=entry.id)
+        runtime.finished(entry.id, error=PermanentError("finished by another writer"))
 
     def _failed(self, entry: Entry, error: BaseException) -> Outcome:
         runtime = self.runtime
@@ -463,13 +497,15 @@ class Actor:
                 # The job behind may start the moment this one is complete, so
                 # its start is journaled in the same write.
                 successor = core.successor(entry)
-                if successor is None:
-                    await runtime.journal.write([Complete(entry.id)])
-                else:
-                    await runtime.journal.write(
-                        [Complete(entry.id), MarkAttempt(successor.id, successor.attempt)]
-                    )
+                changes: list[Change] = [Complete(entry.id)]
+                if successor is not None:
+                    changes.append(MarkAttempt(successor.id, successor.attempt))
+                superseded = await runtime.journal.write(changes)
+                if successor is not None and changes[-1] not in superseded:
                     successor.marked = True
+                if changes[0] in superseded:
+                    self._superseded(entry, "job.superseded")
+                    return
                 core.complete(entry)
                 runtime.log.debug(
                     "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
@@ -480,7 +516,9 @@ class Actor:
                 # key waits, and until when.
                 text = describe(error)
                 retry_at = time.time() + (at - trio.current_time())
-                await runtime.journal.write([Retrying(entry.id, text, retry_at)])
+                if await runtime.journal.write([Retrying(entry.id, text, retry_at)]):
+                    self._superseded(entry, "job.superseded")
+                    return
                 core.backoff(entry)
                 runtime.check_idle()  # paused while it ran: parked now
                 runtime.give_slot(self)  # a slot is for running, not for waiting
@@ -499,11 +537,9 @@ class Actor:
                     self.backing_off = False
             case Discarding(entry=entry, error=error, halt=halt):
                 text = describe(error)
-                changes: list[Change] = [Discard(entry.id, text)]
-                if halt:
-                    assert entry.key is not None
-                    changes.append(Halt(entry.key))
-                await runtime.journal.write(changes)
+                if await runtime.journal.write([Discard(entry.id, text, halt=halt)]):
+                    self._superseded(entry, "job.superseded")
+                    return
                 core.discard(entry, halt=halt)
                 runtime.log.warning(
                     "job.discarded",

@@ -115,6 +115,8 @@ class Page:
     after: int
     limit: int
     upto: int
+    serial: int = 0
+    """Pages of the lane asked for so far, this one included."""
 
 
 @attrs.define(eq=False, slots=True)
@@ -136,6 +138,12 @@ class _LaneState:
     """Ids of spilled jobs still being journaled, oldest first."""
     skipped: set[int] | None = None
     """Ids of spilled jobs an operator skipped: marked when paged in."""
+    forgotten: dict[int, int] | None = None
+    """Ids of spilled jobs forgotten (skipped) while on disk, each with the
+    serial of the last page asked for then: a page asked for earlier may
+    still bring the job back, and it is dropped."""
+    pages: int = 0
+    """Serial of the last page asked for."""
 
     @property
     def size(self) -> int:
@@ -237,6 +245,14 @@ class Core:
     # -- paging ------------------------------------------------------------
 
     def page(self, lane: Lane) -> Page | None:
+        """The jobs *lane* should read from the journal now, if any (see `_next_page`)."""
+        state = self._lanes[lane]
+        page = self._next_page(lane, state)
+        if page is not None:
+            state.pages = page.serial
+        return page
+
+    def _next_page(self, lane: Lane, state: _LaneState) -> Page | None:
         """The jobs *lane* should read from the journal now, if any.
 
         Asked for once the FIFO has drained to half its window and durable
@@ -245,7 +261,6 @@ class Core:
         being journaled: every job in the page's range is then settled, so a
         read sees all of them and none can turn up later behind the FIFO.
         """
-        state = self._lanes[lane]
         if (
             state.disk_tail <= state.tail
             or state.halted
@@ -262,7 +277,9 @@ class Core:
             return None  # over budget: the head runs first
         else:
             room = min(room, budget)
-        return Page(key=lane, after=state.tail, limit=room, upto=state.disk_tail)
+        return Page(
+            key=lane, after=state.tail, limit=room, upto=state.disk_tail, serial=state.pages + 1
+        )
 
     def paged(self, page: Page, jobs: Sequence[StoredJob]) -> None:
         """Append what `Journal.load` returned for *page*."""
@@ -274,6 +291,8 @@ class Core:
                 return  # other keys paged in meanwhile: the rest waits its turn
             assert stored.key == page.key, "a page holds its key's jobs only"
             assert stored.id > state.tail, "a page holds jobs after its start only"
+            if state.forgotten is not None and state.forgotten.pop(stored.id, None) is not None:
+                continue  # read before its skip was journaled: it is gone
             entry = self._recovered(stored)
             if state.skipped is not None and stored.id in state.skipped:
                 self._unmark(state, stored.id)
@@ -282,6 +301,13 @@ class Core:
             state.on_disk -= 1
         if len(jobs) < page.limit or (jobs and jobs[-1].id >= page.upto):
             state.tail = max(state.tail, page.upto)  # the whole range is in
+        if state.forgotten:
+            # A page asked for after the forget cannot bring it back.
+            for job_id, serial in list(state.forgotten.items()):
+                if job_id <= state.tail and serial < page.serial:
+                    del state.forgotten[job_id]
+            if not state.forgotten:
+                state.forgotten = None
 
     # -- running -----------------------------------------------------------
 
@@ -294,7 +320,8 @@ class Core:
 
     def has_work(self, lane: Lane) -> bool:
         """Whether `start` would return a job now, or `page` jobs to load."""
-        return self._startable_head(self._lanes[lane]) is not None or self.page(lane) is not None
+        state = self._lanes[lane]
+        return self._startable_head(state) is not None or self._next_page(lane, state) is not None
 
     def starts_next(self, entry: Entry) -> bool:
         """Whether reserved *entry* will be the next job its lane starts.
@@ -352,6 +379,27 @@ class Core:
         if entry.running and self.is_halted(entry.lane):
             self._parked += 1  # paused while it ran: parked from now on
         entry.running = False
+
+    def may_run(self, entry: Entry) -> bool:
+        """Whether started *entry* may still call its handler.
+
+        Asked after every await between `start` and the handler: a pause or
+        a skip that landed meanwhile wins, and the start is taken back
+        (`interrupt`), so no handler starts after ``pause`` returned.
+        """
+        return entry.running and not entry.skipped and not self.is_halted(entry.lane)
+
+    def superseded(self, entry: Entry) -> None:
+        """Another writer finished *entry* first (the journal said so): forget it.
+
+        It counts as discarded: only an operator's fix finishes a job behind
+        its owner's back.
+        """
+        state = self._lanes[entry.lane]
+        self._stop(entry)
+        self._discarded += 1
+        self._unmark(state, entry.id)
+        self._forget(entry.lane, state, entry)
 
     def complete(self, entry: Entry) -> None:
         """*entry* completed (and the journal knows): the gate opens."""
@@ -434,7 +482,11 @@ class Core:
         self._unmark(state, job_id)
         entry = next((entry for entry in state.fifo if entry.id == job_id), None)
         assert entry is None or (entry.skipped and not entry.running)
-        self._forget(lane, state, entry)  # None: it never left the journal
+        if entry is None:  # it never left the journal: a page read before may bring it
+            if state.forgotten is None:
+                state.forgotten = {}
+            state.forgotten[job_id] = state.pages
+        self._forget(lane, state, entry)
 
     def unskip(self, job_id: int, key: str | None) -> None:
         """The journal refused to discard skipped *job_id*: it may run after all."""

@@ -18,8 +18,7 @@ import trio
 from ._checks import check_count, check_number
 from .errors import JobNotFound, JobStateError, KeyNotFound
 from .info import JobInfo, KeyFilter, KeyInfo
-from .journal import Append, Discard, Halt, Journal, Resume
-from .journal.records import Purge
+from .journal import Discard, Halt, Journal, Purge, Requeue, Resume
 from .keys import validate_key
 
 __all__ = [
@@ -89,8 +88,9 @@ async def purge_dead(journal: Journal, older_than: object, key: str | None) -> i
     before = time.time() - older_than
     purged = 0
     while dead := await journal.dead_letters(key=key, limit=_PURGE_BATCH, finished_before=before):
-        await journal.write([Purge(info.id) for info in dead])
-        purged += len(dead)
+        # A dead letter requeued meanwhile is superseded, not purged: the rest are.
+        superseded = await journal.write([Purge(info.id) for info in dead])
+        purged += len(dead) - len(superseded)
     await schedule_point()
     return purged
 
@@ -133,8 +133,9 @@ class Operator:
         """
         info = await requeue_check(self._journal, job_id)
         new_id = self._next_id
-        append = Append(job_id=new_id, key=info.key, data=info.data, unique=info.unique)
-        await self._journal.write([append, Purge(info.id)])
+        if await self._journal.write([Requeue(info.id, new_id)]):
+            await requeue_check(self._journal, info.id)  # requeued or purged meanwhile
+            raise JobStateError(info.id, "gone", "it was requeued or purged meanwhile")
         self._next_id += 1
         await schedule_point()
         return new_id
@@ -142,7 +143,9 @@ class Operator:
     async def skip(self, job_id: int) -> None:
         """Discard unfinished job *job_id* now, unrun, as a dead letter "skipped by operator"."""
         info = await skip_check(self._journal, job_id)
-        await self._journal.write([Discard(info.id, SKIPPED_TEXT)])
+        if await self._journal.write([Discard(info.id, SKIPPED_TEXT)]):
+            await skip_check(self._journal, info.id)  # finished meanwhile: say how
+            raise JobStateError(info.id, "gone", "it finished meanwhile")
         await schedule_point()
 
     async def pause(self, key: str) -> None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import random as _random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Literal, NoReturn, final
 
@@ -45,7 +45,7 @@ from .core import Core, Entry, Lane
 from .errors import (
     EncodeError,
     JobDiscarded,
-    JournalError,
+    JobStateError,
     KeyNotFound,
     PermanentError,
     SupervisorClosed,
@@ -53,8 +53,17 @@ from .errors import (
 from .events import Event, EventTee
 from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Stats
-from .journal import Append, Change, Discard, Halt, Journal, MarkAttempt, MemoryJournal, Resume
-from .journal.records import Purge
+from .journal import (
+    Append,
+    Change,
+    Discard,
+    Halt,
+    Journal,
+    MarkAttempt,
+    MemoryJournal,
+    Requeue,
+    Resume,
+)
 from .keys import validate_key, validate_unique
 from .operator import (
     SKIPPED_TEXT,
@@ -79,6 +88,8 @@ class Supervisor:
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
+        self._skipping: dict[int, trio.Event] = {}
+        """Skips under way, by job id."""
 
     async def send(self, key: str, payload: object, *, unique: str | None = None) -> int:
         """Accept a job for sequence *key*; return its id once it is journaled.
@@ -202,6 +213,7 @@ class Supervisor:
             runtime.spawn(key)
         runtime.log.info("key.resumed", key=key)
         runtime.check_idle()
+        await schedule_point()
 
     def stats(self) -> Stats:
         """A snapshot of the supervisor's counters."""
@@ -273,11 +285,9 @@ class Supervisor:
         journal = self._runtime.journal
         info = await requeue_check(journal, job_id)
         entry = self._runtime.core.reserve(info.key, info.data, info.unique)
-        try:
-            await self._journal([entry], also=[Purge(info.id)])
-        except JournalError:
+        if not await self._journal([entry], requeue_of=info.id):
             await requeue_check(journal, info.id)  # requeued meanwhile: say so
-            raise
+            raise JobStateError(info.id, "gone", "it was requeued or purged meanwhile")
         self._runtime.log.info("job.requeued", key=info.key, job_id=entry.id, was=info.id)
         await schedule_point()
         return entry.id
@@ -301,8 +311,19 @@ class Supervisor:
             SupervisorClosed: the supervisor has stopped.
         """
         self._check_open()
+        runtime = self._runtime
+        checked = check_job_id(job_id)
+        while (other := self._skipping.get(checked)) is not None:
+            await other.wait()  # one skip of a job at a time; the next one sees its outcome
+        self._skipping[checked] = done = trio.Event()
+        try:
+            await self._skip(await skip_check(runtime.journal, checked))
+        finally:
+            del self._skipping[checked]
+            done.set()
+
+    async def _skip(self, info: JobInfo) -> None:
         runtime, core = self._runtime, self._runtime.core
-        info = await skip_check(runtime.journal, job_id)
         lane: Lane = info.id if info.key is None else info.key
         running = core.skip(info.id, info.key)  # from here on, it never starts
         runtime.log.info("job.skipped", key=info.key, job_id=info.id)
@@ -315,11 +336,14 @@ class Supervisor:
         head = core.head(lane)
         waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
         try:
-            await runtime.journal.write([Discard(info.id, SKIPPED_TEXT)])
+            superseded = await runtime.journal.write([Discard(info.id, SKIPPED_TEXT)])
         except BaseException:
             core.unskip(info.id, info.key)
             runtime.wake(lane)
             raise
+        if superseded:  # another writer finished it first: it keeps that outcome
+            await skip_check(runtime.journal, info.id)
+            raise JobStateError(info.id, "gone", "it finished meanwhile")
         core.skipped(info.id, info.key)
         runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
         runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
@@ -364,10 +388,18 @@ class Supervisor:
         if runtime.core.is_halted(key):
             await trio.lowlevel.checkpoint()
             return
-        await runtime.journal.write([Halt(key)])
-        runtime.core.pause(key)  # even if the key drained meanwhile: the journal says halted
+        # Halted in the core first, so nothing starts while the Halt is being
+        # journaled; a start already under way takes itself back (Core.may_run).
+        runtime.core.pause(key)
+        try:
+            await runtime.journal.write([Halt(key)])
+        except BaseException:
+            if runtime.core.resume(key):
+                runtime.spawn(key)
+            raise
         runtime.log.info("key.paused", key=key)
         runtime.check_idle()
+        await schedule_point()
 
     async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
         """Delete dead letters discarded more than *older_than* seconds ago; return how many.
@@ -441,36 +473,54 @@ class Supervisor:
         except Exception as exc:  # a custom codec's own error type
             raise EncodeError(f"cannot encode payload: {exc}") from exc
 
-    async def _journal(self, entries: list[Entry], also: Sequence[Change] = ()) -> None:
-        """Journal reserved *entries* (and *also*) in one write, then commit them; or retract them all."""
+    async def _journal(self, entries: list[Entry], *, requeue_of: int | None = None) -> bool:
+        """Journal reserved *entries* in one write, then commit them; or retract them all.
+
+        With *requeue_of*, the one entry is dead letter *requeue_of* going back
+        (`Requeue`); False if the journal superseded that (it is no dead
+        letter now), with the entry retracted.
+        """
         runtime = self._runtime
-        changes: list[Change] = [*also]
-        starting: list[Entry] = []
+        changes: list[Change] = []
+        starting: list[tuple[Entry, MarkAttempt]] = []
         for entry in entries:
-            changes.append(
-                Append(job_id=entry.id, key=entry.key, data=entry.data, unique=entry.unique)
-            )
+            if requeue_of is None:
+                changes.append(
+                    Append(job_id=entry.id, key=entry.key, data=entry.data, unique=entry.unique)
+                )
+            else:
+                changes.append(Requeue(requeue_of, entry.id))
             if runtime.core.starts_next(entry):  # its start goes in the same write
-                changes.append(MarkAttempt(entry.id, entry.attempt))
-                starting.append(entry)
+                mark = MarkAttempt(entry.id, entry.attempt)
+                changes.append(mark)
+                starting.append((entry, mark))
         try:
-            await runtime.journal.write(changes)
-        except BaseException:
+            superseded = await runtime.journal.write(changes)
+            if requeue_of is not None and changes[0] in superseded:
+                raise _Superseded
+        except BaseException as exc:
             for entry in reversed(entries):
                 runtime.core.retract(entry)
                 runtime.wake(entry.lane)  # its actor may be waiting on this head
             runtime.check_idle()
+            if isinstance(exc, _Superseded):
+                return False
             raise
         if runtime.closed:  # stopped (cancelled) while we were journaling
             raise SupervisorClosed(
                 f"the supervisor stopped while job {entries[0].id} was journaled;"
                 " it runs when the journal is opened again"
             )
-        for entry in starting:
-            entry.marked = True
+        for entry, mark in starting:
+            entry.marked = mark not in superseded  # a key halted meanwhile starts nothing
         for entry in entries:
             runtime.committed(entry)
             runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
+        return True
+
+
+class _Superseded(Exception):
+    """A requeue lost to another writer (see `Supervisor._journal`)."""
 
 
 def _number(name: str, value: object, *, minimum: float, inclusive: bool = True) -> float:

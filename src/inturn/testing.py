@@ -17,7 +17,8 @@ from itertools import pairwise
 import attrs
 import trio
 
-from ._conformance import JournalConformance, unfinished_jobs
+from ._conformance import unfinished_jobs
+from ._conformance_arbiter import JournalConformance
 from ._conformance_reads import OperatorReadsConformance
 from .actors import Handler
 from .errors import JournalError
@@ -142,12 +143,12 @@ class FaultyJournal:
     async def open(self) -> Recovery:
         return await self.inner.open()
 
-    async def write(self, changes: Sequence[Change]) -> None:
+    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
         if self.fail(changes):
             await trio.lowlevel.checkpoint()
             self.failures += 1
             raise JournalError("injected failure")
-        await self.inner.write(changes)
+        return await self.inner.write(changes)
 
     async def load(self, key: str, after: int, limit: int) -> Sequence[StoredJob]:
         return await self.inner.load(key, after, limit)

@@ -107,10 +107,9 @@ async def test_ids_below_next_id_are_refused_after_reopen() -> None:
 
 
 async def test_a_finished_job_cannot_be_finished_again() -> None:
-    """Completing a job twice raises JournalError, leaving no dead letter behind."""
+    """A discard of a completed job is superseded, leaving no dead letter behind."""
     journal = await opened(Append(job_id=1, key="a", data=b""), Complete(1))
-    with pytest.raises(inturn.JournalError):
-        await journal.write([Discard(1, "late")])
+    assert await journal.write([Discard(1, "late")]) == [Discard(1, "late")]
     assert await journal.dead_letters() == []
 
 
@@ -158,24 +157,38 @@ async def test_memory_journal_satisfies_the_journal_protocol() -> None:
 
 
 @pytest.mark.parametrize(
-    ("batch", "message"),
+    ("batch", "superseded", "dead"),
     [
-        ([Retrying(1, "E", 1.0)], "job 1 is not an unfinished job"),
-        ([MarkAttempt(2, 1), Retrying(1, "E", 1.0)], "job 1 is not an unfinished job"),
-        ([Purge(2)], "job 2 is not a dead letter"),
-        ([MarkAttempt(2, 1), Purge(2)], "job 2 is not a dead letter"),
-        ([Purge(1), Purge(1)], "job 1 is not a dead letter"),
+        ([Retrying(1, "E", 1.0)], [Retrying(1, "E", 1.0)], [1]),
+        ([MarkAttempt(2, 1), Retrying(1, "E", 1.0)], [Retrying(1, "E", 1.0)], [1]),
+        ([Purge(2)], [Purge(2)], [1]),
+        ([MarkAttempt(2, 1), Purge(2)], [Purge(2)], [1]),
+        ([Purge(1), Purge(1)], [Purge(1)], []),
     ],
 )
-async def test_refusals_name_the_job_and_the_rule(batch: list[Change], message: str) -> None:
-    """A refused Retrying or Purge says which job, and why, in the single and the batch path."""
+async def test_superseded_changes_come_back_in_the_single_and_the_batch_path(
+    batch: list[Change], superseded: list[Change], dead: list[int]
+) -> None:
+    """A Retrying or Purge that lost its job comes back from write; the rest applies."""
     journal = await opened(
         Append(job_id=1, key="k", data=b""), Append(job_id=2, key="k", data=b""), Discard(1, "E")
     )
-    with pytest.raises(inturn.JournalError, match=f"^{message}$"):
-        await journal.write(batch)
+    assert await journal.write(batch) == superseded
     assert [job.id for job in journal.unfinished()] == [2]
-    assert [dead.id for dead in await journal.dead_letters()] == [1]
+    assert [dead.id for dead in await journal.dead_letters()] == (
+        [1] if len(batch) < 2 or batch[0] != Purge(1) else []
+    )
+
+
+@pytest.mark.parametrize(
+    "batch", [[Retrying(7, "E", 1.0)], [MarkAttempt(2, 1), Purge(7)], [Complete(7)]]
+)
+async def test_refusals_name_the_job_and_the_rule(batch: list[Change]) -> None:
+    """A change naming a job never appended says which job, and why, and applies nothing."""
+    journal = await opened(Append(job_id=1, key="k", data=b""), Append(job_id=2, key="k", data=b""))
+    with pytest.raises(inturn.JournalError, match=r"^job 7 was never appended$"):
+        await journal.write(batch)
+    assert [(job.id, job.attempts) for job in journal.unfinished()] == [(1, 0), (2, 0)]
 
 
 async def test_keys_orders_by_head_not_by_first_sight() -> None:

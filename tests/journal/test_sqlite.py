@@ -18,7 +18,6 @@ import trio.testing
 import inturn
 from inturn.journal import (
     Append,
-    Change,
     Complete,
     Discard,
     Halt,
@@ -629,19 +628,19 @@ def test_a_reader_of_huge_ids_and_limits_finds_nothing_or_everything(tmp_path: P
 # -- SQLiteJournal: reads and the new changes ----------------------------------
 
 
-async def test_purge_of_a_job_that_is_not_a_dead_letter_says_so(tmp_path: Path) -> None:
-    """A refused Purge names the file, the job and the rule, and is refused alone in a batch."""
+async def test_purge_of_a_job_that_is_not_a_dead_letter_is_superseded(tmp_path: Path) -> None:
+    """A Purge of a queued job comes back superseded, alone and in a batch; of an unknown one it names the file and the rule."""
     journal = inturn.SQLiteJournal(tmp_path / "jobs.db")
     await journal.open()
     try:
         await journal.write([Append(job_id=1, key="k", data=b"")])
-        batches: list[list[Change]] = [[Purge(1)], [MarkAttempt(1, 1), Purge(1)]]
-        for batch in batches:
-            with pytest.raises(inturn.JournalError, match=r"jobs\.db: job 1 is not a dead letter$"):
-                await journal.write(batch)
+        assert await journal.write([Purge(1)]) == [Purge(1)]
+        assert await journal.write([MarkAttempt(1, 1), Purge(1)]) == [Purge(1)]
+        with pytest.raises(inturn.JournalError, match=r"jobs\.db: job 7 was never appended$"):
+            await journal.write([MarkAttempt(1, 1), Purge(7)])
         info = await journal.job(1)
         assert info is not None
-        assert info.state == "queued"
+        assert (info.state, info.attempts) == ("running", 1)
     finally:
         await journal.aclose()
 

@@ -39,7 +39,7 @@ class FirstWriteFails(FaultyJournal):
         if self.writes == 1:
             await self.gate.wait()
             raise inturn.JournalError("injected failure")
-        await self.inner.write(changes)
+        return await self.inner.write(changes)
 
 
 @attrs.define(eq=False)
@@ -228,7 +228,6 @@ async def pause_between_two_jobs() -> list[tuple[int, bool]]:
     return starts
 
 
-@pytest.mark.xfail(reason="issue 8, defect 5: not fixed yet")
 async def test_defect5_no_handler_starts_after_pause_returns(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -242,7 +241,6 @@ async def test_defect5_no_handler_starts_after_pause_returns(
 # -- 6: two skips of one queued job on SQLite -------------------------------------------
 
 
-@pytest.mark.xfail(reason="issue 8, defect 6: not fixed yet")
 @pytest.mark.parametrize("attempt", range(20))
 async def test_defect6_two_concurrent_skips_of_a_queued_job_on_sqlite(
     tmp_path: Path, attempt
@@ -279,7 +277,6 @@ async def test_defect6_two_concurrent_skips_of_a_queued_job_on_sqlite(
 # -- 7: a skip landing while the job's page is read --------------------------------------
 
 
-@pytest.mark.xfail(reason="issue 8, defect 7: not fixed yet")
 async def test_defect7_a_job_skipped_while_its_page_loads_never_runs(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -309,7 +306,6 @@ async def test_defect7_a_job_skipped_while_its_page_loads_never_runs(
 # -- 8: purge_dead racing requeue --------------------------------------------------------
 
 
-@pytest.mark.xfail(reason="issue 8, defect 8: not fixed yet")
 async def test_defect8_purge_dead_racing_a_requeue_purges_the_rest(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -26,13 +26,14 @@ class HookedJournal(FaultyJournal):
     before_append: Callable[[], Awaitable[None]] | None = None
     after_append: Callable[[], None] | None = None
 
-    async def write(self, changes: Sequence[Change]) -> None:
+    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
         is_append = any(isinstance(change, Append) for change in changes)
         if is_append and self.before_append is not None:
             await self.before_append()
-        await super().write(changes)
+        superseded = await super().write(changes)
         if is_append and self.after_append is not None:
             self.after_append()
+        return superseded
 
 
 def events(logs: list[structlog.typing.EventDict], name: str) -> list[structlog.typing.EventDict]:

@@ -246,10 +246,10 @@ class _GatedJournal(FaultyJournal):
         self.gate = trio.Event()
         self.gated = False
 
-    async def write(self, changes: Sequence[Change]) -> None:
+    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
         if self.gated:
             await self.gate.wait()
-        await super().write(changes)
+        return await super().write(changes)
 
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()

@@ -314,12 +314,13 @@ class GatedJournal(FaultyJournal):
     """Called with each batch once the inner journal stored it."""
     pages: list[list[int]] = attrs.field(factory=list)
 
-    async def write(self, changes: Sequence[Change]) -> None:
+    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
         if self.hold_write(changes):
             self.writing.set()
             await self.write_gate.wait()
-        await self.inner.write(changes)
+        superseded = await self.inner.write(changes)
         self.wrote(changes)
+        return superseded
 
     async def load(self, key: str, after: int, limit: int) -> Sequence[StoredJob]:
         page: Sequence[StoredJob] = ()

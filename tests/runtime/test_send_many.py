@@ -20,9 +20,9 @@ class CountingJournal(FaultyJournal):
         super().__init__(inturn.MemoryJournal(), fail=lambda changes: fail)
         self.writes: list[Sequence[Change]] = []
 
-    async def write(self, changes: Sequence[Change]) -> None:
+    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
         self.writes.append(list(changes))
-        await super().write(changes)
+        return await super().write(changes)
 
     def appends_per_write(self) -> list[int]:
         """How many jobs each write that accepted jobs accepted."""

@@ -18,11 +18,19 @@ class Journal(Protocol):
     and `aclose` when it stops; a journal can be opened again afterwards, the
     way a file is reopened after a restart.
 
-    * ``write`` applies a batch of changes all-or-nothing and returns only once
-      they are durable (as durable as the journal promises).  Job ids are
-      chosen by the supervisor, increasing in acceptance order, starting at
-      ``Recovery.next_id``: an ``Append`` whose id is not above every id
-      appended before (in the same batch too) is refused.
+    * ``write`` applies a batch of changes and returns only once they are
+      durable (as durable as the journal promises).  A batch that breaks a
+      rule raises and applies nothing.  Job ids are chosen by the supervisor,
+      increasing in acceptance order, starting at ``Recovery.next_id``: an
+      ``Append`` whose id is not above every id appended before (in the same
+      batch too) is refused, and so is a change naming a job id never
+      appended.
+    * The journal decides every race between writers (a supervisor and an
+      operator, say): each change to a job is a compare-and-set on its state
+      (see `inturn.journal.records`).  One that finds its job finished, or
+      (a ``MarkAttempt`` starting an attempt) its key halted, is *superseded*:
+      skipped while the rest of the batch applies, and returned by ``write``.
+      The first commit wins; the loser learns it from the answer.
     * ``open`` returns the unfinished jobs in id order, with the attempts
       marked for each, and the halted keys: every keyless job, and of each key
       at least its oldest job, with a `Backlog` for the rest, which ``load``
@@ -31,7 +39,7 @@ class Journal(Protocol):
     * Completed jobs may be forgotten; discarded ones are kept as dead letters
       (with their last error and when they were discarded) until a `Purge`.
       A `Retrying` or `MarkAttempt` names an unfinished job and a `Purge` a
-      dead letter; any other is refused.
+      dead letter; any other is superseded.
 
     Every method is a cancellation point: if the caller is cancelled before
     anything is stored, it raises `trio.Cancelled` and stores nothing.  A
@@ -45,8 +53,8 @@ class Journal(Protocol):
         """Claim the journal for one supervisor and return what it holds."""
         ...
 
-    async def write(self, changes: Sequence[Change]) -> None:
-        """Apply *changes* atomically, in order."""
+    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
+        """Apply *changes* atomically, in order; return the superseded ones (usually none)."""
         ...
 
     async def load(self, key: str, after: int, limit: int) -> Sequence[StoredJob]:

@@ -38,6 +38,7 @@ from .records import (
     MarkAttempt,
     Purge,
     Recovery,
+    Requeue,
     Resume,
     Retrying,
     StoredJob,
@@ -131,14 +132,20 @@ class MemoryJournal:
                 page.append(self._jobs[job_id].stored(job_id))
         return page
 
-    async def write(self, changes: Sequence[Change]) -> None:
+    async def write(self, changes: Sequence[Change]) -> list[Change]:
         # A cancellation point, not a schedule point: there is nothing to wait
         # for, and the runtime yields where fairness needs it.
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
-        self._check(changes)  # the whole batch first: all or nothing
-        for change in changes:
-            self._apply(change)
+        superseded = self._check(changes)  # the whole batch first: all or nothing
+        if not superseded:
+            for change in changes:
+                self._apply(change)
+            return []
+        for position, change in enumerate(changes):
+            if position not in superseded:
+                self._apply(change)
+        return [changes[position] for position in sorted(superseded)]
 
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()
@@ -220,64 +227,123 @@ class MemoryJournal:
             now=now,
         )
 
-    def _check(self, changes: Sequence[Change]) -> None:
-        """Raise if any change in the batch is illegal, without changing anything."""
+    def _check(self, changes: Sequence[Change]) -> set[int]:
+        """The positions of *changes* that are superseded; raise, changing nothing, if one is illegal.
+
+        Plays the batch forward on a few sets, so each change sees the ones
+        before it, without touching the journal.
+        """
         if len(changes) == 1:  # the common case: nothing to stage
             only = changes[0]
-            if isinstance(only, MarkAttempt | Retrying | Complete | Discard):
-                if only.job_id not in self._jobs:
-                    raise JournalError(f"job {only.job_id} is not an unfinished job")
-                return
-            if isinstance(only, Purge):
-                if only.job_id not in self._dead:
-                    raise JournalError(f"job {only.job_id} is not a dead letter")
-                return
-            if not isinstance(only, Append):
-                return
-            if only.job_id < self._next_id:  # every id ever appended is below it
-                raise JournalError(f"job id {only.job_id} was used before")
-            if only.unique is not None and only.unique in self._unique:
-                raise DuplicateError(only.unique, self._unique[only.unique])
-            return
-        appended: dict[int, str | None] = {}  # job id -> its unique key
+            if isinstance(only, Retrying | Complete | Discard):
+                if only.job_id in self._jobs:
+                    return set()
+                self._check_used(only.job_id, self._next_id)
+                return {0}
+            if isinstance(only, MarkAttempt):
+                found = self._jobs.get(only.job_id)
+                if found is None:
+                    self._check_used(only.job_id, self._next_id)
+                    return {0}
+                key = found.key
+                starts = only.attempt > found.attempts
+                return {0} if starts and key is not None and key in self._halted else set()
+            if isinstance(only, Append):
+                if only.job_id < self._next_id:  # every id ever appended is below it
+                    raise JournalError(f"job id {only.job_id} was used before")
+                if only.unique is not None and only.unique in self._unique:
+                    raise DuplicateError(only.unique, self._unique[only.unique])
+                return set()
+            if isinstance(only, Halt | Resume):
+                return set()
+        appended: dict[int, _Row] = {}  # job id -> its row, as this batch appends it
         next_id = self._next_id  # ids rise in acceptance order, within a batch too
         finished: set[int] = set()
-        discarded: set[int] = set()  # dead letters made by this batch
-        purged: set[int] = set()
+        dead: set[int] = set()  # dead letters made by this batch
+        gone: set[int] = set()  # dead letters this batch purges or requeues
+        attempts: dict[int, int] = {}
+        halted: dict[str, bool] = {}
         taken: dict[str, int] = {}
         freed: set[str] = set()
-        for change in changes:
+        superseded: set[int] = set()
+
+        def row(job_id: int) -> _Row | None:
+            if job_id in finished:
+                return None
+            return self._jobs.get(job_id) or appended.get(job_id)
+
+        def take(unique: str | None, job_id: int) -> None:
+            if unique is None:
+                return
+            holder = taken.get(unique)
+            if holder is None and unique not in freed:
+                holder = self._unique.get(unique)
+            if holder is not None:
+                raise DuplicateError(unique, holder)
+            taken[unique] = job_id
+
+        def new_id(job_id: int) -> int:
+            if job_id < next_id:
+                raise JournalError(f"job id {job_id} was used before")
+            return job_id + 1
+
+        for position, change in enumerate(changes):
             if isinstance(change, Append):
-                job_id, unique = change.job_id, change.unique
-                if job_id < next_id:
-                    raise JournalError(f"job id {job_id} was used before")
-                next_id = job_id + 1
-                if unique is not None:
-                    holder = taken.get(unique)
-                    if holder is None and unique not in freed:
-                        holder = self._unique.get(unique)
-                    if holder is not None:
-                        raise DuplicateError(unique, holder)
-                    taken[unique] = job_id
-                appended[job_id] = unique
+                next_id = new_id(change.job_id)
+                take(change.unique, change.job_id)
+                appended[change.job_id] = _Row(
+                    key=change.key, data=change.data, unique=change.unique, accepted_at=0.0
+                )
             elif isinstance(change, MarkAttempt | Retrying | Complete | Discard):
                 job_id = change.job_id
-                if job_id in finished or not (job_id in self._jobs or job_id in appended):
-                    raise JournalError(f"job {job_id} is not an unfinished job")
-                if isinstance(change, Discard):
-                    discarded.add(job_id)
-                if isinstance(change, Complete | Discard):
+                found = row(job_id)
+                if found is None:
+                    self._check_used(job_id, next_id)
+                    superseded.add(position)
+                    continue
+                if isinstance(change, MarkAttempt):
+                    key = found.key
+                    starts = change.attempt > attempts.get(job_id, found.attempts)
+                    if starts and key is not None and halted.get(key, key in self._halted):
+                        superseded.add(position)
+                        continue
+                    attempts[job_id] = change.attempt
+                elif isinstance(change, Complete | Discard):
                     finished.add(job_id)
-                    row = self._jobs.get(job_id)
-                    unique = row.unique if row is not None else appended[job_id]
-                    if unique is not None:
-                        freed.add(unique)
-                        taken.pop(unique, None)
-            elif isinstance(change, Purge):
+                    if found.unique is not None:
+                        freed.add(found.unique)
+                        taken.pop(found.unique, None)
+                    if isinstance(change, Discard):
+                        dead.add(job_id)
+                        if change.halt and found.key is not None:
+                            halted[found.key] = True
+            elif isinstance(change, Purge | Requeue):
                 job_id = change.job_id
-                if job_id in purged or not (job_id in self._dead or job_id in discarded):
-                    raise JournalError(f"job {job_id} is not a dead letter")
-                purged.add(job_id)
+                if job_id in gone or not (job_id in self._dead or job_id in dead):
+                    self._check_used(job_id, next_id)
+                    if isinstance(change, Requeue):
+                        new_id(change.new_id)  # checked, not taken
+                    superseded.add(position)
+                    continue
+                gone.add(job_id)
+                if isinstance(change, Requeue):
+                    next_id = new_id(change.new_id)
+                    letter = self._dead.get(job_id) or self._jobs.get(job_id) or appended[job_id]
+                    take(letter.unique, change.new_id)
+                    appended[change.new_id] = _Row(
+                        key=letter.key, data=letter.data, unique=letter.unique, accepted_at=0.0
+                    )
+            elif isinstance(change, Halt):
+                halted[change.key] = True
+            elif isinstance(change, Resume):
+                halted[change.key] = False
+        return superseded
+
+    @staticmethod
+    def _check_used(job_id: int, next_id: int) -> None:
+        """A change naming a job that never existed is a caller's bug, not a race."""
+        if job_id >= next_id:
+            raise JournalError(f"job {job_id} was never appended")
 
     def _apply(self, change: Change) -> None:
         match change:
@@ -300,14 +366,21 @@ class MemoryJournal:
                 row.retry_at = retry_at
             case Complete(job_id=job_id):
                 self._forget(job_id)
-            case Discard(job_id=job_id, error=error):
+            case Discard(job_id=job_id, error=error, halt=halt):
                 row = self._forget(job_id)
                 row.last_error = error
                 row.retry_at = None
                 row.finished_at = time.time()
                 self._dead[job_id] = row
+                if halt and row.key is not None:
+                    self._halted.add(row.key)
             case Purge(job_id=job_id):
                 del self._dead[job_id]
+            case Requeue(job_id=job_id, new_id=new_id):
+                letter = self._dead.pop(job_id)
+                self._apply(
+                    Append(job_id=new_id, key=letter.key, data=letter.data, unique=letter.unique)
+                )
             case Halt(key=key):
                 self._halted.add(key)
             case Resume(key=key):

@@ -3,6 +3,14 @@
 Changes are frozen values so the runtime can batch whatever it has into one
 ``Journal.write`` call; a durable journal turns one batch into one
 transaction.
+
+A change to a job is a compare-and-set on the job's state, decided by the
+journal: `MarkAttempt`, `Retrying`, `Complete` and `Discard` apply only to an
+unfinished job, `Purge` and `Requeue` only to a dead letter, and a
+`MarkAttempt` that starts an attempt only while the job's key is not halted.
+One that finds the job otherwise is *superseded*: another writer (an
+operator's skip, pause or requeue) committed first.  It is not applied, and
+``write`` returns it, while the rest of the batch applies.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ __all__ = [
     "MarkAttempt",
     "Purge",
     "Recovery",
+    "Requeue",
     "Resume",
     "Retrying",
     "StoredJob",
@@ -46,6 +55,8 @@ class MarkAttempt:
     Written before the handler runs, so attempts survive a crash: a job whose
     handler kills the process every time still runs out of attempts.  Written
     with ``attempt - 1`` to give back an attempt that shutdown interrupted.
+    One that raises the job's attempts starts an attempt: superseded while
+    the job's key is halted, so nothing starts on a paused key.
     """
 
     job_id: int
@@ -61,10 +72,15 @@ class Complete:
 
 @attrs.frozen
 class Discard:
-    """*job_id* was given up after *error*; a journal keeps it as a dead letter."""
+    """*job_id* was given up after *error*; a journal keeps it as a dead letter.
+
+    With *halt*, its key is halted in the same step: a discard that is
+    superseded halts nothing.
+    """
 
     job_id: int
     error: str
+    halt: bool = False
 
 
 @attrs.frozen
@@ -89,6 +105,19 @@ class Purge:
 
 
 @attrs.frozen
+class Requeue:
+    """Dead letter *job_id* goes back as unfinished job *new_id*, attempts reset.
+
+    One step: the dead letter is gone and the new job holds its key, data and
+    unique key (`DuplicateError` if an unfinished job holds that now).
+    *new_id* follows the rule of an `Append`'s id.
+    """
+
+    job_id: int
+    new_id: int
+
+
+@attrs.frozen
 class Halt:
     """*key* is parked: its queued jobs wait until `Resume`."""
 
@@ -102,7 +131,9 @@ class Resume:
     key: str
 
 
-Change: TypeAlias = Append | MarkAttempt | Retrying | Complete | Discard | Purge | Halt | Resume
+Change: TypeAlias = (
+    Append | MarkAttempt | Retrying | Complete | Discard | Purge | Requeue | Halt | Resume
+)
 
 
 @attrs.frozen(kw_only=True)

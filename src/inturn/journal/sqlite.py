@@ -79,6 +79,7 @@ from .records import (
     MarkAttempt,
     Purge,
     Recovery,
+    Requeue,
     Resume,
     Retrying,
     StoredJob,
@@ -103,6 +104,7 @@ class _Request:
     task: trio.lowlevel.Task
     error: BaseException | None = None
     """The verdict, set on the journal's thread: None if committed."""
+    superseded: list[Change] = attrs.field(factory=list)
 
 
 @attrs.define(eq=False)
@@ -162,7 +164,7 @@ class SQLiteJournal:
         self._token = trio.lowlevel.current_trio_token()  # where verdicts are delivered
         return await trio.to_thread.run_sync(self._open_sync)
 
-    async def write(self, changes: Sequence[Change]) -> None:
+    async def write(self, changes: Sequence[Change]) -> list[Change]:
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._thread is None:
             raise JournalError(f"{self.path}: this SQLiteJournal is not open")
@@ -178,6 +180,7 @@ class SQLiteJournal:
         await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
         if request.error is not None:
             raise request.error
+        return request.superseded
 
     async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
         return await self._read(lambda connection: select_pending(connection, key, after, limit))
@@ -398,11 +401,12 @@ class SQLiteJournal:
                 if several:
                     connection.execute("SAVEPOINT batch")
                 try:
-                    next_id = _apply(connection, request.changes, next_id, self.path)
+                    next_id = _apply(connection, request, next_id, self.path)
                 except _Refused as refused:
                     if several:
                         connection.execute("ROLLBACK TO batch")
                     request.error = refused.error
+                    request.superseded.clear()
                 if several:
                     connection.execute("RELEASE batch")
         except sqlite3.Error as exc:
@@ -439,18 +443,30 @@ def _highest_id(connection: sqlite3.Connection) -> int:
     return int(row[0]) if row is not None else 0
 
 
-def _apply(
-    connection: sqlite3.Connection, changes: Sequence[Change], next_id: int, path: str
-) -> int:
+def _apply(connection: sqlite3.Connection, request: _Request, next_id: int, path: str) -> int:
     """Apply one batch inside the current savepoint; return the next free id.
 
-    Raises `_Refused` for a broken rule; `sqlite3.Error` for SQLite failing.
+    Superseded changes go to ``request.superseded``.  Raises `_Refused` for a
+    broken rule; `sqlite3.Error` for SQLite failing.
     """
     now = time.time()
-    for change in changes:
+
+    def one(sql: str, parameters: tuple[object, ...], change: Change, job_id: int) -> bool:
+        if connection.execute(sql, parameters).rowcount == 1:
+            return True
+        if job_id >= next_id:
+            raise _Refused(JournalError(f"{path}: job {job_id} was never appended"))
+        request.superseded.append(change)
+        return False
+
+    def new_id(job_id: int) -> int:
+        if job_id < next_id:
+            raise _Refused(JournalError(f"{path}: job id {job_id} was used before"))
+        return job_id + 1
+
+    for change in request.changes:
         if isinstance(change, Append):
-            if change.job_id < next_id:
-                raise _Refused(JournalError(f"{path}: job id {change.job_id} was used before"))
+            new_id(change.job_id)
             try:
                 connection.execute(
                     "INSERT INTO jobs (id, key, unique_key, data, accepted_at)"
@@ -458,53 +474,73 @@ def _apply(
                     (change.job_id, change.key, change.unique, change.data, now),
                 )
             except sqlite3.IntegrityError:
-                holder = connection.execute(
-                    "SELECT id FROM jobs WHERE unique_key = ? AND state = 'pending'",
-                    (change.unique,),
-                ).fetchone()
-                if holder is None:
-                    raise
-                raise _Refused(DuplicateError(change.unique or "", holder[0])) from None
+                _refuse_duplicate(connection, change.unique)
+                raise
             next_id = change.job_id + 1
         elif isinstance(change, MarkAttempt):
-            _one_pending(  # running again: no longer waiting to retry
-                connection,
-                "UPDATE jobs SET attempts = ?, retry_at = NULL WHERE id = ? AND state = 'pending'",
+            # Running again: no longer waiting to retry.  A start (attempts
+            # rising) is superseded on a halted key.
+            one(
+                "UPDATE jobs SET attempts = ?1, retry_at = NULL WHERE id = ?2 AND state = 'pending'"
+                " AND (?1 <= attempts OR key IS NULL OR key NOT IN (SELECT key FROM halted))",
                 (change.attempt, change.job_id),
+                change,
                 change.job_id,
-                path,
             )
         elif isinstance(change, Retrying):
-            _one_pending(
-                connection,
+            one(
                 "UPDATE jobs SET error = ?, retry_at = ? WHERE id = ? AND state = 'pending'",
                 (change.error, change.retry_at, change.job_id),
+                change,
                 change.job_id,
-                path,
             )
         elif isinstance(change, Complete):
-            _one_pending(
-                connection,
+            one(
                 "DELETE FROM jobs WHERE id = ? AND state = 'pending'",
                 (change.job_id,),
+                change,
                 change.job_id,
-                path,
             )
         elif isinstance(change, Discard):
-            _one_pending(
-                connection,
+            discarded = one(
                 "UPDATE jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL"
                 " WHERE id = ? AND state = 'pending'",
                 (change.error, now, change.job_id),
+                change,
                 change.job_id,
-                path,
             )
+            if discarded and change.halt:
+                connection.execute(
+                    "INSERT OR IGNORE INTO halted (key) SELECT key FROM jobs"
+                    " WHERE id = ? AND key IS NOT NULL",
+                    (change.job_id,),
+                )
         elif isinstance(change, Purge):
-            deleted = connection.execute(
-                "DELETE FROM jobs WHERE id = ? AND state = 'dead'", (change.job_id,)
-            ).rowcount
-            if deleted != 1:
-                raise _Refused(JournalError(f"{path}: job {change.job_id} is not a dead letter"))
+            one(
+                "DELETE FROM jobs WHERE id = ? AND state = 'dead'",
+                (change.job_id,),
+                change,
+                change.job_id,
+            )
+        elif isinstance(change, Requeue):
+            new_id(change.new_id)
+            try:
+                inserted = one(
+                    "INSERT INTO jobs (id, key, unique_key, data, accepted_at)"
+                    " SELECT ?, key, unique_key, data, ? FROM jobs WHERE id = ? AND state = 'dead'",
+                    (change.new_id, now, change.job_id),
+                    change,
+                    change.job_id,
+                )
+            except sqlite3.IntegrityError:
+                (unique,) = connection.execute(
+                    "SELECT unique_key FROM jobs WHERE id = ?", (change.job_id,)
+                ).fetchone()
+                _refuse_duplicate(connection, unique)
+                raise
+            if inserted:
+                connection.execute("DELETE FROM jobs WHERE id = ?", (change.job_id,))
+                next_id = change.new_id + 1
         elif isinstance(change, Halt):
             connection.execute("INSERT OR IGNORE INTO halted (key) VALUES (?)", (change.key,))
         elif isinstance(change, Resume):
@@ -514,12 +550,10 @@ def _apply(
     return next_id
 
 
-def _one_pending(
-    connection: sqlite3.Connection,
-    sql: str,
-    parameters: tuple[object, ...],
-    job_id: int,
-    path: str,
-) -> None:
-    if connection.execute(sql, parameters).rowcount != 1:
-        raise _Refused(JournalError(f"{path}: job {job_id} is not an unfinished job"))
+def _refuse_duplicate(connection: sqlite3.Connection, unique: str | None) -> None:
+    """Raise `_Refused` with the `DuplicateError` naming *unique*'s holder, if it has one."""
+    holder = connection.execute(
+        "SELECT id FROM jobs WHERE unique_key = ? AND state = 'pending'", (unique,)
+    ).fetchone()
+    if holder is not None:
+        raise _Refused(DuplicateError(unique or "", holder[0])) from None
