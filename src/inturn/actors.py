@@ -8,7 +8,7 @@ starts one `Actor` task for a lane when the core says the lane needs one;
 the actor then loops:
 
 1. under ``max_concurrency``, take a slot, or end the task and leave the
-   lane in the runtime's ``ready`` queue (see "slots" below);
+   lane in the core's ready queue (`Core.take_slot`);
 2. page in the next jobs from the journal if the core asks (``Core.page``:
    the lane's FIFO ran low and its backlog waits on disk);
 3. ask the core for the lane's head (``Core.start``); run it if the gate
@@ -97,17 +97,12 @@ class Runtime:
     random: Callable[[], float]
     idle_timeout: float
     job_timeout: float | None
-    max_concurrency: int | None
     max_restarts: int
     restart_window: float
     nursery: trio.Nursery | None = None
     actors: dict[Lane, Actor] = attrs.field(factory=dict)
     waiters: dict[int, Waiter] = attrs.field(factory=dict)
     running: int = 0
-    free_slots: int = 0
-    """With ``max_concurrency``: slots no actor holds (see `take_slot`)."""
-    ready: deque[Lane] = attrs.field(factory=deque)
-    """Lanes with work waiting for a slot, oldest first: they have no task yet."""
     closed: bool = False
     escalated: BaseException | None = None
     reaper: IdleReaper = attrs.field(factory=lambda: IdleReaper())
@@ -136,51 +131,24 @@ class Runtime:
             self.wake(entry.lane)
 
     def spawn(self, lane: Lane) -> None:
-        """Start an actor task for *lane*; or queue the lane while every slot is taken."""
-        if self.max_concurrency is None:
+        """Start an actor task for *lane*; or leave it waiting for a slot (`Core.take_slot`)."""
+        if self.core.take_slot(lane):
             self._start(lane)
-        elif self.free_slots:
-            self.free_slots -= 1
-            self._start(lane, holding=True)
-        else:
-            self.ready.append(lane)
 
-    def _start(self, lane: Lane, *, holding: bool = False) -> None:
+    def start_holding(self, lane: Lane | None) -> None:
+        """Start a task for *lane*, which the core just gave a slot (if any lane)."""
+        if lane is not None:
+            self._start(lane)
+
+    def _start(self, lane: Lane) -> None:
         assert self.nursery is not None
-        actor = self.actors[lane] = Actor(self, lane, holding=holding)
+        actor = self.actors[lane] = Actor(self, lane)
         # A constant name: trio would otherwise format one per task.
         self.nursery.start_soon(self._supervise, actor, name="inturn.actor")
 
-    # -- slots (max_concurrency) -----------------------------------------------
-    #
-    # A slot is held by an actor that has a job to run, not by one waiting:
-    # idle, backing off, or queued.  A lane waiting for a slot is only an
-    # entry in `ready`, not a task, so a backlog over 100,000 keys costs
-    # 100,000 deque entries instead of 100,000 parked tasks.  Slots go in
-    # the order asked for, and an actor hands its slot on after every job
-    # when others wait, so every key gets its turn.
-
-    def take_slot(self, actor: Actor) -> bool:
-        """Give *actor* a slot; False if it must end its task and wait in `ready`."""
-        if self.max_concurrency is None or actor.holding:
-            return True
-        if self.free_slots:
-            self.free_slots -= 1
-            actor.holding = True
-            return True
-        del self.actors[actor.lane]
-        self.ready.append(actor.lane)
-        return False
-
-    def give_slot(self, actor: Actor) -> None:
-        """*actor* has nothing to run now: its slot goes to the oldest lane waiting."""
-        if not actor.holding:
-            return
-        actor.holding = False
-        if self.ready:
-            self._start(self.ready.popleft(), holding=True)
-        else:
-            self.free_slots += 1
+    def give_slot(self, lane: Lane) -> None:
+        """*lane* has nothing to run now: its slot goes to the oldest lane waiting."""
+        self.start_holding(self.core.give_slot(lane))
 
     def wake(self, lane: Lane) -> None:
         actor = self.actors.get(lane)
@@ -203,6 +171,23 @@ class Runtime:
             waiter.event.set()
         self.waiters.clear()
         self.check_idle()
+
+    async def give_back_marks(self) -> None:
+        """At shutdown: give back each attempt marked early that never started.
+
+        A head's start journaled with its acceptance or its predecessor's
+        completion, whose actor was stopped before it ran, must not count as
+        an attempt the next supervisor sees as cut short.
+        """
+        marks = [MarkAttempt(entry.id, entry.attempt - 1) for entry in self.core.marked_heads()]
+        if not marks:
+            return
+        try:
+            await self.journal.write(marks)
+        except Exception as exc:
+            self.log.warning(
+                "job.attempt_not_returned", job_ids=[m.job_id for m in marks], exc_info=exc
+            )
 
     # -- called by actors ----------------------------------------------------
 
@@ -299,8 +284,6 @@ class Actor:
 
     runtime: Runtime
     lane: Lane
-    holding: bool = attrs.field(default=False, kw_only=True)
-    """Holds one of ``max_concurrency`` slots."""
     interruptible: trio.CancelScope | None = attrs.field(default=None, init=False)
     """Around everything the task does (see `run`)."""
     backing_off: bool = attrs.field(default=False, init=False)
@@ -352,7 +335,8 @@ class Actor:
         while True:  # a fresh scope after each operator's cancel
             with trio.CancelScope() as self.interruptible:
                 while True:
-                    if not runtime.take_slot(self):
+                    if not core.take_slot(self.lane):
+                        del runtime.actors[self.lane]
                         runtime.log.debug("actor.queued", key=self._key)
                         return  # a new task serves the lane when a slot frees
                     page = core.page(self.lane)
@@ -366,10 +350,9 @@ class Actor:
                             await trio.lowlevel.cancel_shielded_checkpoint()
                         await self._attempt(entry)
                         yielded = False
-                        if runtime.ready:  # others wait for a slot: take turns
-                            runtime.give_slot(self)
+                        runtime.start_holding(core.pass_slot(self.lane))  # take turns
                         continue
-                    runtime.give_slot(self)
+                    runtime.give_slot(self.lane)
                     if core.is_halted(self.lane) or not await self._wait(linger):
                         if core.try_retire(self.lane):
                             del self.runtime.actors[self.lane]
@@ -521,7 +504,7 @@ class Actor:
                     return
                 core.backoff(entry)
                 runtime.check_idle()  # paused while it ran: parked now
-                runtime.give_slot(self)  # a slot is for running, not for waiting
+                runtime.give_slot(self.lane)  # a slot is for running, not for waiting
                 runtime.log.debug(
                     "job.retry_scheduled",
                     key=entry.key,

@@ -44,6 +44,7 @@ actor retiring and a ``send`` arriving cannot interleave).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Literal, TypeAlias
 
@@ -80,6 +81,8 @@ class Entry:
     """Accepted into the journal only: its lane pages it in later."""
     skipped: bool = False
     """An operator skipped it: discard it at its turn, without running it."""
+    slotted: bool = False
+    """`starts_next` took a slot for its start, journaled with its acceptance."""
 
     @property
     def lane(self) -> Lane:
@@ -126,7 +129,9 @@ class _LaneState:
     keys' worth of lanes, and popping the head of at most ``window`` entries
     is a short memmove."""
     attached: bool = False
-    """An actor task serves this lane."""
+    """An actor task serves this lane, or the lane waits in the ready queue for one."""
+    holding: bool = False
+    """The lane holds one of ``max_concurrency`` slots."""
     halted: bool = False
     on_disk: int = 0
     """Unfinished jobs of the lane that are not in `fifo` (spilled, or being spilled)."""
@@ -160,12 +165,18 @@ class Core:
     """At most this many jobs of one key in memory."""
     max_buffered: int = 100_000
     """About this many jobs in memory in all (each key's head always is)."""
+    max_concurrency: int | None = None
+    """At most this many lanes hold a slot (run, or are about to) at once."""
     next_id: int = 1
     _lanes: dict[Lane, _LaneState] = attrs.field(factory=dict, init=False)
     _pending: int = attrs.field(default=0, init=False)
     _buffered: int = attrs.field(default=0, init=False)
     _parked: int = attrs.field(default=0, init=False)
     _completed: int = attrs.field(default=0, init=False)
+    _free: int = attrs.field(
+        default=attrs.Factory(lambda core: core.max_concurrency or 0, takes_self=True), init=False
+    )
+    _ready: deque[Lane] = attrs.field(factory=deque, init=False)
     _discarded: int = attrs.field(default=0, init=False)
 
     # -- accepting ---------------------------------------------------------
@@ -204,15 +215,22 @@ class Core:
             state.disk_tail = max(state.disk_tail, entry.id)
         return self._wants_actor(state)
 
-    def retract(self, entry: Entry) -> None:
-        """The journal refused *entry*: forget it as if it was never sent."""
+    def retract(self, entry: Entry) -> Lane | None:
+        """The journal refused *entry*: forget it as if it was never sent.
+
+        Returns a lane to start an actor for: one that gets the slot *entry*
+        took for its start (`starts_next`), if its own lane has no actor.
+        """
         assert not entry.durable, "a durable job cannot be retracted"
-        state = self._lanes[entry.lane]
+        lane = entry.lane
+        state = self._lanes[lane]
         if entry.spilled:
             self._settled(state, entry)
-        self._forget(entry.lane, state, entry)
         if entry.id == self.next_id - 1:
             self.next_id -= 1  # nothing took an id after it: a refused send uses none up
+        successor = self.give_slot(lane) if entry.slotted and not state.attached else None
+        self._forget(lane, state, entry)
+        return successor
 
     def restore(self, recovery: Recovery) -> list[Lane]:
         """Rebuild the FIFOs from a journal; return the lanes that need actors."""
@@ -324,18 +342,25 @@ class Core:
         return self._startable_head(state) is not None or self._next_page(lane, state) is not None
 
     def starts_next(self, entry: Entry) -> bool:
-        """Whether reserved *entry* will be the next job its lane starts.
+        """Whether reserved *entry* will be the next job its lane starts, at once.
 
-        True when it heads an unhalted lane: nothing can get ahead of it, so
-        its start may be journaled with its acceptance, in one write.
+        True when it heads an unhalted lane that holds a slot, or takes a
+        free one now: nothing can get ahead of it and nothing stands in its
+        way, so its start may be journaled with its acceptance, in one write.
+        A head that would wait for a slot is not marked: the mark would
+        count an attempt that a crash may cut short before it ever ran.
         """
         state = self._lanes[entry.lane]
-        return (
-            not entry.spilled
-            and state.fifo[0] is entry
-            and not state.halted
-            and not entry.exhausted
-        )
+        if (
+            entry.spilled
+            or state.fifo[0] is not entry
+            or state.halted
+            or entry.exhausted
+            or not self._claim_slot(state)
+        ):
+            return False
+        entry.slotted = True
+        return True
 
     def successor(self, entry: Entry) -> Entry | None:
         """The entry that may start once running head *entry* completes, if any.
@@ -344,8 +369,8 @@ class Core:
         this lane's actor pops heads, so the answer holds until it completes.
         """
         state = self._lanes[entry.lane]
-        if state.halted or len(state.fifo) < 2:
-            return None
+        if state.halted or len(state.fifo) < 2 or (self._ready and state.holding):
+            return None  # with lanes waiting for a slot, this one passes its slot on
         after = state.fifo[1]
         return after if after.durable and not (after.exhausted or after.skipped) else None
 
@@ -505,6 +530,66 @@ class Core:
             if not state.skipped:
                 state.skipped = None
 
+    # -- slots (max_concurrency) --------------------------------------------
+    #
+    # A slot is held by a lane that has a job to run (or marked to run), not
+    # by one waiting: idle, backing off, or queued.  A lane waiting for a slot
+    # is only an entry in `_ready`, not a task, so a backlog over 100,000 keys
+    # costs 100,000 deque entries instead of 100,000 parked tasks.  Slots go
+    # in the order asked for, and a lane passes its slot on after every job
+    # when others wait (unless its next head's start is marked already), so
+    # every key gets its turn.  Marking a start early (`starts_next`,
+    # `successor`) and holding a slot are one decision, so a marked head
+    # never waits for a slot.
+
+    def take_slot(self, lane: Lane) -> bool:
+        """*lane*'s actor may look for work: False if it must end its task and wait for a slot.
+
+        The lane then waits in the ready queue; `give_slot` hands it a slot
+        and names it, and the shell starts a task for it.
+        """
+        state = self._lanes[lane]
+        if self._claim_slot(state):
+            return True
+        self._ready.append(lane)
+        return False
+
+    def give_slot(self, lane: Lane) -> Lane | None:
+        """*lane* has nothing to run now: its slot goes to the oldest lane waiting, returned."""
+        state = self._lanes.get(lane)
+        if state is None or not state.holding:
+            return None
+        state.holding = False
+        while self._ready:
+            waiting = self._ready.popleft()
+            waiting_state = self._lanes.get(waiting)
+            if waiting_state is not None:
+                waiting_state.holding = True
+                return waiting
+        self._free += 1
+        return None
+
+    def pass_slot(self, lane: Lane) -> Lane | None:
+        """After a job: if other lanes wait for a slot, *lane* gives its slot to the oldest.
+
+        Not when *lane*'s head has its start marked already: it runs next.
+        """
+        if not self._ready:
+            return None
+        state = self._lanes[lane]
+        if state.fifo and state.fifo[0].marked:
+            return None
+        return self.give_slot(lane)
+
+    def _claim_slot(self, state: _LaneState) -> bool:
+        if self.max_concurrency is None or state.holding:
+            return True
+        if not self._free:
+            return False
+        self._free -= 1
+        state.holding = True
+        return True
+
     # -- actors ------------------------------------------------------------
 
     def try_retire(self, lane: Lane) -> bool:
@@ -543,6 +628,14 @@ class Core:
                 if state.halted and isinstance(lane, str)
             ),
         )
+
+    def marked_heads(self) -> list[Entry]:
+        """Heads whose start the journal records but that do not run (at shutdown)."""
+        return [
+            state.fifo[0]
+            for state in self._lanes.values()
+            if state.fifo and state.fifo[0].marked and not state.fifo[0].running
+        ]
 
     def lanes(self) -> int:
         """How many lanes hold state (for leak checks)."""
@@ -639,5 +732,5 @@ class Core:
         self._pending -= 1
 
     def _drop_if_unused(self, lane: Lane, state: _LaneState) -> None:
-        if not (state.size or state.attached or state.halted):
+        if not (state.size or state.attached or state.halted or state.holding):
             del self._lanes[lane]

@@ -233,17 +233,11 @@ class Supervisor:
             SupervisorClosed: the supervisor has stopped.
         """
         self._check_open()
-        limit = check_limit(limit)
-        now, asked = time.time(), limit
-        while True:
-            infos = await self._runtime.journal.keys(state=state, limit=asked, now=now)
-            live = [self._live_key(info) for info in infos]
-            if state == "running":  # the journal counts a head marked early as running
-                live = [info for info in live if info.head_state == "running"]
-            if len(live) >= limit or len(infos) < asked:
-                await schedule_point()
-                return live[:limit]
-            asked *= 2
+        found = await self._runtime.journal.keys(
+            state=state, limit=check_limit(limit), now=time.time()
+        )
+        await schedule_point()
+        return found
 
     async def job(self, job_id: int) -> JobInfo | None:
         """The unfinished job or dead letter *job_id*; None if there is none.
@@ -254,7 +248,9 @@ class Supervisor:
         self._check_open()
         info = await self._runtime.journal.job(check_job_id(job_id))
         await schedule_point()
-        return None if info is None else self._live_job(info)
+        if info is None or not self._waiting(info.key, info.id, info.state):
+            return info
+        return attrs.evolve(info, state="queued")
 
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         """Discarded jobs, oldest first, with their attempts and last error; of *key* if given.
@@ -412,36 +408,24 @@ class Supervisor:
         return await purge_dead(self._runtime.journal, older_than, key)
 
     def _live_key(self, info: KeyInfo) -> KeyInfo:
-        """The journal's view of a key, corrected by what runs right now."""
-        if info.head_state != "running" or info.head_job_id is None:
+        """The journal's view of a key, corrected by what runs right now (see `_waiting`)."""
+        if info.head_job_id is None or not self._waiting(
+            info.key, info.head_job_id, info.head_state
+        ):
             return info
-        waiting = self._not_started(info.key, info.head_job_id)
-        if waiting is None or info.head_attempt is None:
-            return info
-        attempt = info.head_attempt - (1 if waiting.marked else 0)
-        return attrs.evolve(info, head_state="queued", head_attempt=attempt)
+        return attrs.evolve(info, head_state="queued")
 
-    def _live_job(self, info: JobInfo) -> JobInfo:
-        """The journal's view of a job, corrected by what runs right now."""
-        if info.state != "running":
-            return info
-        waiting = self._not_started(info.id if info.key is None else info.key, info.id)
-        if waiting is None:
-            return info
-        attempts = info.attempts - (1 if waiting.marked else 0)
-        return attrs.evolve(info, state="queued", attempts=attempts)
+    def _waiting(self, key: str | None, job_id: int, state: object) -> bool:
+        """Whether the journal shows *job_id* as running while it waits here.
 
-    def _not_started(self, lane: Lane, job_id: int) -> Entry | None:
-        """*job_id* if it heads *lane* but its attempt is not running.
-
-        The journal counts it as running from the moment its attempt is marked;
-        one marked early (``Entry.marked``, with its acceptance or the last
-        completion) has not started that attempt yet, hence one attempt fewer.
+        The journal counts an attempt as running from its mark until it ends;
+        a head recovered with the attempt a dead process marked waits (for a
+        slot, say) until it runs again: queued, with the attempts counted.
         """
-        head = self._runtime.core.head(lane)
-        if head is None or head.id != job_id or head.running:
-            return None
-        return head
+        if state != "running":
+            return False
+        head = self._runtime.core.head(job_id if key is None else key)
+        return head is not None and head.id == job_id and not head.running
 
     def _interrupt(self, lane: Lane, *, backing_off: bool = False) -> bool:
         """Cancel what *lane*'s actor does (its running attempt; or its backoff)."""
@@ -500,7 +484,7 @@ class Supervisor:
                 raise _Superseded
         except BaseException as exc:
             for entry in reversed(entries):
-                runtime.core.retract(entry)
+                runtime.start_holding(runtime.core.retract(entry))
                 runtime.wake(entry.lane)  # its actor may be waiting on this head
             runtime.check_idle()
             if isinstance(exc, _Superseded):
@@ -627,7 +611,13 @@ async def open_supervisor(
 
     recovery = await journal.open()
     try:
-        core = Core(retry, on_discard, window=window, max_buffered=max_buffered)
+        core = Core(
+            retry,
+            on_discard,
+            window=window,
+            max_buffered=max_buffered,
+            max_concurrency=max_concurrency,
+        )
         lanes = core.restore(recovery)
         runtime = Runtime(
             core=core,
@@ -637,8 +627,6 @@ async def open_supervisor(
             random=random,
             idle_timeout=idle_timeout,
             job_timeout=job_timeout,
-            max_concurrency=max_concurrency,
-            free_slots=max_concurrency or 0,
             max_restarts=max_restarts,
             restart_window=restart_window,
         )
@@ -657,6 +645,8 @@ async def open_supervisor(
         finally:
             runtime.close()
             runtime.actors.clear()  # their tasks are gone with the nursery
+            with trio.CancelScope(shield=True):
+                await runtime.give_back_marks()
         if runtime.escalated is not None:
             errors.append(runtime.escalated)
         if errors:

@@ -719,3 +719,39 @@ def test_restore_idle_counts_parked_jobs() -> None:
     assert (stats.queued, stats.halted_keys) == (1, frozenset({"h"}))
     assert core.resume("h")
     assert not is_idle(core)
+
+
+# -- slots ---------------------------------------------------------------------
+
+
+def test_a_head_is_marked_early_only_with_a_slot() -> None:
+    """Under max_concurrency, starts_next takes a slot for the head, or says no: a marked head never waits."""
+    core = Core(inturn.Retry(), max_concurrency=1)
+    first = core.reserve("a", b"{}")
+    assert core.starts_next(first)  # the free slot is a's now
+    second = core.reserve("b", b"{}")
+    assert not core.starts_next(second)  # no slot left: b is marked when it starts
+    core.commit(first)
+    core.commit(second)
+    assert core.take_slot("a")
+    assert not core.take_slot("b")  # b waits in the ready queue
+    assert core.marked_heads() == []  # not marked until the shell journals it
+    first.marked = True
+    assert core.marked_heads() == [first]
+    assert core.pass_slot("a") is None  # a's head is marked: it keeps its slot
+    entry = core.start("a")
+    assert entry is first
+    core.complete(first)
+    assert core.pass_slot("a") == "b"  # the slot goes to the lane waiting
+
+
+def test_a_retracted_early_start_gives_its_slot_back() -> None:
+    """A send refused after its head took a slot returns the slot, to the lane waiting if any."""
+    core = Core(inturn.Retry(), max_concurrency=1)
+    head = core.reserve("a", b"{}")
+    assert core.starts_next(head)
+    other = core.reserve("b", b"{}")
+    core.commit(other)
+    assert not core.take_slot("b")
+    assert core.retract(head) == "b"
+    assert core.lanes() == 1  # a left nothing behind

@@ -76,6 +76,60 @@ class HeldDeadLetters(FaultyJournal):
         return found
 
 
+# -- 1: a job waiting for a slot loses no attempt -----------------------------------
+
+
+async def journaled(journal: inturn.MemoryJournal, job_id: int) -> tuple[str, int]:
+    """(state, attempts) of *job_id* as the journal alone records it."""
+    async with inturn.operate(journal) as op:
+        info = await op.job(job_id)
+    assert info is not None
+    return info.state, info.attempts
+
+
+@pytest.mark.parametrize("via", ["send", "send_many"])
+async def test_defect1_a_job_waiting_for_a_slot_keeps_its_attempts(
+    via: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A head that waits for a slot is not marked as started, so a stop does not use up its attempt."""
+    journal = inturn.MemoryJournal()
+    script = Script()
+    options: dict[str, Any] = {"retry": inturn.Retry(max_attempts=1), "max_concurrency": 1}
+    with trio.move_on_after(GUARD):  # the supervisor is cancelled with "hang" running
+        async with inturn.open_supervisor(script, journal=journal, **options) as sup:
+            if via == "send":
+                await sup.send("a", "hang")
+                waiting = await sup.send("b", "b")
+            else:  # a1 completes while b waits for the slot: a2's start is not marked
+                _, waiting, _ = await sup.send_many([("a", "a1"), ("b", "hang"), ("a", "a2")])
+                waiting = 3
+            await script.started("hang").wait()
+            await trio.testing.wait_all_tasks_blocked()
+            await trio.sleep_forever()
+    assert await journaled(journal, waiting) == ("queued", 0)
+
+    recorder = Recorder()
+    async with inturn.open_supervisor(recorder, journal=journal, **options):
+        pass
+    assert [
+        (call.job.id, call.job.attempt) for call in recorder.calls if call.job.id == waiting
+    ] == [(waiting, 1)]
+
+
+@pytest.mark.parametrize("jobs", [1, 3])
+async def test_defect1_a_start_marked_early_is_given_back_at_shutdown(
+    jobs: int, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Heads marked with their acceptance and stopped at once have their attempts given back."""
+    journal = inturn.MemoryJournal()
+    with trio.CancelScope() as scope:
+        async with inturn.open_supervisor(Recorder(), journal=journal) as sup:
+            ids = await sup.send_many([(f"k{n}", n) for n in range(jobs)])
+            scope.cancel()  # before, or as, their actors run them
+    for job_id in ids:
+        assert await journaled(journal, job_id) == ("queued", 0)
+
+
 # -- 2: a refused send's unique key ------------------------------------------------
 
 
