@@ -193,6 +193,8 @@ def show_job(info: JobInfo, now: float) -> None:
     if info.finished_at is not None:
         rows.append(("discarded", f"{since(info.finished_at, now)} ({stamp(info.finished_at)})"))
     rows.append(("last error", "-" if info.last_error is None else info.last_error))
+    if info.stopped_during is not None:
+        rows.append(("stopped", f"the process stopped during attempt {info.stopped_during}"))
     data = data_fields(info.data)
     if data["data_encoding"] == "utf-8":
         rows.append(("payload", data["data"]))

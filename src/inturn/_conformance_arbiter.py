@@ -194,6 +194,28 @@ class ArbiterConformance:
                 assert page in (odd, even), f"a load saw part of a batch: {page}"
             _expect([job.id for job in await journal.load("k", 0, 100)], even, "a later load")
 
+    async def test_replay_keeps_the_last_error_and_the_retry_time(self, journal: Journal) -> None:
+        """open and load hand back each job's last error and retry time; a Discard keeps stopped_during."""
+        async with _session(journal) as session:
+            await session.open()
+            await journal.write([_job(1), MarkAttempt(1, 1), Retrying(1, "E: down", 1234.5)])
+            await journal.write([_job(2), _job(3), MarkAttempt(3, 2), Retrying(3, "E: x", 9.0)])
+            await journal.write([MarkAttempt(3, 3), Discard(3, "E: x", stopped_during=3)])
+            recovery = await session.reopen()
+            paged = await journal.load("k", 1, 10)
+            dead = await journal.job(3)
+        _expect(
+            [(job.id, job.error, job.retry_at) for job in recovery.jobs],
+            [(1, "E: down", 1234.5), (2, None, None)],
+            "replayed (id, error, retry_at)",
+        )
+        _expect([(job.id, job.error) for job in paged], [(2, None)], "load after job 1")
+        _expect(
+            dead is not None and (dead.state, dead.last_error, dead.stopped_during),
+            ("dead", "E: x", 3),
+            "job(3)",
+        )
+
     async def test_every_read_is_a_cancellation_point(self, journal: Journal) -> None:
         """keys, job and dead_letters raise Cancelled in a cancelled scope."""
         async with _session(journal) as session:

@@ -385,8 +385,26 @@ class Actor:
             if entry.exhausted:
                 error = PermanentError(
                     f"the process stopped during each of its {entry.attempt} attempts"
+                    if entry.last_error is None
+                    else entry.last_error
                 )
                 outcome: Completed | Outcome = self._failed(entry, error)
+            elif entry.not_before is not None and entry.not_before > trio.current_time():
+                # Recovered in a backoff: wait out what is left of it first.
+                at, entry.not_before = entry.not_before, None
+                self.runtime.core.interrupt(entry)
+                self.runtime.give_slot(self.lane)
+                self.runtime.log.debug(
+                    "job.retry_scheduled",
+                    key=entry.key,
+                    job_id=entry.id,
+                    attempt=entry.attempt - 1,
+                    at=at,
+                    error=entry.last_error,
+                    recovered=True,
+                )
+                await self._back_off(at)
+                return
             else:
                 if not entry.marked:
                     mark = MarkAttempt(entry.id, entry.attempt)
@@ -407,6 +425,14 @@ class Actor:
         finally:
             if self.runtime.stopped:  # an operator's skip waits for the attempt to stop
                 self.runtime.stopped.unpark_all()
+
+    async def _back_off(self, at: float) -> None:
+        """Sleep until *at*, the head's next attempt; `retry_now` and `skip` may cut it short."""
+        self.backing_off = True
+        try:
+            await trio.sleep_until(at)
+        finally:
+            self.backing_off = False
 
     async def _take_back(self, entry: Entry) -> None:
         """*entry* was started but must not run now: give its marked attempt back."""
@@ -513,14 +539,14 @@ class Actor:
                     at=at,
                     error=text,
                 )
-                self.backing_off = True  # retry_now and skip may cut it short
-                try:
-                    await trio.sleep_until(at)
-                finally:
-                    self.backing_off = False
+                await self._back_off(at)
             case Discarding(entry=entry, error=error, halt=halt):
-                text = describe(error)
-                if await runtime.journal.write([Discard(entry.id, text, halt=halt)]):
+                stopped = None
+                if entry.exhausted:  # a stop cut its last attempt short
+                    stopped = entry.attempt
+                text = entry.last_error if stopped and entry.last_error else describe(error)
+                discard = Discard(entry.id, text, halt=halt, stopped_during=stopped)
+                if await runtime.journal.write([discard]):
                     self._superseded(entry, "job.superseded")
                     return
                 core.discard(entry, halt=halt)

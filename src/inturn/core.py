@@ -83,6 +83,10 @@ class Entry:
     """An operator skipped it: discard it at its turn, without running it."""
     slotted: bool = False
     """`starts_next` took a slot for its start, journaled with its acceptance."""
+    last_error: str | None = None
+    """Its last failure's text, as the journal recorded it (recovered jobs only)."""
+    not_before: float | None = None
+    """Recovered in a backoff: its next attempt waits until this (trio) time."""
 
     @property
     def lane(self) -> Lane:
@@ -177,6 +181,8 @@ class Core:
         default=attrs.Factory(lambda core: core.max_concurrency or 0, takes_self=True), init=False
     )
     _ready: deque[Lane] = attrs.field(factory=deque, init=False)
+    _clock_offset: float = attrs.field(default=0.0, init=False)
+    """The shell's clock minus Unix time, as `restore` was told."""
     _discarded: int = attrs.field(default=0, init=False)
 
     # -- accepting ---------------------------------------------------------
@@ -226,15 +232,20 @@ class Core:
         state = self._lanes[lane]
         if entry.spilled:
             self._settled(state, entry)
-        if entry.id == self.next_id - 1:
-            self.next_id -= 1  # nothing took an id after it: a refused send uses none up
         successor = self.give_slot(lane) if entry.slotted and not state.attached else None
         self._forget(lane, state, entry)
         return successor
 
-    def restore(self, recovery: Recovery) -> list[Lane]:
-        """Rebuild the FIFOs from a journal; return the lanes that need actors."""
+    def restore(self, recovery: Recovery, *, clock: float = 0.0, wall: float = 0.0) -> list[Lane]:
+        """Rebuild the FIFOs from a journal; return the lanes that need actors.
+
+        *clock* is the shell's time now and *wall* Unix time now: a head the
+        journal shows in a backoff (``retry_at``, Unix time) waits out what is
+        left of it on the shell's clock (`Entry.not_before`), so a crash loop
+        does not hammer what the job calls.
+        """
         assert not self._lanes, "restore() runs once, on an empty core"
+        self._clock_offset = clock - wall
         self.next_id = max(self.next_id, recovery.next_id)
         for key in recovery.halted:
             self._lanes[key] = _LaneState(halted=True)
@@ -664,6 +675,8 @@ class Core:
             attempt=stored.attempts if exhausted else stored.attempts + 1,
             durable=True,
             exhausted=exhausted,
+            last_error=stored.error,
+            not_before=None if stored.retry_at is None else stored.retry_at + self._clock_offset,
         )
 
     def _buffer(self, state: _LaneState, entry: Entry) -> None:

@@ -45,6 +45,10 @@ class JobInfo:
     """Unix time of its next attempt, while ``retrying``."""
     data: bytes
     """The payload as the codec encoded it."""
+    stopped_during: int | None = None
+    """For a dead letter that ran out of attempts because its process stopped
+    (killed, crashed) during the last one: that attempt's number.
+    ``last_error`` then keeps the last error its handler raised, if any."""
 
 
 @final

@@ -618,7 +618,7 @@ async def open_supervisor(
             max_buffered=max_buffered,
             max_concurrency=max_concurrency,
         )
-        lanes = core.restore(recovery)
+        lanes = core.restore(recovery, clock=trio.current_time(), wall=time.time())
         runtime = Runtime(
             core=core,
             journal=journal,

@@ -301,6 +301,7 @@ def test_show_json_is_the_job_object(cli: Cli, scenario: Scenario) -> None:
         "finished_at",
         "last_error",
         "retry_at",
+        "stopped_during",
         "data",
         "data_encoding",
     }

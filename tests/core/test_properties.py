@@ -120,8 +120,6 @@ class CoreVsModel(RuleBasedStateMachine):
         else:
             self.core.retract(entry)
             self._forget(entry)
-            if entry.id == self.next_id - 1:
-                self.next_id -= 1  # the newest id goes back: a refused send uses none up
 
     def _start(self, lane: Lane) -> Entry | None:
         queue = self.fifo.get(lane, [])

@@ -110,7 +110,7 @@ OTHER_DATABASES = [
     "CREATE TABLE jobs (id INTEGER); PRAGMA user_version = 99;",
     # version 1 in name only: not the tables version 1 had
     "CREATE TABLE jobs (id INTEGER); CREATE TABLE halted (key TEXT); PRAGMA user_version = 1;",
-    f"{V1_SCHEMA} PRAGMA user_version = 3;",  # a version from the future
+    f"{V1_SCHEMA} PRAGMA user_version = 4;",  # a version from the future
 ]
 
 
@@ -407,17 +407,17 @@ def version_and_columns(path: Path) -> tuple[int, list[str]]:
 
 
 async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path: Path) -> None:
-    """Opening a version-1 journal adds retry_at and sets version 2; its jobs, dead letters and halts are kept."""
+    """Opening a version-1 journal adds retry_at and stopped_during and sets version 3; its jobs, dead letters and halts are kept."""
     path = tmp_path / "jobs.db"
     make_version_1_file(path)
     journal = inturn.SQLiteJournal(path)
     recovery = await journal.open()
     try:
         assert version_and_columns(path) == (
-            2,
+            3,
             [
                 *("id", "key", "unique_key", "data", "attempts", "state", "error"),
-                *("accepted_at", "finished_at", "retry_at"),
+                *("accepted_at", "finished_at", "retry_at", "stopped_during"),
             ],
         )
         assert [(job.id, job.attempts, job.unique) for job in recovery.jobs] == [
@@ -454,10 +454,34 @@ async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path:
         assert idle.key == "idle"
     finally:
         await journal.aclose()
-    recovery = await journal.open()  # version 2 now: opens as it is
+    recovery = await journal.open()  # version 3 now: opens as it is
     await journal.aclose()
     assert [job.id for job in recovery.jobs] == [1, 4]
-    assert version_and_columns(path)[0] == 2
+    assert version_and_columns(path)[0] == 3
+
+
+async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
+    """Opening a version-2 journal adds stopped_during (version 3); a reader reads version 2 as it is."""
+    path = tmp_path / "jobs.db"
+    make_version_1_file(path)
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.executescript(
+        "BEGIN; ALTER TABLE jobs ADD COLUMN retry_at REAL; PRAGMA user_version = 2; COMMIT;"
+    )
+    connection.close()
+    [dead] = SQLiteReader(path).dead_letters()
+    assert (dead.id, dead.stopped_during, version_and_columns(path)[0]) == (2, None, 2)
+    journal = inturn.SQLiteJournal(path)
+    await journal.open()
+    try:
+        assert version_and_columns(path)[1][-1] == "stopped_during"
+        await journal.write([MarkAttempt(1, 3), Discard(1, "E", stopped_during=3)])
+        info = await journal.job(1)
+        assert info is not None
+        assert (info.state, info.stopped_during, info.last_error) == ("dead", 3, "E")
+    finally:
+        await journal.aclose()
+    assert version_and_columns(path)[0] == 3
 
 
 async def test_a_reader_reads_a_version_1_file_without_upgrading_it(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 import inturn
-from inturn.journal import Complete
+from inturn.journal import Append, Complete, MarkAttempt, Retrying
 from inturn.testing import FaultyJournal, Recorder
 
 from .helpers import Script
@@ -394,3 +394,67 @@ async def test_defect8_purge_dead_racing_a_requeue_purges_the_rest(
         await sup.wait_idle()
         assert await sup.dead_letters() == []
     assert ran(recorder)[-1] == requeued
+
+
+# -- 10: time and attempts survive a restart truthfully -----------------------------------
+
+
+async def test_defect10_a_backoff_is_honoured_after_a_restart(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A head stopped while it waits out a 60 s backoff waits out the rest of it under the next supervisor.
+
+    The journal keeps the deadline in Unix time, which the mock clock's jumps
+    do not move: here all 60 s are still to wait.
+    """
+    journal = inturn.MemoryJournal()
+    retry = inturn.Retry(initial_delay=60.0, max_delay=60.0, jitter=0.0)
+    script = Script()
+    with trio.move_on_after(5.0):  # stopped during the backoff
+        async with inturn.open_supervisor(script, journal=journal, retry=retry) as sup:
+            job_id = await sup.send("k", "boom-once")
+            await trio.sleep_forever()
+    recorder = Recorder(script)
+    reopened = trio.current_time()
+    async with inturn.open_supervisor(recorder, journal=journal, retry=retry) as sup:
+        pass
+    [call] = recorder.calls
+    assert (call.job.id, call.job.attempt) == (job_id, 2)
+    assert 59.0 < call.start - reopened <= 60.0  # not at once
+
+
+async def crashed_during_the_last_attempt(journal: inturn.Journal, errors: int) -> None:
+    """Leave *journal* as a process killed during attempt 4 of job 1 leaves it."""
+    await journal.open()
+    changes: list[inturn.journal.Change] = [Append(job_id=1, key="k", data=b'"pay"')]
+    for attempt in range(1, 5):
+        changes.append(MarkAttempt(1, attempt))
+        if attempt <= errors:
+            changes.append(Retrying(1, f"GatewayUnavailable: down ({attempt})", 0.0))
+    await journal.write(changes)
+    await journal.aclose()
+
+
+@pytest.mark.parametrize("errors", [3, 0])
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+async def test_defect10_a_dead_letter_keeps_the_last_error_and_the_stopped_attempt_apart(
+    kind: str, errors: int, tmp_path: Path
+) -> None:
+    """A job killed during its last attempt is a dead letter whose last error is its handler's, and which says the process stopped during attempt 4."""
+    journal: inturn.Journal = (
+        inturn.MemoryJournal() if kind == "memory" else inturn.SQLiteJournal(tmp_path / "j.db")
+    )
+    await crashed_during_the_last_attempt(journal, errors)
+    recorder = Recorder()
+    async with inturn.open_supervisor(
+        recorder, journal=journal, retry=inturn.Retry(max_attempts=4)
+    ) as sup:
+        await sup.wait_idle()
+        [dead] = await sup.dead_letters()
+    assert recorder.calls == []
+    expected = (
+        "GatewayUnavailable: down (3)"
+        if errors
+        else "inturn.errors.PermanentError: the process stopped during each of its 4 attempts"
+    )
+    assert (dead.id, dead.attempts, dead.last_error, dead.stopped_during) == (1, 4, expected, 4)

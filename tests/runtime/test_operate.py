@@ -166,8 +166,9 @@ async def test_operate_fixes_are_what_the_next_supervisor_runs(make_journal: Mak
         ]
 
     recorder = Recorder()
+    events = EventLog()
     with trio.fail_after(GUARD):
-        async with inturn.open_supervisor(recorder, journal=make_journal()) as sup:
+        async with inturn.open_supervisor(recorder, journal=make_journal(), on_event=events) as sup:
             await sup.wait_idle()
             assert ids_by_key(recorder) == {
                 "halted": [left.halted[1], requeued],
@@ -177,6 +178,8 @@ async def test_operate_fixes_are_what_the_next_supervisor_runs(make_journal: Mak
             assert [dead.id for dead in await sup.dead_letters()] == [left.hung[1]]
 
             await sup.resume("retrying")
+            await events.wait_for("job.retry_scheduled")  # what is left of its backoff
+            assert await sup.retry_now("retrying")
             await sup.wait_idle()
             assert await sup.send("new", None) > requeued  # ids never repeat
     assert ids_by_key(recorder)["retrying"] == list(left.retrying)
@@ -197,8 +200,9 @@ async def test_operate_skip_of_a_head_discards_it_before_anything_runs(
         assert (info.head_job_id, info.queued) == (left.retrying[1], 1)
 
     recorder = Recorder()
+    events = EventLog()
     with trio.fail_after(GUARD):
-        async with inturn.open_supervisor(recorder, journal=make_journal()) as sup:
+        async with inturn.open_supervisor(recorder, journal=make_journal(), on_event=events) as sup:
             await sup.wait_idle()
             dead = {d.id: d.last_error for d in await sup.dead_letters()}
             await sup.resume("halted")

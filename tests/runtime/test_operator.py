@@ -1048,7 +1048,8 @@ async def test_a_pause_survives_reopening_the_journal(make_journal: MakeJournal)
             await sup.pause("k")
 
         recorder = Recorder(Script())
-        async with inturn.open_supervisor(recorder, journal=make_journal()) as sup:
+        events = EventLog()
+        async with inturn.open_supervisor(recorder, journal=make_journal(), on_event=events) as sup:
             assert sup.stats().halted_keys == frozenset({"k"})
             [info] = await sup.keys()
             assert (info.key, info.halted, info.queued) == ("k", True, 2)
@@ -1057,6 +1058,8 @@ async def test_a_pause_survives_reopening_the_journal(make_journal: MakeJournal)
             assert recorder.calls == []
 
             await sup.resume("k")
+            await events.wait_for("job.retry_scheduled")  # what is left of its backoff
+            assert await sup.retry_now("k")
             await sup.wait_idle()
     assert attempts(recorder) == [(head, 2), (after, 1)]
 

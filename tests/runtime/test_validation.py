@@ -75,15 +75,15 @@ async def probe(autojump_clock: trio.testing.MockClock) -> AsyncIterator[Probe]:
 
 
 async def assert_rejected(
-    probe: Probe, call: Call, error: type[Exception], match: str | None = None
+    probe: Probe, call: Call, error: type[Exception], match: str | None = None, *, ids: int = 0
 ) -> None:
-    """*call* raises *error*; stats, journal and the next job id are as before."""
+    """*call* raises *error*; stats, journal and (but for *ids* used up) the next job id are as before."""
     before = probe.snapshot()
     with pytest.raises(error, match=match):
         await call(probe.sup)
     await trio.testing.wait_all_tasks_blocked()
     assert before == probe.snapshot()
-    assert await probe.sup.send("next", "x") == 2  # no id was used up
+    assert await probe.sup.send("next", "x") == 2 + ids
 
 
 @pytest.mark.parametrize(("key", "rule"), BAD_KEYS.values(), ids=BAD_KEYS.keys())
@@ -161,9 +161,9 @@ async def test_an_unencodable_payload_raises_encode_error_and_changes_nothing(
 
 
 async def test_a_duplicate_unique_changes_nothing(probe: Probe) -> None:
-    """A send refused for its unique key journals nothing and uses up no id."""
+    """A send refused for its unique key journals nothing; the journal refused it, so it used up an id."""
     await assert_rejected(
-        probe, lambda sup: sup.send("k", "x", unique="u-held"), inturn.DuplicateError
+        probe, lambda sup: sup.send("k", "x", unique="u-held"), inturn.DuplicateError, ids=1
     )
 
 

@@ -53,7 +53,8 @@ __all__ = [
 _T = TypeVar("_T")
 
 _INFO_COLUMNS: Final = (
-    "id, key, unique_key, data, attempts, state, error, accepted_at, finished_at, retry_at"
+    "id, key, unique_key, data, attempts, state, error, accepted_at, finished_at, retry_at,"
+    " stopped_during"
 )
 
 
@@ -148,10 +149,23 @@ def select_dead_letters(
 
 def _info(
     row: tuple[
-        int, str | None, str | None, bytes, int, str, str | None, float, float | None, float | None
+        int,
+        str | None,
+        str | None,
+        bytes,
+        int,
+        str,
+        str | None,
+        float,
+        float | None,
+        float | None,
+        int | None,
     ],
 ) -> JobInfo:
-    job_id, key, unique, data, attempts, state, error, accepted_at, finished_at, retry_at = row
+    (job_id, key, unique, data, attempts, state, error, accepted_at, finished_at, retry_at) = row[
+        :10
+    ]
+    stopped_during = row[10]
     return JobInfo(
         id=job_id,
         key=key,
@@ -163,6 +177,7 @@ def _info(
         last_error=error,
         retry_at=retry_at,
         data=bytes(data),
+        stopped_during=stopped_during,
     )
 
 
@@ -240,9 +255,10 @@ class SQLiteReader:
             version = schema_version(connection, self.path)
             if version == 0:
                 raise JournalCorrupt(self.path, "not an inturn journal (an empty database)")
-            if version == 1:  # no Retrying was ever written: read no retry times
+            missing = {1: "NULL AS retry_at, NULL AS stopped_during", 2: "NULL AS stopped_during"}
+            if version in missing:  # an older file: what it never recorded reads as NULL
                 connection.execute(
-                    "CREATE TEMP VIEW jobs AS SELECT *, NULL AS retry_at FROM main.jobs"
+                    f"CREATE TEMP VIEW jobs AS SELECT *, {missing[version]} FROM main.jobs"
                 )
             return run(connection)
         except sqlite3.Error as exc:

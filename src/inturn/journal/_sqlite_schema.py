@@ -10,8 +10,9 @@ ever run.  A partial unique index over pending jobs makes "check the unique
 key and insert" one atomic step.  ``AUTOINCREMENT`` records the highest id
 ever used, so ids never repeat even after the newest row is deleted.
 
-Schema versions (``PRAGMA user_version``): 1 had no ``retry_at``;
-`SQLiteJournal.open` upgrades it in one transaction.  Any other version is refused untouched.
+Schema versions (``PRAGMA user_version``): 1 had no ``retry_at``, 2 no
+``stopped_during``; `SQLiteJournal.open` upgrades them in one transaction.
+Any other version is refused untouched.
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ __all__ = [
     "rollback",
     "schema_version",
     "stored",
-    "upgrade_from_version_1",
+    "upgrade",
 ]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 SCHEMA: Final = """
 CREATE TABLE jobs (
@@ -51,7 +52,8 @@ CREATE TABLE jobs (
     error TEXT,
     accepted_at REAL NOT NULL,
     finished_at REAL,
-    retry_at REAL
+    retry_at REAL,
+    stopped_during INTEGER
 );
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
@@ -67,6 +69,10 @@ _COLUMNS_OF_VERSION: Final = {
         {"id", "key", "unique_key", "data", "attempts", "state", "error"}
         | {"accepted_at", "finished_at", "retry_at"}
     ),
+    3: frozenset(
+        {"id", "key", "unique_key", "data", "attempts", "state", "error"}
+        | {"accepted_at", "finished_at", "retry_at", "stopped_during"}
+    ),
 }
 """The columns of ``jobs`` in each schema version this code reads."""
 
@@ -80,7 +86,7 @@ INDEXES: Final = (
 """Created on open if missing, as files made by earlier versions lack some;
 an index changes no row, so it needs no version bump."""
 
-COLUMNS: Final = "id, key, unique_key, data, attempts"
+COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at"
 
 SQLITE_MAX: Final = 2**63 - 1
 """The largest integer SQLite stores: no id is above it, and a larger limit
@@ -93,9 +99,19 @@ def check_path(path: str | os.PathLike[str]) -> str:
     return os.fspath(path)
 
 
-def stored(row: tuple[int, str | None, str | None, bytes, int]) -> StoredJob:
-    job_id, key, unique, data, attempts = row
-    return StoredJob(id=job_id, key=key, unique=unique, data=bytes(data), attempts=attempts)
+def stored(
+    row: tuple[int, str | None, str | None, bytes, int, str | None, float | None],
+) -> StoredJob:
+    job_id, key, unique, data, attempts, error, retry_at = row
+    return StoredJob(
+        id=job_id,
+        key=key,
+        unique=unique,
+        data=bytes(data),
+        attempts=attempts,
+        error=error,
+        retry_at=retry_at,
+    )
 
 
 def rollback(connection: sqlite3.Connection) -> None:
@@ -128,11 +144,20 @@ def schema_version(connection: sqlite3.Connection, path: str) -> int:
     )
 
 
-def upgrade_from_version_1(connection: sqlite3.Connection) -> None:
-    """Add ``retry_at``: one transaction, so a crash leaves the file at version 1."""
+_UPGRADES: Final = {
+    1: ("ALTER TABLE jobs ADD COLUMN retry_at REAL",),
+    2: ("ALTER TABLE jobs ADD COLUMN stopped_during INTEGER",),
+}
+"""What turns each version into the next."""
+
+
+def upgrade(connection: sqlite3.Connection, version: int) -> None:
+    """Bring a file of *version* to `SCHEMA_VERSION`: one transaction, so a crash leaves it as it was."""
     connection.execute("BEGIN IMMEDIATE")
     try:
-        connection.execute("ALTER TABLE jobs ADD COLUMN retry_at REAL")
+        for step in range(version, SCHEMA_VERSION):
+            for statement in _UPGRADES[step]:
+                connection.execute(statement)
         connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     except BaseException:
         rollback(connection)

@@ -58,10 +58,17 @@ class _Row:
     retry_at: float | None = None
     finished_at: float | None = None
     """Set when discarded: the row is a dead letter then."""
+    stopped_during: int | None = None
 
     def stored(self, job_id: int) -> StoredJob:
         return StoredJob(
-            id=job_id, key=self.key, data=self.data, unique=self.unique, attempts=self.attempts
+            id=job_id,
+            key=self.key,
+            data=self.data,
+            unique=self.unique,
+            attempts=self.attempts,
+            error=self.last_error,
+            retry_at=self.retry_at,
         )
 
     def state(self) -> JobState:
@@ -81,6 +88,7 @@ class _Row:
             last_error=self.last_error,
             retry_at=self.retry_at,
             data=self.data,
+            stopped_during=self.stopped_during,
         )
 
 
@@ -366,9 +374,10 @@ class MemoryJournal:
                 row.retry_at = retry_at
             case Complete(job_id=job_id):
                 self._forget(job_id)
-            case Discard(job_id=job_id, error=error, halt=halt):
+            case Discard(job_id=job_id, error=error, halt=halt, stopped_during=stopped):
                 row = self._forget(job_id)
                 row.last_error = error
+                row.stopped_during = stopped
                 row.retry_at = None
                 row.finished_at = time.time()
                 self._dead[job_id] = row

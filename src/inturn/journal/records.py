@@ -81,6 +81,9 @@ class Discard:
     job_id: int
     error: str
     halt: bool = False
+    stopped_during: int | None = None
+    """The attempt the process stopped during, if that is how the job ran out
+    of attempts: kept apart from *error*, the last handler error seen."""
 
 
 @attrs.frozen
@@ -146,6 +149,10 @@ class StoredJob:
     unique: str | None = None
     attempts: int = 0
     """Attempts started and not given back: the next one is ``attempts + 1``."""
+    error: str | None = None
+    """Its last failure's text (`Retrying`), if any."""
+    retry_at: float | None = None
+    """Unix time its next attempt is due, while it waits out a backoff."""
 
 
 @attrs.frozen(kw_only=True)

@@ -67,7 +67,7 @@ from ._sqlite_schema import (
     rollback,
     schema_version,
     stored,
-    upgrade_from_version_1,
+    upgrade,
 )
 from .records import (
     Append,
@@ -283,8 +283,8 @@ class SQLiteJournal:
                 connection.executescript(
                     f"BEGIN IMMEDIATE; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;"
                 )
-            elif version == 1:
-                upgrade_from_version_1(connection)
+            elif version < SCHEMA_VERSION:
+                upgrade(connection, version)
             connection.execute("PRAGMA journal_mode = WAL")
             for index in INDEXES:
                 connection.execute(index)
@@ -503,9 +503,9 @@ def _apply(connection: sqlite3.Connection, request: _Request, next_id: int, path
             )
         elif isinstance(change, Discard):
             discarded = one(
-                "UPDATE jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL"
-                " WHERE id = ? AND state = 'pending'",
-                (change.error, now, change.job_id),
+                "UPDATE jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL,"
+                " stopped_during = ? WHERE id = ? AND state = 'pending'",
+                (change.error, now, change.stopped_during, change.job_id),
                 change,
                 change.job_id,
             )
