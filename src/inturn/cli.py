@@ -4,10 +4,11 @@ Theory of operation
 -------------------
 Read commands (``status``, ``keys``, ``show``, ``dead``) open the file with
 `inturn.journal.SQLiteReader`: read-only and without the journal's lock, so
-they work while a supervisor runs.  Mutating commands (``requeue``, ``skip``,
-``pause``, ``resume``, ``purge``) claim the journal with `inturn.operate`,
-exactly as a supervisor would; when one holds it they stop before changing
-anything and say to use the API in that process.  No command creates a file:
+they work while a supervisor runs.  Fixing commands (``requeue``, ``skip``,
+``pause``, ``resume``, ``purge``) go through `inturn.operate`: with no
+supervisor on the file they claim it and fix it themselves; while one holds
+it (in any process) each fix is sent through the file's command inbox to that
+supervisor, which carries it out and answers within ``--wait`` seconds.  No command creates a file:
 the path must exist, and a mutating command first reads it with the reader,
 so an empty or foreign file is refused instead of being made a journal.
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import math
 import os
 import sys
 import time
@@ -57,7 +59,6 @@ from .errors import (
     InturnError,
     JobNotFound,
     JobStateError,
-    JournalLocked,
     KeyNotFound,
 )
 from .info import JobInfo, KeyFilter
@@ -116,6 +117,16 @@ def _limit(text: str) -> int:
     return int(text)
 
 
+def _seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds < math.inf):
+        raise argparse.ArgumentTypeError(f"bad wait {text!r}: a number of seconds > 0")
+    return seconds
+
+
 def _duration(text: str) -> str:
     try:
         parse_duration(text)
@@ -139,31 +150,22 @@ def _reader(path: str) -> SQLiteReader:
     return SQLiteReader(path)
 
 
-_API: Final = {
-    "requeue": "sup.requeue(job_id)",
-    "skip": "sup.skip(job_id)",
-    "pause": "sup.pause(key)",
-    "resume": "sup.resume(key)",
-    "purge": "sup.purge_dead(older_than=...)",
-}
+def _operate(args: argparse.Namespace, action: Callable[[inturn.Operator], Awaitable[T]]) -> T:
+    """Run *action* on an operator of the journal at ``args.path``, in a fresh trio run.
 
-
-def _operate(path: str, command: str, action: Callable[[inturn.Operator], Awaitable[T]]) -> T:
-    """Run *action* on an operator that holds the journal at *path*, in a fresh trio run."""
+    With no supervisor on the file, the operator holds it; while one runs (in
+    any process), each fix is sent to it through the file and carried out
+    there, and ``args.wait`` is how long it has to answer.
+    """
+    path = args.path
     # Read it first: SQLiteJournal would turn an empty file into a journal.
     _reader(path).keys(limit=1, now=time.time())
 
     async def run() -> T:
-        async with inturn.operate(inturn.SQLiteJournal(path)) as operator:
-            return await action(operator)
+        async with inturn.operate(inturn.SQLiteJournal(path), answer_within=args.wait) as op:
+            return await action(op)
 
-    try:
-        return trio.run(run)
-    except JournalLocked:
-        raise _Failed(
-            f"{path}: a running supervisor holds this journal, so nothing was changed;"
-            f" use the API in that process instead ({_API[command]})"
-        ) from None
+    return trio.run(run)
 
 
 # -- read commands ----------------------------------------------------------------
@@ -339,7 +341,7 @@ def _requeue(args: argparse.Namespace) -> int:
             progress.close()
         return done, None
 
-    done, stopped = _operate(args.path, "requeue", requeue)
+    done, stopped = _operate(args, requeue)
     if args.json:
         _json(done)
     else:
@@ -364,7 +366,7 @@ def _skip(args: argparse.Namespace) -> int:
         await operator.skip(args.job_id)
         return await operator.job(args.job_id)
 
-    info = _operate(args.path, "skip", skip)
+    info = _operate(args, skip)
     if args.json:
         _json(None if info is None else job_json(info))
     else:
@@ -380,7 +382,7 @@ def _pause(args: argparse.Namespace) -> int:
     async def pause(operator: inturn.Operator) -> None:
         await operator.pause(args.key)
 
-    _operate(args.path, "pause", pause)
+    _operate(args, pause)
     if args.json:
         _json({"key": args.key, "halted": True})
     else:
@@ -395,7 +397,7 @@ def _resume(args: argparse.Namespace) -> int:
             raise _Failed(f"key {args.key!r} is not paused or halted: nothing to resume", NOTHING)
         await operator.resume(args.key)
 
-    _operate(args.path, "resume", resume)
+    _operate(args, resume)
     if args.json:
         _json({"key": args.key, "halted": False})
     else:
@@ -407,7 +409,7 @@ def _purge(args: argparse.Namespace) -> int:
     async def purge(operator: inturn.Operator) -> int:
         return await operator.purge_dead(older_than=parse_duration(args.older_than), key=args.key)
 
-    purged = _operate(args.path, "purge", purge)
+    purged = _operate(args, purge)
     if args.json:
         _json({"purged": purged})
     if not purged:
@@ -423,9 +425,9 @@ def _purge(args: argparse.Namespace) -> int:
 _DESCRIPTION: Final = """\
 See and fix an inturn journal file (a SQLiteJournal).  status, keys, show and
 dead only read it, and work while a supervisor runs; requeue, skip, pause,
-resume and purge change it, and refuse while a supervisor holds it (use the
-Supervisor methods in that process instead).  Exit status: 0 done, 1 nothing
-matched, 2 usage or journal error."""
+resume and purge change it: while a supervisor runs on it (in any process),
+each fix is sent through the file to that supervisor, which carries it out.
+Exit status: 0 done, 1 nothing matched, 2 usage or journal error."""
 
 
 def _parser() -> _Parser:
@@ -439,6 +441,17 @@ def _parser() -> _Parser:
         sub.set_defaults(run=run)
         return sub
 
+    def fix(name: str, run: Callable[[argparse.Namespace], int], about: str) -> _Parser:
+        sub = command(name, run, about)
+        sub.add_argument(
+            "--wait",
+            type=_seconds,
+            default=10.0,
+            metavar="SECONDS",
+            help="while a supervisor runs: how long it has to carry the fix out (default 10)",
+        )
+        return sub
+
     command("status", _status, "totals, and the most blocked keys")
     keys = command("keys", _keys, "the keys that have work, oldest head first")
     keys.add_argument("--blocked", action="store_true", help="only keys retrying or halted")
@@ -448,19 +461,19 @@ def _parser() -> _Parser:
     dead = command("dead", _dead, "dead letters, oldest first")
     dead.add_argument("--key", metavar="K", help="only the dead letters of key K")
     dead.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N")
-    requeue = command(
+    requeue = fix(
         "requeue", _requeue, "put dead letters back at the tail of their keys, attempts reset"
     )
     requeue.add_argument("job_ids", type=_job_id, nargs="*", metavar="JOB_ID")
     requeue.add_argument("--all-dead", action="store_true", help="every dead letter")
     requeue.add_argument("--key", metavar="K", help="with --all-dead: only those of key K")
-    skip = command("skip", _skip, "discard an unfinished job now, unrun, as a dead letter")
+    skip = fix("skip", _skip, "discard an unfinished job now, unrun, as a dead letter")
     skip.add_argument("job_id", type=_job_id, metavar="JOB_ID")
-    pause = command("pause", _pause, "halt a key: none of its jobs start until resume")
+    pause = fix("pause", _pause, "halt a key: none of its jobs start until resume")
     pause.add_argument("key", metavar="KEY")
-    resume = command("resume", _resume, "let a paused or halted key run again")
+    resume = fix("resume", _resume, "let a paused or halted key run again")
     resume.add_argument("key", metavar="KEY")
-    purge = command("purge", _purge, "delete old dead letters for good")
+    purge = fix("purge", _purge, "delete old dead letters for good")
     purge.add_argument("--dead", action="store_true", required=True, help="dead letters")
     purge.add_argument(
         "--older-than",
@@ -474,10 +487,14 @@ def _parser() -> _Parser:
 
 
 def _quiet_logs() -> None:
-    """Send inturn's log events to stderr, warnings only, unless the host configured structlog."""
+    """Send inturn's log events to stderr, errors only, unless the host configured structlog.
+
+    A fix's own events (``job.discarded`` for a skip, say) would only repeat
+    what the command prints.
+    """
     if not structlog.is_configured():
         structlog.configure(
-            wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+            wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR),
             logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         )
 

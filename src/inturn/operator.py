@@ -1,194 +1,250 @@
-"""Inspect and fix a journal that no supervisor holds: `operate`.
+"""Inspect and fix a journal from outside the service: `operate`.
 
-The same reads and fixes as the `Supervisor` methods, for when nothing runs:
-the ``inturn`` command line on a file a crashed process left, a maintenance
-script, a test.  Every fix is one journal write, so it is all or nothing and
-survives a crash like any other change.
+Theory of operation
+-------------------
+Every fix has one implementation, the `Supervisor` method of its name.
+`operate` reaches one of two ways:
+
+* **No supervisor holds the journal** (a file a crashed process left, a
+  maintenance script): `operate` opens it with a supervisor of its own that
+  has no slots, so it runs no job and starts no actor; its methods do the
+  fixes as they would in a service, and the journal decides every race.
+* **A supervisor holds it** (`JournalLocked`, possibly in another process):
+  each fix becomes a `Command` the journal carries to that supervisor
+  (`Journal.submit`); it runs the same method and answers, and the operator
+  raises the error the method raised.  So a fix on a live service is
+  honoured by the process that owns the keys: a skipped running attempt is
+  cancelled, a paused key starts nothing new, a requeued job runs.  Reads
+  go to `Journal.reader`, which works beside the supervisor.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import final
+from typing import Final, Protocol, final
 
 import trio
 
-from ._checks import check_count, check_number
-from .errors import JobNotFound, JobStateError, KeyNotFound
+from ._checks import check_number
+from ._fixes import check_job_id, check_limit
+from .actors import Runtime
+from .codec import JSONCodec
+from .core import Core
+from .errors import (
+    DuplicateError,
+    InturnError,
+    JobNotFound,
+    JobStateError,
+    JournalError,
+    JournalLocked,
+    KeyNotFound,
+    SupervisorClosed,
+)
 from .info import JobInfo, KeyFilter, KeyInfo
-from .journal import Discard, Halt, Journal, Purge, Requeue, Resume
+from .jobs import Job
+from .journal import Answer, Command, Journal
 from .keys import validate_key
+from .retry import Retry
+from .supervisor import Supervisor
 
-__all__ = [
-    "SKIPPED_TEXT",
-    "Operator",
-    "check_job_id",
-    "check_limit",
-    "operate",
-    "purge_dead",
-    "schedule_point",
-]
+__all__ = ["Operator", "operate"]
 
-SKIPPED_TEXT = "skipped by operator"
-"""The error text a skipped job keeps as a dead letter."""
+ANSWER_WITHIN: Final = 10.0
+"""Seconds a live supervisor has to answer a fix, by default."""
 
-_PURGE_BATCH = 1000
-
-
-async def schedule_point() -> None:
-    """Let other tasks run, without a cancellation point.
-
-    A journal need not yield (the memory one doesn't), and every trio async
-    function that can block must: the runtime adds the schedule point, after
-    the journal answered.  Shielded, so what was done is never reported lost.
-    """
-    await trio.lowlevel.cancel_shielded_checkpoint()
+_ERRORS: Final[dict[str, type[Exception]]] = {
+    error.__name__: error
+    for error in (
+        DuplicateError,
+        JobNotFound,
+        JobStateError,
+        JournalError,
+        KeyNotFound,
+        SupervisorClosed,
+        TypeError,
+        ValueError,
+    )
+}
 
 
-def check_job_id(job_id: object) -> int:
-    return check_count("job_id", job_id, minimum=1)
+class _Fixer(Protocol):
+    """What an `Operator` works through: a `Supervisor`, or `_Remote` for one elsewhere."""
 
-
-def check_limit(limit: object) -> int:
-    return check_count("limit", limit, minimum=1)
-
-
-async def requeue_check(journal: Journal, job_id: object) -> JobInfo:
-    """The dead letter *job_id*, or the error that says why it cannot be requeued."""
-    checked = check_job_id(job_id)
-    info = await journal.job(checked)
-    if info is None:
-        raise JobNotFound(checked)
-    if info.state != "dead":
-        raise JobStateError(info.id, info.state, "only a dead letter can be requeued")
-    return info
-
-
-async def skip_check(journal: Journal, job_id: object) -> JobInfo:
-    """The unfinished job *job_id*, or the error that says why it cannot be skipped."""
-    checked = check_job_id(job_id)
-    info = await journal.job(checked)
-    if info is None:
-        raise JobNotFound(checked)
-    if info.state == "dead":
-        raise JobStateError(info.id, info.state, "it is a dead letter already")
-    return info
-
-
-async def purge_dead(journal: Journal, older_than: object, key: str | None) -> int:
-    """Delete the dead letters discarded more than *older_than* seconds ago; return how many."""
-    check_number("older_than", older_than)
-    assert isinstance(older_than, int | float)
-    if older_than < 0:
-        raise ValueError(f"older_than must be >= 0 seconds, not {older_than!r}")
-    if key is not None:
-        key = validate_key(key)
-    before = time.time() - older_than
-    purged = 0
-    while dead := await journal.dead_letters(key=key, limit=_PURGE_BATCH, finished_before=before):
-        # A dead letter requeued meanwhile is superseded, not purged: the rest are.
-        superseded = await journal.write([Purge(info.id) for info in dead])
-        purged += len(dead) - len(superseded)
-    await schedule_point()
-    return purged
+    async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]: ...
+    async def job(self, job_id: int) -> JobInfo | None: ...
+    async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
+    async def requeue(self, job_id: int) -> int: ...
+    async def skip(self, job_id: int) -> None: ...
+    async def pause(self, key: str) -> None: ...
+    async def resume(self, key: str) -> None: ...
+    async def retry_now(self, key: str) -> bool: ...
+    async def purge_dead(self, *, older_than: float, key: str | None = None) -> int: ...
 
 
 @final
 class Operator:
-    """Reads and fixes one journal while no supervisor runs it; made by `operate`."""
+    """Reads and fixes one journal from outside the service; made by `operate`.
 
-    def __init__(self, journal: Journal, next_id: int, halted: set[str]) -> None:
-        self._journal = journal
-        self._next_id = next_id
-        self._halted = halted
+    Each method is the `Supervisor` method of its name, with its arguments,
+    results and errors; see there.  On a live service a fix may also raise
+    `JournalError` if the supervisor does not answer in time.
+    """
+
+    def __init__(self, fixer: _Fixer, *, live: bool) -> None:
+        self._fixer = fixer
+        self.live = live
+        """Whether a running supervisor carries out the fixes (it holds the journal)."""
 
     async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]:
-        """Keys with unfinished jobs, or halted: oldest head first.  See `Supervisor.keys`."""
-        found = await self._journal.keys(state=state, limit=check_limit(limit), now=time.time())
-        await schedule_point()
-        return found
+        """Keys with unfinished jobs, or halted: oldest head first."""
+        return await self._fixer.keys(state=state, limit=limit)
 
     async def job(self, job_id: int) -> JobInfo | None:
         """The unfinished job or dead letter *job_id*, or None."""
-        info = await self._journal.job(check_job_id(job_id))
-        await schedule_point()
-        return info
+        return await self._fixer.job(job_id)
 
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         """Dead letters, oldest first; of *key* only if given."""
-        if key is not None:
-            key = validate_key(key)
-        found = await self._journal.dead_letters(key=key, limit=check_limit(limit))
-        await schedule_point()
-        return found
+        return await self._fixer.dead_letters(key=key, limit=limit)
 
     async def requeue(self, job_id: int) -> int:
-        """Put dead letter *job_id* back at the tail of its key, attempts reset; return its new id.
-
-        Raises:
-            JobNotFound, JobStateError: no such dead letter.
-            DuplicateError: an unfinished job holds its unique key.
-        """
-        info = await requeue_check(self._journal, job_id)
-        new_id = self._next_id
-        if await self._journal.write([Requeue(info.id, new_id)]):
-            await requeue_check(self._journal, info.id)  # requeued or purged meanwhile
-            raise JobStateError(info.id, "gone", "it was requeued or purged meanwhile")
-        self._next_id += 1
-        await schedule_point()
-        return new_id
+        """Put dead letter *job_id* back at the tail of its key, attempts reset; return its new id."""
+        return await self._fixer.requeue(job_id)
 
     async def skip(self, job_id: int) -> None:
-        """Discard unfinished job *job_id* now, unrun, as a dead letter "skipped by operator"."""
-        info = await skip_check(self._journal, job_id)
-        if await self._journal.write([Discard(info.id, SKIPPED_TEXT)]):
-            await skip_check(self._journal, info.id)  # finished meanwhile: say how
-            raise JobStateError(info.id, "gone", "it finished meanwhile")
-        await schedule_point()
+        """Discard unfinished job *job_id* as a dead letter "skipped by operator"."""
+        await self._fixer.skip(job_id)
 
     async def pause(self, key: str) -> None:
-        """Halt *key*: none of its jobs start until `resume`.
-
-        Raises:
-            KeyNotFound: *key* has no unfinished jobs and is not halted.
-        """
-        key = validate_key(key)
-        if key not in self._halted and not await self._journal.load(key, 0, 1):
-            raise KeyNotFound(key)
-        await self._journal.write([Halt(key)])
-        self._halted.add(key)
-        await schedule_point()
+        """Halt *key*: none of its jobs start until `resume`."""
+        await self._fixer.pause(key)
 
     async def resume(self, key: str) -> None:
         """Let halted *key* run again; a key that is not halted is left as it is."""
-        key = validate_key(key)
-        if key not in self._halted:
-            await trio.lowlevel.checkpoint()
-            return
-        await self._journal.write([Resume(key)])
-        self._halted.discard(key)
-        await schedule_point()
+        await self._fixer.resume(key)
+
+    async def retry_now(self, key: str) -> bool:
+        """Run *key*'s head now if it waits out a backoff; whether one was woken."""
+        return await self._fixer.retry_now(key)
 
     async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
         """Delete dead letters discarded more than *older_than* seconds ago; return how many."""
-        return await purge_dead(self._journal, older_than, key)
+        return await self._fixer.purge_dead(older_than=older_than, key=key)
 
 
 @asynccontextmanager
-async def operate(journal: Journal) -> AsyncIterator[Operator]:
-    """Claim *journal* to inspect and fix it; no job runs meanwhile.
+async def operate(
+    journal: Journal, *, answer_within: float = ANSWER_WITHIN
+) -> AsyncIterator[Operator]:
+    """Read and fix *journal*, whether or not a supervisor holds it.
+
+    With no supervisor on it, the journal is claimed for the block and no
+    job runs meanwhile.  While one holds it (here or in another process),
+    every fix is sent to that supervisor through the journal and carried
+    out there; *answer_within* is how long it has to answer.
 
     Raises:
-        JournalLocked: a supervisor holds it (use the `Supervisor` methods in
-            that process instead).
-        JournalError: the journal cannot be opened (a `MemoryJournal` that
-            a supervisor holds raises this one).
+        JournalError: the journal cannot be opened, or (live) a fix was not
+            answered in time.
     """
-    recovery = await journal.open()
+    check_number("answer_within", answer_within)
     try:
-        yield Operator(journal, recovery.next_id, set(recovery.halted))
+        recovery = await journal.open()
+    except JournalLocked:
+        yield Operator(_Remote(journal, answer_within), live=True)
+        return
+    try:
+        # No slots: nothing ever runs, so no actor task is ever started (no nursery).
+        core = Core(Retry(), max_concurrency=0)
+        core.restore(recovery, clock=trio.current_time(), wall=time.time())
+        runtime = Runtime(
+            core=core,
+            journal=journal,
+            codec=JSONCodec(),
+            handler=_never,
+            random=random.Random().random,
+            idle_timeout=0.0,
+            job_timeout=None,
+            max_restarts=0,
+            restart_window=1.0,
+        )
+        try:
+            yield Operator(Supervisor(runtime), live=False)
+        finally:
+            runtime.close()
     finally:
         with trio.CancelScope(shield=True):
             await journal.aclose()
+
+
+async def _never(job: Job) -> object:
+    raise AssertionError("an operator's supervisor has no slots: it runs no job")
+
+
+@final
+class _Remote:
+    """The fixes of a supervisor that holds the journal elsewhere, as `Command`s."""
+
+    def __init__(self, journal: Journal, answer_within: float) -> None:
+        self._journal = journal
+        self._reads = journal.reader()
+        self._answer_within = answer_within
+
+    async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]:
+        return await self._reads.keys(state=state, limit=check_limit(limit), now=time.time())
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        return await self._reads.job(check_job_id(job_id))
+
+    async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
+        if key is not None:
+            key = validate_key(key)
+        return await self._reads.dead_letters(key=key, limit=check_limit(limit))
+
+    async def requeue(self, job_id: int) -> int:
+        result = await self._send(Command(verb="requeue", job_id=check_job_id(job_id)))
+        assert isinstance(result, int)
+        return result
+
+    async def skip(self, job_id: int) -> None:
+        await self._send(Command(verb="skip", job_id=check_job_id(job_id)))
+
+    async def pause(self, key: str) -> None:
+        await self._send(Command(verb="pause", key=validate_key(key)))
+
+    async def resume(self, key: str) -> None:
+        await self._send(Command(verb="resume", key=validate_key(key)))
+
+    async def retry_now(self, key: str) -> bool:
+        return bool(await self._send(Command(verb="retry_now", key=validate_key(key))))
+
+    async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
+        check_number("older_than", older_than)
+        if older_than < 0:
+            raise ValueError(f"older_than must be >= 0 seconds, not {older_than!r}")
+        if key is not None:
+            key = validate_key(key)
+        command = Command(verb="purge_dead", older_than=float(older_than), key=key)
+        result = await self._send(command)
+        assert isinstance(result, int)
+        return result
+
+    async def _send(self, command: Command) -> int | bool | None:
+        answer = await self._journal.submit(command, timeout=self._answer_within)
+        if answer.error is not None:
+            raise _error(answer)
+        return answer.result
+
+
+def _error(answer: Answer) -> Exception:
+    """The exception the supervisor's method raised, rebuilt from its answer."""
+    error = _ERRORS.get(answer.error or "")
+    if error is not None:
+        try:
+            return error(*answer.error_args)
+        except TypeError:
+            pass
+    return InturnError(f"the supervisor answered {answer.error}: {answer.error_args}")

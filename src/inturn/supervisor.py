@@ -33,17 +33,27 @@ import random as _random
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import Literal, NoReturn, final
+from typing import Literal, NoReturn, TypeVar, final
 
 import attrs
 import trio
 
 from ._checks import check_count, check_number
+from ._fixes import (
+    SKIPPED_TEXT,
+    check_job_id,
+    check_limit,
+    purge_dead,
+    requeue_check,
+    schedule_point,
+    skip_check,
+)
 from .actors import Handler, Runtime, Waiter
 from .codec import Codec, JSONCodec
 from .core import Core, Entry, Lane
 from .errors import (
     EncodeError,
+    InturnError,
     JobDiscarded,
     JobStateError,
     KeyNotFound,
@@ -54,8 +64,10 @@ from .events import Event, EventTee
 from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Stats
 from .journal import (
+    Answer,
     Append,
     Change,
+    Command,
     Discard,
     Halt,
     Journal,
@@ -65,15 +77,6 @@ from .journal import (
     Resume,
 )
 from .keys import validate_key, validate_unique
-from .operator import (
-    SKIPPED_TEXT,
-    check_job_id,
-    check_limit,
-    purge_dead,
-    requeue_check,
-    schedule_point,
-    skip_check,
-)
 from .retry import Retry
 
 __all__ = ["Supervisor", "open_supervisor"]
@@ -427,6 +430,60 @@ class Supervisor:
         head = self._runtime.core.head(job_id if key is None else key)
         return head is not None and head.id == job_id and not head.running
 
+    # -- operators' commands, through the journal ----------------------------
+
+    async def serve_commands(self) -> None:
+        """Carry out the `Command`s operators send through the journal, each in a task of its own.
+
+        Runs for as long as the supervisor does.  A journal failing to hand
+        them out is logged and asked again a second later: the jobs go on.
+        """
+        runtime = self._runtime
+        assert runtime.nursery is not None
+        while True:
+            try:
+                commands = await runtime.journal.commands()
+            except Exception as exc:
+                runtime.log.error("commands.failed", exc_info=exc)
+                await trio.sleep(1.0)
+                continue
+            for command in commands:
+                runtime.nursery.start_soon(self._answer, command, name="inturn.command")
+
+    async def _answer(self, command: Command) -> None:
+        runtime = self._runtime
+        runtime.log.info("command.taken", command=command.verb, command_id=command.id)
+        try:
+            result = await self.carry_out(command)
+        except (InturnError, TypeError, ValueError) as exc:
+            answer = Answer(error=type(exc).__name__, error_args=_plain(exc.args))
+        else:
+            answer = Answer(result=result)
+        try:
+            await runtime.journal.answer(command.id, answer)
+        except Exception as exc:
+            runtime.log.error("command.not_answered", command_id=command.id, exc_info=exc)
+
+    async def carry_out(self, command: Command) -> int | bool | None:
+        """Run *command* with the method its verb names; return that method's result."""
+        match command.verb:
+            case "skip":
+                await self.skip(_given(command.job_id))
+                return None
+            case "requeue":
+                return await self.requeue(_given(command.job_id))
+            case "pause":
+                await self.pause(_given(command.key))
+                return None
+            case "resume":
+                await self.resume(_given(command.key))
+                return None
+            case "retry_now":
+                return await self.retry_now(_given(command.key))
+            case "purge_dead":
+                return await self.purge_dead(older_than=_given(command.older_than), key=command.key)
+        raise ValueError(f"not an operator's command: {command.verb!r}")
+
     def _interrupt(self, lane: Lane, *, backing_off: bool = False) -> bool:
         """Cancel what *lane*'s actor does (its running attempt; or its backoff)."""
         actor = self._runtime.actors.get(lane)
@@ -636,7 +693,10 @@ async def open_supervisor(
         try:
             async with trio.open_nursery() as nursery:
                 runtime.start(nursery, lanes)
-                yield Supervisor(runtime)
+                supervisor = Supervisor(runtime)
+                if callable(getattr(journal, "commands", None)):
+                    nursery.start_soon(supervisor.serve_commands, name="inturn.commands")
+                yield supervisor
                 await runtime.wait_idle()
                 runtime.close()
                 nursery.cancel_scope.cancel()  # only lingering actors are left
@@ -654,6 +714,20 @@ async def open_supervisor(
     finally:
         with trio.CancelScope(shield=True):
             await journal.aclose()
+
+
+_T = TypeVar("_T")
+
+
+def _given(value: _T | None) -> _T:
+    if value is None:
+        raise ValueError("the command lacks an argument its verb needs")
+    return value
+
+
+def _plain(args: tuple[object, ...]) -> tuple[str | int | None, ...]:
+    """An error's arguments as the journal can store them."""
+    return tuple(arg if isinstance(arg, str | int | None) else str(arg) for arg in args)
 
 
 def _raise_unwrapped(errors: list[BaseException]) -> NoReturn:

@@ -24,7 +24,7 @@ from .actors import Handler
 from .errors import JournalError
 from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Job
-from .journal import Change, Journal, Recovery, StoredJob
+from .journal import Answer, Change, Command, Journal, JournalReads, Recovery, StoredJob
 
 __all__ = [
     "Call",
@@ -172,6 +172,18 @@ class FaultyJournal:
         return await self.inner.dead_letters(
             key=key, limit=limit, after=after, finished_before=finished_before
         )
+
+    async def commands(self) -> Sequence[Command]:
+        return await self.inner.commands()
+
+    async def answer(self, command_id: int, answer: Answer) -> None:
+        await self.inner.answer(command_id, answer)
+
+    async def submit(self, command: Command, *, timeout: float) -> Answer:  # noqa: ASYNC109 (as Journal.submit)
+        return await self.inner.submit(command, timeout=timeout)
+
+    def reader(self) -> JournalReads:
+        return self.inner.reader()
 
     async def aclose(self) -> None:
         await self.inner.aclose()

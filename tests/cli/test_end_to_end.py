@@ -81,16 +81,17 @@ def test_a_key_stuck_in_a_killed_worker_is_seen_skipped_and_finished(tmp_path: P
         assert stuck.last_error is not None
         assert stuck.last_error.endswith(f"LedgerClosed: {ERROR}")
 
-        # While the worker runs: reads work, fixes are refused and change nothing.
+        # While the worker runs: reads work, and a fix goes to the worker, which does it.
         status = inturn_command("status", db)
         assert (status.returncode, status.stderr) == (0, "")
         assert STUCK in status.stdout
-        refused = inturn_command("skip", db, head)
-        assert refused.returncode == 2
-        assert "a running supervisor holds this journal" in refused.stderr
-        assert "sup.skip(job_id)" in refused.stderr
-        assert refused.stderr.count("\n") == 1
-        assert "Traceback" not in refused.stderr
+        paused = inturn_command("pause", db, STUCK)
+        assert (paused.returncode, paused.stderr) == (0, "")
+        [halted] = SQLiteReader(db).keys(state="halted", now=time.time())
+        assert (halted.key, halted.head_job_id) == (STUCK, head)
+        resumed = inturn_command("resume", db, STUCK)
+        assert (resumed.returncode, resumed.stderr) == (0, "")
+        assert SQLiteReader(db).keys(state="halted", now=time.time()) == []
         info = SQLiteReader(db).job(head)
         assert info is not None
         assert info.state == "retrying"

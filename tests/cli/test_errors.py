@@ -90,26 +90,38 @@ def test_a_file_that_is_not_a_journal_is_exit_2_and_left_alone(
 
 
 @pytest.mark.parametrize("argv", FIXES, ids=[" ".join(argv) for argv in FIXES])
-async def test_a_fix_on_a_held_journal_is_exit_2_and_changes_nothing(
+async def test_a_fix_nobody_takes_is_exit_2_and_changes_nothing(
     cli: Cli, scenario: Scenario, argv: list[str]
 ) -> None:
-    """A running supervisor holds the file: the message says to use the API in that process."""
+    """The file is held, but no supervisor takes commands: after --wait the fix is withdrawn, and says so."""
     argv = [str(scenario.dead) if arg == "1" else arg for arg in argv]
+    if argv[0] == "resume":
+        argv = ["resume", "c"]  # a halted key: a resume of any other is refused before it is sent
     before = snapshot(scenario.path)
     journal = inturn.SQLiteJournal(scenario.path)
-    await journal.open()
+    await journal.open()  # held, by no supervisor
     try:
         # main runs trio itself: call it from a thread, outside this test's trio run
-        code, out, err = await trio.to_thread.run_sync(run, cli, argv, scenario.path)
+        code, out, err = await trio.to_thread.run_sync(
+            run, cli, [*argv, "--wait", "0.2"], scenario.path
+        )
     finally:
         await journal.aclose()
     assert (code, out) == (2, "")
-    assert err.startswith(
-        f"inturn: {scenario.path}: a running supervisor holds this journal, so nothing was"
-        " changed; use the API in that process instead (sup."
+    assert err.startswith("inturn: ")  # requeue says how far it got first
+    assert err.endswith(
+        f"{scenario.path}: no supervisor took the command within 0.2 s: nothing was changed\n"
     )
     assert err.count("\n") == 1
     assert snapshot(scenario.path) == before
+
+
+@pytest.mark.parametrize("wait", ["0", "-1", "soon", "nan", "inf"])
+def test_a_bad_wait_is_exit_2(cli: Cli, scenario: Scenario, wait: str) -> None:
+    """--wait takes a number of seconds > 0."""
+    code, out, err = run(cli, ["skip", "1", "--wait", wait], scenario.path)
+    assert (code, out) == (2, "")
+    assert f"bad wait {wait!r}" in err
 
 
 @pytest.mark.parametrize("argv", READS, ids=[" ".join(argv) for argv in READS])

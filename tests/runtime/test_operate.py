@@ -215,24 +215,107 @@ async def test_operate_skip_of_a_head_discards_it_before_anything_runs(
     }
 
 
-async def test_operate_on_a_sqlite_journal_a_supervisor_holds_raises_journal_locked(
+async def test_operate_on_a_sqlite_journal_a_supervisor_holds_sends_it_the_fixes(
     tmp_path: Path,
 ) -> None:
-    """operate() on a SQLite file a running supervisor holds raises JournalLocked, changing nothing; once it stops, operate works."""
+    """operate() on a SQLite file a running supervisor holds is live: each fix goes to that supervisor, which carries it out; its errors come back as themselves."""
     path = tmp_path / "jobs.db"
-    recorder = Recorder()
+    script = Script()
+    recorder = Recorder(script)
     with trio.fail_after(GUARD):
         async with inturn.open_supervisor(recorder, journal=inturn.SQLiteJournal(path)) as sup:
-            first = await sup.send("k", 1)
-            with pytest.raises(inturn.JournalLocked) as locked:
-                async with inturn.operate(inturn.SQLiteJournal(path)):
-                    pytest.fail("the body must not run")
-            assert locked.value.path == str(path)
-            second = await sup.send("k", 2)  # the supervisor goes on
-            await sup.wait_idle()
-        async with inturn.operate(inturn.SQLiteJournal(path)) as op:
-            assert await op.keys() == []
-    assert [call.job.id for call in recorder.calls] == [first, second]
+            held = await sup.send("k", "hold-1")
+            after = await sup.send("k", 2)
+            await script.started("hold-1").wait()
+            async with inturn.operate(inturn.SQLiteJournal(path)) as op:
+                assert op.live
+                await op.pause("k")
+                assert sup.stats().halted_keys == frozenset({"k"})  # honoured at once
+                assert [info.key for info in await op.keys(state="halted")] == ["k"]
+                with pytest.raises(inturn.KeyNotFound):
+                    await op.pause("no-such-key")
+                with pytest.raises(inturn.JobNotFound):
+                    await op.skip(999)
+                with pytest.raises(inturn.JobStateError):
+                    await op.requeue(held)  # not a dead letter
+                with pytest.raises(inturn.InvalidKey):
+                    await op.pause("")  # checked here, never sent
+                await op.skip(held)  # its running attempt is cut short
+                assert not await op.retry_now("k")
+                await op.resume("k")
+                await sup.wait_idle()
+                script.release("hold-1")  # the requeued job returns this time
+                requeued = await op.requeue(held)
+                await sup.wait_idle()
+                assert await op.purge_dead(older_than=0) == 0
+                info = await op.job(requeued)
+                assert info is None  # it ran and completed
+    assert [call.job.id for call in recorder.calls] == [held, after, requeued]
+    assert recorder.calls[0].end is None  # cancelled, never completed
+
+
+async def test_operate_on_a_memory_journal_a_supervisor_holds_sends_it_the_fixes(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """operate() on a MemoryJournal a running supervisor has open is live too, and the supervisor goes on."""
+    journal = inturn.MemoryJournal()
+    recorder = Recorder(Script())
+    async with inturn.open_supervisor(recorder, journal=journal) as sup:
+        job_id = await sup.send("k", "bad")
+        await sup.wait_idle()
+        async with inturn.operate(journal) as op:
+            assert op.live
+            [dead] = await op.dead_letters()
+            assert dead.id == job_id
+            assert await op.purge_dead(older_than=0) == 1
+        await sup.send("k", 1)
+        await sup.wait_idle()
+    assert [call.job.payload for call in recorder.calls] == ["bad", 1]
+
+
+async def test_a_fix_nobody_takes_is_withdrawn(autojump_clock: trio.testing.MockClock) -> None:
+    """A fix sent while the journal is held but no supervisor takes commands raises JournalError after answer_within, and is withdrawn: nothing changes, later."""
+    journal = inturn.MemoryJournal()
+    await journal.open()  # held, by no supervisor
+    await journal.write([inturn.journal.Append(job_id=1, key="k", data=b"1")])
+    async with inturn.operate(journal, answer_within=5.0) as op:
+        with pytest.raises(inturn.JournalError, match="no supervisor took the command"):
+            await op.pause("k")
+    await journal.aclose()
+    recorder = Recorder()
+    async with inturn.open_supervisor(recorder, journal=journal) as sup:
+        await sup.wait_idle()
+        assert sup.stats().halted_keys == frozenset()
+    assert [call.job.id for call in recorder.calls] == [1]
+
+
+async def test_a_command_taken_by_a_supervisor_that_died_is_taken_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A command taken and never answered (its supervisor died) is carried out by the next supervisor."""
+    journal = inturn.MemoryJournal()
+    await journal.open()
+    await journal.write([inturn.journal.Append(job_id=1, key="k", data=b'"hold"')])
+    answers: list[object] = []
+    answered = trio.Event()
+
+    async def pause() -> None:
+        async with inturn.operate(journal, answer_within=1000.0) as op:
+            await op.pause("k")
+            answers.append("paused")
+        answered.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pause)
+        [taken] = await journal.commands()  # taken by a supervisor that then dies
+        assert (taken.verb, taken.key) == ("pause", "k")
+        await journal.aclose()
+        with trio.CancelScope() as scope:
+            async with inturn.open_supervisor(Script(), journal=journal) as sup:  # "hold" runs on
+                await answered.wait()
+                assert sup.stats().halted_keys == frozenset({"k"})
+                scope.cancel()
+    assert answers == ["paused"]
 
 
 async def test_a_supervisor_cannot_open_a_sqlite_journal_operate_holds(tmp_path: Path) -> None:
@@ -244,19 +327,6 @@ async def test_a_supervisor_cannot_open_a_sqlite_journal_operate_holds(tmp_path:
                 async with inturn.open_supervisor(Recorder(), journal=inturn.SQLiteJournal(path)):
                     pytest.fail("the body must not run")
             assert await op.keys() == []
-
-
-async def test_operate_on_a_memory_journal_a_supervisor_holds_raises() -> None:
-    """operate() on a MemoryJournal a running supervisor has open raises JournalError, and the supervisor goes on."""
-    journal = inturn.MemoryJournal()
-    recorder = Recorder()
-    async with inturn.open_supervisor(recorder, journal=journal) as sup:
-        with pytest.raises(inturn.JournalError):
-            async with inturn.operate(journal):
-                pytest.fail("the body must not run")
-        await sup.send("k", 1)
-        await sup.wait_idle()
-    assert len(recorder.calls) == 1
 
 
 async def test_operate_refuses_fixes_that_do_not_apply() -> None:

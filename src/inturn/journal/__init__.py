@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from ._protocol import Journal
+from ._protocol import Journal, JournalReads
 from .memory import MemoryJournal
 from .records import (
+    Answer,
     Append,
     Backlog,
     Change,
+    Command,
     Complete,
     DeadLetter,
     Discard,
@@ -23,14 +25,17 @@ from .records import (
 from .sqlite import SQLiteJournal, SQLiteReader
 
 __all__ = [
+    "Answer",
     "Append",
     "Backlog",
     "Change",
+    "Command",
     "Complete",
     "DeadLetter",
     "Discard",
     "Halt",
     "Journal",
+    "JournalReads",
     "MarkAttempt",
     "MemoryJournal",
     "Purge",

@@ -6,9 +6,28 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from ..info import JobInfo, KeyFilter, KeyInfo
-from .records import Change, Recovery, StoredJob
+from .records import Answer, Change, Command, Recovery, StoredJob
 
-__all__ = ["Journal"]
+__all__ = ["Journal", "JournalReads"]
+
+
+class JournalReads(Protocol):
+    """What an operator reads: the read methods of a `Journal` (see there)."""
+
+    async def keys(
+        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
+    ) -> list[KeyInfo]: ...
+
+    async def job(self, job_id: int) -> JobInfo | None: ...
+
+    async def dead_letters(
+        self,
+        *,
+        key: str | None = None,
+        limit: int = 100,
+        after: int = 0,
+        finished_before: float | None = None,
+    ) -> list[JobInfo]: ...
 
 
 class Journal(Protocol):
@@ -101,6 +120,38 @@ class Journal(Protocol):
     ) -> list[JobInfo]:
         """Dead letters in id order: of *key* if given, with ids above *after*,
         discarded before *finished_before* (Unix time) if given; at most *limit*."""
+        ...
+
+    # -- operator commands: a fix for the supervisor that holds the journal ----
+    #
+    # An operator cannot change a journal a supervisor holds behind its
+    # back: the supervisor alone decides for the keys it owns.  It sends a
+    # `Command` through the journal instead; the supervisor takes it, carries
+    # it out with its own methods, and answers.
+
+    async def commands(self) -> Sequence[Command]:
+        """Wait until commands are waiting, take them, and return them, oldest first.
+
+        Each is returned once; one taken and never answered (the supervisor
+        died) is returned again after the next `open`.  Needs the journal open.
+        """
+        ...
+
+    async def answer(self, command_id: int, answer: Answer) -> None:
+        """Record what the supervisor answered command *command_id*."""
+        ...
+
+    async def submit(self, command: Command, *, timeout: float) -> Answer:  # noqa: ASYNC109 (not a deadline: the supervisor's time to take it, or it is withdrawn)
+        """From an operator, while a supervisor holds the journal: send *command*, await the answer.
+
+        Raises `JournalError` when no supervisor takes it within *timeout*
+        seconds (it is withdrawn: nothing changed), or takes it and does not
+        answer in time (it may still be carried out).
+        """
+        ...
+
+    def reader(self) -> JournalReads:
+        """The operator's reads, usable while another party holds the journal."""
         ...
 
     async def aclose(self) -> None:

@@ -11,7 +11,7 @@ key and insert" one atomic step.  ``AUTOINCREMENT`` records the highest id
 ever used, so ids never repeat even after the newest row is deleted.
 
 Schema versions (``PRAGMA user_version``): 1 had no ``retry_at``, 2 no
-``stopped_during``; `SQLiteJournal.open` upgrades them in one transaction.
+``stopped_during`` and no ``commands`` (the operators' inbox, `_sqlite_inbox`); `SQLiteJournal.open` upgrades them in one transaction.
 Any other version is refused untouched.
 """
 
@@ -58,6 +58,17 @@ CREATE TABLE jobs (
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
 CREATE TABLE halted (key TEXT PRIMARY KEY);
+CREATE TABLE commands (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    verb TEXT NOT NULL,
+    job_id INTEGER,
+    key TEXT,
+    older_than REAL,
+    submitted_at REAL NOT NULL,
+    taken_at REAL,
+    answered_at REAL,
+    answer TEXT
+);
 """
 
 _COLUMNS_OF_VERSION: Final = {
@@ -146,7 +157,12 @@ def schema_version(connection: sqlite3.Connection, path: str) -> int:
 
 _UPGRADES: Final = {
     1: ("ALTER TABLE jobs ADD COLUMN retry_at REAL",),
-    2: ("ALTER TABLE jobs ADD COLUMN stopped_during INTEGER",),
+    2: (
+        "ALTER TABLE jobs ADD COLUMN stopped_during INTEGER",
+        "CREATE TABLE commands (id INTEGER PRIMARY KEY AUTOINCREMENT, verb TEXT NOT NULL,"
+        " job_id INTEGER, key TEXT, older_than REAL, submitted_at REAL NOT NULL,"
+        " taken_at REAL, answered_at REAL, answer TEXT)",
+    ),
 }
 """What turns each version into the next."""
 

@@ -17,7 +17,7 @@ from typing import assert_never
 import attrs
 import trio
 
-from ..errors import DuplicateError, JournalError
+from ..errors import DuplicateError, JournalError, JournalLocked
 from ..info import JobInfo, JobState, KeyFilter, KeyInfo
 from ._reads import (
     check_dead_letters,
@@ -29,9 +29,11 @@ from ._reads import (
     key_matches,
 )
 from .records import (
+    Answer,
     Append,
     Backlog,
     Change,
+    Command,
     Complete,
     Discard,
     Halt,
@@ -108,12 +110,22 @@ class MemoryJournal:
     _halted: set[str] = attrs.field(factory=set, init=False)
     _next_id: int = attrs.field(default=1, init=False)
     _is_open: bool = attrs.field(default=False, init=False)
+    _commands: dict[int, Command] = attrs.field(factory=dict, init=False)
+    """Submitted and not taken yet, oldest first."""
+    _taken: dict[int, Command] = attrs.field(factory=dict, init=False)
+    _answers: dict[int, Answer] = attrs.field(factory=dict, init=False)
+    _next_command: int = attrs.field(default=1, init=False)
+    _arrived: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _answered: trio.Event = attrs.field(factory=trio.Event, init=False)
 
     async def open(self) -> Recovery:
         await trio.lowlevel.checkpoint()
         if self._is_open:
-            raise JournalError("this MemoryJournal is already open by a supervisor")
+            raise JournalLocked("this MemoryJournal")
         self._is_open = True
+        # Taken by a supervisor that stopped before it answered: the next one takes them.
+        self._commands = {**self._taken, **self._commands}
+        self._taken.clear()
         # Like a durable journal: each key's head, and a backlog for the rest.
         heads = [job_id for job_id, row in self._jobs.items() if row.key is None]
         backlog: dict[str, Backlog] = {}
@@ -158,6 +170,53 @@ class MemoryJournal:
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()
         self._is_open = False
+
+    # -- operator commands --------------------------------------------------------
+
+    async def commands(self) -> list[Command]:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        while not self._commands:
+            if self._arrived.is_set():
+                self._arrived = trio.Event()
+            await self._arrived.wait()
+        taken = list(self._commands.values())
+        self._taken.update(self._commands)
+        self._commands.clear()
+        return taken
+
+    async def answer(self, command_id: int, answer: Answer) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        if self._taken.pop(command_id, None) is None:
+            raise JournalError(f"command {command_id} was not taken")
+        self._answers[command_id] = answer
+        self._answered.set()
+        self._answered = trio.Event()
+
+    async def submit(self, command: Command, *, timeout: float) -> Answer:  # noqa: ASYNC109 (not a deadline: the supervisor's time to take it, or it is withdrawn)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if not self._is_open:
+            raise JournalError("no supervisor holds this MemoryJournal to take the command")
+        command_id = self._next_command
+        self._next_command += 1
+        self._commands[command_id] = attrs.evolve(command, id=command_id)
+        self._arrived.set()
+        with trio.move_on_after(timeout):
+            while command_id not in self._answers:
+                await self._answered.wait()
+            return self._answers.pop(command_id)
+        if self._commands.pop(command_id, None) is not None:
+            raise JournalError(
+                f"no supervisor took the command within {timeout:g} s: nothing was changed"
+            )
+        raise JournalError(
+            f"the supervisor took the command but did not answer within {timeout:g} s;"
+            " it may still be carried out"
+        )
+
+    def reader(self) -> MemoryJournal:
+        return self  # one object, in this process: its own reads serve
 
     # -- what an operator reads ---------------------------------------------
 

@@ -21,9 +21,11 @@ from typing import TypeAlias
 import attrs
 
 __all__ = [
+    "Answer",
     "Append",
     "Backlog",
     "Change",
+    "Command",
     "Complete",
     "DeadLetter",
     "Discard",
@@ -195,3 +197,33 @@ class Recovery:
     """Per key: the unfinished jobs that follow those in ``jobs``."""
     halted: frozenset[str] = frozenset()
     """Keys parked by `Halt` and not resumed."""
+
+
+@attrs.frozen(kw_only=True)
+class Command:
+    """An operator's fix sent through the journal to the supervisor that holds it.
+
+    *verb* is a `Supervisor` method: ``skip`` and ``requeue`` take *job_id*;
+    ``pause``, ``resume`` and ``retry_now`` take *key*; ``purge_dead`` takes
+    *older_than* and maybe *key*.  The journal gives it its *id* when it is
+    submitted.
+    """
+
+    verb: str
+    id: int = 0
+    job_id: int | None = None
+    key: str | None = None
+    older_than: float | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Answer:
+    """What the supervisor answered a `Command`: its *result*, or the *error* it raised.
+
+    *error* names an `inturn` exception class and *error_args* its arguments,
+    so the operator raises the same error the method would have raised.
+    """
+
+    result: int | bool | None = None
+    error: str | None = None
+    error_args: tuple[str | int | None, ...] = ()

@@ -49,6 +49,7 @@ import trio
 
 from ..errors import DuplicateError, JournalCorrupt, JournalError, JournalLocked
 from ..info import JobInfo, KeyFilter, KeyInfo
+from . import _sqlite_inbox as inbox
 from ._reads import check_dead_letters, check_job_id, check_keys
 from ._sqlite_reads import (
     SQLiteReader,
@@ -70,9 +71,11 @@ from ._sqlite_schema import (
     upgrade,
 )
 from .records import (
+    Answer,
     Append,
     Backlog,
     Change,
+    Command,
     Complete,
     Discard,
     Halt,
@@ -142,6 +145,10 @@ class SQLiteJournal:
     durability: Literal["full", "normal"] = attrs.field(
         default="full", kw_only=True, validator=attrs.validators.in_(("full", "normal"))
     )
+    poll_interval: float = attrs.field(
+        default=0.5, kw_only=True, validator=attrs.validators.instance_of(float)
+    )
+    """Seconds between two looks at the operators' inbox while no command waits."""
     commits: int = attrs.field(default=0, init=False)
     """Transactions committed since `open` (group commit makes it < writes)."""
     _requests: queue.SimpleQueue[_Request | _Read | object] = attrs.field(
@@ -208,6 +215,57 @@ class SQLiteJournal:
             lambda connection: select_dead_letters(connection, key, limit, after, finished_before)
         )
 
+    # -- operator commands (see `_sqlite_inbox`) ---------------------------------
+
+    async def commands(self) -> list[Command]:
+        # Polls: an operator in another process can set no trio.Event here.
+        while not (taken := await self._read(inbox.take)):  # noqa: ASYNC110
+            await trio.sleep(self.poll_interval)
+        return taken
+
+    async def answer(self, command_id: int, answer: Answer) -> None:
+        await self._read(lambda connection: inbox.answer(connection, command_id, answer))
+
+    async def submit(self, command: Command, *, timeout: float) -> Answer:  # noqa: ASYNC109 (not a deadline: the supervisor's time to take it, or it is withdrawn)
+        # From an operator: a connection of our own, not the journal's thread.
+        if self._thread is not None:
+            raise JournalError(f"{self.path}: this SQLiteJournal is open here; call it directly")
+        connection = await trio.to_thread.run_sync(inbox.connect, self.path)
+        try:
+            return await self._await_answer(connection, command, timeout)
+        except sqlite3.Error as exc:
+            raise database_error(self.path, exc, "submit") from exc
+        finally:
+            connection.close()
+
+    async def _await_answer(
+        self,
+        connection: sqlite3.Connection,
+        command: Command,
+        timeout: float,  # noqa: ASYNC109 (see submit)
+    ) -> Answer:
+        command_id = await trio.to_thread.run_sync(inbox.submit, connection, command)
+        with trio.move_on_after(timeout):
+            while (  # noqa: ASYNC110 (the answer comes from another process)
+                answer := await trio.to_thread.run_sync(inbox.answered, connection, command_id)
+            ) is None:
+                await trio.sleep(0.02)
+            return answer
+        with trio.CancelScope(shield=True):
+            withdrawn = await trio.to_thread.run_sync(inbox.withdraw, connection, command_id)
+        if withdrawn:
+            raise JournalError(
+                f"{self.path}: no supervisor took the command within {timeout:g} s:"
+                " nothing was changed"
+            )
+        raise JournalError(
+            f"{self.path}: the supervisor took the command but did not answer within"
+            f" {timeout:g} s; it may still be carried out"
+        )
+
+    def reader(self) -> _ThreadedReader:
+        return _ThreadedReader(SQLiteReader(self.path))
+
     async def _read(self, run: Callable[[sqlite3.Connection], _T]) -> _T:
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._thread is None:
@@ -244,6 +302,12 @@ class SQLiteJournal:
         except BaseException:
             self._release_lock()
             raise
+        try:
+            inbox.reset(connection)
+        except sqlite3.Error as exc:
+            connection.close()
+            self._release_lock()
+            raise database_error(self.path, exc, "open") from exc
         self._broken = None
         self.commits = 0
         self._thread = threading.Thread(
@@ -271,8 +335,10 @@ class SQLiteJournal:
             # Create the file ourselves so that it (and the -wal/-shm files
             # SQLite derives from it) is private to the user.
             os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+            # An operator's command (`_sqlite_inbox`) may hold the write lock
+            # for a moment: wait for it rather than fail.
             connection = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=0
+                self.path, isolation_level=None, check_same_thread=False, timeout=10.0
             )
         except (OSError, sqlite3.Error) as exc:
             raise JournalError(f"{self.path}: cannot open: {exc}") from exc
@@ -427,6 +493,37 @@ class SQLiteJournal:
             _refuse(group, error)
             return
         self.commits += 1
+
+
+@attrs.frozen
+class _ThreadedReader:
+    """`SQLiteReader`'s reads off trio's thread: an operator's reads while a supervisor holds the file."""
+
+    reader: SQLiteReader
+
+    async def keys(
+        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
+    ) -> list[KeyInfo]:
+        return await trio.to_thread.run_sync(
+            lambda: self.reader.keys(state=state, limit=limit, now=now)
+        )
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        return await trio.to_thread.run_sync(self.reader.job, job_id)
+
+    async def dead_letters(
+        self,
+        *,
+        key: str | None = None,
+        limit: int = 100,
+        after: int = 0,
+        finished_before: float | None = None,
+    ) -> list[JobInfo]:
+        return await trio.to_thread.run_sync(
+            lambda: self.reader.dead_letters(
+                key=key, limit=limit, after=after, finished_before=finished_before
+            )
+        )
 
 
 def _cannot_abort(raise_cancel: object) -> trio.lowlevel.Abort:

@@ -1,0 +1,90 @@
+"""What every operator's fix shares: the checks before it, purging, the schedule point.
+
+`Supervisor` carries out every fix (`inturn.operate` and the ``inturn``
+command go through one too); these are the pieces its methods share.
+"""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from ._checks import check_count, check_number
+from .errors import JobNotFound, JobStateError
+from .info import JobInfo
+from .journal import Journal, Purge
+from .keys import validate_key
+
+__all__ = [
+    "SKIPPED_TEXT",
+    "check_job_id",
+    "check_limit",
+    "purge_dead",
+    "requeue_check",
+    "schedule_point",
+    "skip_check",
+]
+
+SKIPPED_TEXT = "skipped by operator"
+"""The error text a skipped job keeps as a dead letter."""
+
+_PURGE_BATCH = 1000
+
+
+async def schedule_point() -> None:
+    """Let other tasks run, without a cancellation point.
+
+    A journal need not yield (the memory one doesn't), and every trio async
+    function that can block must: the runtime adds the schedule point, after
+    the journal answered.  Shielded, so what was done is never reported lost.
+    """
+    await trio.lowlevel.cancel_shielded_checkpoint()
+
+
+def check_job_id(job_id: object) -> int:
+    return check_count("job_id", job_id, minimum=1)
+
+
+def check_limit(limit: object) -> int:
+    return check_count("limit", limit, minimum=1)
+
+
+async def requeue_check(journal: Journal, job_id: object) -> JobInfo:
+    """The dead letter *job_id*, or the error that says why it cannot be requeued."""
+    checked = check_job_id(job_id)
+    info = await journal.job(checked)
+    if info is None:
+        raise JobNotFound(checked)
+    if info.state != "dead":
+        raise JobStateError(info.id, info.state, "only a dead letter can be requeued")
+    return info
+
+
+async def skip_check(journal: Journal, job_id: object) -> JobInfo:
+    """The unfinished job *job_id*, or the error that says why it cannot be skipped."""
+    checked = check_job_id(job_id)
+    info = await journal.job(checked)
+    if info is None:
+        raise JobNotFound(checked)
+    if info.state == "dead":
+        raise JobStateError(info.id, info.state, "it is a dead letter already")
+    return info
+
+
+async def purge_dead(journal: Journal, older_than: object, key: str | None) -> int:
+    """Delete the dead letters discarded more than *older_than* seconds ago; return how many."""
+    check_number("older_than", older_than)
+    assert isinstance(older_than, int | float)
+    if older_than < 0:
+        raise ValueError(f"older_than must be >= 0 seconds, not {older_than!r}")
+    if key is not None:
+        key = validate_key(key)
+    before = time.time() - older_than
+    purged = 0
+    while dead := await journal.dead_letters(key=key, limit=_PURGE_BATCH, finished_before=before):
+        # A dead letter requeued meanwhile is superseded, not purged: the rest are.
+        superseded = await journal.write([Purge(info.id) for info in dead])
+        purged += len(dead) - len(superseded)
+    await schedule_point()
+    return purged

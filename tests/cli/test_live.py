@@ -1,0 +1,139 @@
+"""Fixes on a live service, for real: the ``inturn`` command line beside a supervisor in
+another process.  Each fix is sent through the journal file to that supervisor, which
+carries it out with its own methods (issue 8, defect 9)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import inturn
+from inturn.journal import SQLiteReader
+
+from .test_end_to_end import ROOT, inturn_command
+
+TIMEOUT = 60.0
+HONOURED_WITHIN = 1.0
+"""Seconds from an operator's command to the supervisor carrying it out (it polls every 0.5 s)."""
+
+
+class Worker:
+    """``python -m tests.cli.live_worker`` and what it logged."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.db, self.folder = tmp_path / "jobs.db", tmp_path
+        self.errors = (tmp_path / "worker.err").open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.cli.live_worker", str(self.db), str(tmp_path)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=self.errors,
+        )
+
+    def log(self) -> list[tuple[str, int, float]]:
+        path = self.folder / "log"
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [(what, int(job), float(at)) for what, job, at in map(str.split, lines)]
+
+    def wait_for(self, what: str, job_id: int) -> float:
+        """Wait until the worker logged *what* for *job_id*; return when it happened."""
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"the worker exited: {(self.folder / 'worker.err').read_text()}")
+            for logged, job, at in self.log():
+                if (logged, job) == (what, job_id):
+                    return at
+            time.sleep(0.01)
+        pytest.fail(f"the worker never logged {what} {job_id}: {self.log()}")
+
+    def job(self, job_id: int) -> inturn.JobInfo | None:
+        return SQLiteReader(self.db).job(job_id)
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait()
+        self.errors.close()
+
+
+def fix(*args: object) -> tuple[subprocess.CompletedProcess[str], float]:
+    """Run one fixing command; return it and the Unix time it was started."""
+    started = time.time()
+    result = inturn_command(*args)
+    assert (result.returncode, result.stderr) == (0, ""), result
+    return result, started
+
+
+def test_fixes_reach_a_supervisor_running_in_another_process(tmp_path: Path) -> None:
+    """skip cancels a running attempt that never completes, pause starts nothing new until
+    resume, requeue runs the job again: each carried out by the running supervisor."""
+    worker = Worker(tmp_path)
+    try:
+        # skip a running attempt: cancelled, never done; the key goes on with a2.
+        worker.wait_for("start", 1)
+        result, asked = fix("skip", worker.db, 1)
+        assert result.stdout.startswith("skipped job 1 of key 'a'")
+        cancelled = worker.wait_for("cancelled", 1)
+        assert cancelled - asked < HONOURED_WITHIN + 0.5  # + the command line's own start
+        worker.wait_for("done", 2)
+        info = worker.job(1)
+        assert info is not None
+        assert (info.state, info.last_error) == ("dead", "skipped by operator")
+
+        # pause a key while its head runs: the head finishes, c2 starts only after resume.
+        worker.wait_for("start", 3)
+        fix("pause", worker.db, "c")
+        (tmp_path / "c1").touch()
+        worker.wait_for("done", 3)
+        queued = worker.job(4)
+        assert queued is not None
+        assert (queued.state, queued.attempts) == ("queued", 0)
+        assert [info.key for info in SQLiteReader(worker.db).keys(state="halted", now=0.0)] == ["c"]
+        fix("resume", worker.db, "c")
+        worker.wait_for("done", 4)
+
+        # requeue the dead letter: it runs again, under a new id, and succeeds.
+        deadline = time.monotonic() + TIMEOUT
+        while (dead := worker.job(5)) is None or dead.state != "dead":
+            assert time.monotonic() < deadline, dead
+            time.sleep(0.01)
+        result, _ = fix("requeue", worker.db, 5)
+        new_id = int(result.stdout.split()[5].rstrip(","))
+        worker.wait_for("done", new_id)
+        assert worker.job(5) is None
+        assert [what for what, job, _ in worker.log() if job == 1] == ["start", "cancelled"]
+    finally:
+        worker.kill()
+
+
+def test_two_supervisors_on_one_file_stay_refused(tmp_path: Path) -> None:
+    """Operators are not supervisors: a second supervisor on the file still gets JournalLocked."""
+    worker = Worker(tmp_path)
+    try:
+        worker.wait_for("start", 1)
+        second = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import trio, inturn\n"
+                "async def main():\n"
+                f"    async with inturn.open_supervisor(print, journal=inturn.SQLiteJournal({str(worker.db)!r})):\n"
+                "        pass\n"
+                "try:\n"
+                "    trio.run(main)\n"
+                "except inturn.JournalLocked as exc:\n"
+                "    print('locked:', exc)\n",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+        assert second.stdout.startswith("locked:"), second
+    finally:
+        worker.kill()
