@@ -6,7 +6,8 @@ of backoff each returns at once.  `Recorder` wraps a handler and records every
 attempt on trio's clock, so a test can check what the handler saw.
 `FaultyJournal` makes chosen journal writes fail, and `JournalConformance` and
 `OperatorReadsConformance` are the suites of tests every `inturn.Journal` must
-pass (kept in `_conformance` and `_conformance_reads`, re-exported here).
+pass (kept in `_conformance*`, re-exported here): as pytest mixins, or all at
+once as a plain function, `check_journal`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .journal import Answer, Change, Command, Journal, JournalReads, Recovery, S
 __all__ = [
     "Call",
     "FaultyJournal",
+    "check_journal",
     "JournalConformance",
     "OperatorReadsConformance",
     "Recorder",
@@ -187,3 +189,21 @@ class FaultyJournal:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+async def check_journal(make: Callable[[], Journal]) -> None:
+    """Run every test of the conformance kits on journals made by *make*, without pytest.
+
+    *make* returns a fresh, unopened journal each time it is called (one per
+    test), as the kits' ``journal`` fixture does; trio's
+    ``check_two_way_stream`` has the same shape.
+
+    Raises:
+        AssertionError: naming the kit's test that failed, and why.
+    """
+    for kit in (JournalConformance, OperatorReadsConformance):
+        for name in sorted(name for name in dir(kit) if name.startswith("test_")):
+            try:
+                await getattr(kit(), name)(make())
+            except AssertionError as exc:
+                raise AssertionError(f"{kit.__name__}.{name}: {exc}") from exc

@@ -8,6 +8,8 @@ only MemoryJournal shows (``unfinished()``) and its own messages.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 import inturn
@@ -24,7 +26,7 @@ from inturn.journal import (
     Resume,
     Retrying,
 )
-from inturn.testing import JournalConformance, OperatorReadsConformance
+from inturn.testing import JournalConformance, OperatorReadsConformance, check_journal
 
 
 class TestMemoryJournalConformance(JournalConformance, OperatorReadsConformance):
@@ -205,3 +207,16 @@ async def test_keys_orders_by_head_not_by_first_sight() -> None:
         ("k3", 4, 2),
         ("k5", 6, 2),
     ]
+
+
+async def test_check_journal_runs_every_kit_test_as_a_plain_function() -> None:
+    """check_journal passes MemoryJournal, and names the kit test a journal that hides superseded changes fails."""
+    await check_journal(MemoryJournal)
+
+    class Hiding(MemoryJournal):
+        async def write(self, changes: Sequence[Change]) -> list[Change]:
+            await super().write(changes)
+            return []  # as if every change had applied
+
+    with pytest.raises(AssertionError, match=r"^JournalConformance\.test_\w+: "):
+        await check_journal(Hiding)
