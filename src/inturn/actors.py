@@ -352,7 +352,12 @@ class Actor:
                         yielded = False
                         runtime.start_holding(core.pass_slot(self.lane))  # take turns
                         continue
+                    overtaken = core.take_back_mark(self.lane)  # before the slot goes
                     runtime.give_slot(self.lane)
+                    if overtaken is not None:
+                        await runtime.journal.write(
+                            [MarkAttempt(overtaken.id, overtaken.attempt - 1)]
+                        )
                     if core.is_halted(self.lane) or not await self._wait(linger):
                         if core.try_retire(self.lane):
                             del self.runtime.actors[self.lane]

@@ -232,8 +232,11 @@ class Core:
         state = self._lanes[lane]
         if entry.spilled:
             self._settled(state, entry)
-        successor = self.give_slot(lane) if entry.slotted and not state.attached else None
-        self._forget(lane, state, entry)
+        self._forget(lane, state, entry)  # the lane stays while it holds a slot
+        if not (entry.slotted and state.holding and not state.attached):
+            return None
+        successor = self.give_slot(lane)
+        self._drop_if_unused(lane, state)
         return successor
 
     def restore(self, recovery: Recovery, *, clock: float = 0.0, wall: float = 0.0) -> list[Lane]:
@@ -345,6 +348,7 @@ class Core:
         head = self._startable_head(self._lanes[lane])
         if head is not None:
             head.running = True
+            head.slotted = False  # its slot is the running job's now
         return head
 
     def has_work(self, lane: Lane) -> bool:
@@ -424,6 +428,37 @@ class Core:
         (`interrupt`), so no handler starts after ``pause`` returned.
         """
         return entry.running and not entry.skipped and not self.is_halted(entry.lane)
+
+    def take_back_mark(self, lane: Lane) -> Entry | None:
+        """The head of halted *lane* if its start was marked early but never ran: unmarked now.
+
+        A halt overtook the mark (journaled with its acceptance or its
+        predecessor's completion); the shell gives the attempt back, so a
+        crash while the key is paused does not count an attempt never run.
+        """
+        state = self._lanes[lane]
+        if not state.halted or not state.fifo:
+            return None
+        head = state.fifo[0]
+        if not head.marked or head.running:
+            return None
+        head.marked = head.slotted = False
+        return head
+
+    def early_start_answered(self, entry: Entry, *, marked: bool) -> tuple[bool, Lane | None]:
+        """The journal answered the write that carried *entry*'s early start (`starts_next`).
+
+        *marked*: the start was applied (not superseded).  Returns whether the
+        shell must give the attempt back (the key was halted meanwhile), and
+        a lane to start a task for, if the slot the start took is free again.
+        """
+        state = self._lanes[entry.lane]
+        give_back = marked and state.halted
+        entry.marked = marked and not give_back
+        if entry.marked:
+            return False, None
+        entry.slotted = False
+        return give_back, None if state.attached else self.give_slot(entry.lane)
 
     def superseded(self, entry: Entry) -> None:
         """Another writer finished *entry* first (the journal said so): forget it.
@@ -568,7 +603,7 @@ class Core:
     def give_slot(self, lane: Lane) -> Lane | None:
         """*lane* has nothing to run now: its slot goes to the oldest lane waiting, returned."""
         state = self._lanes.get(lane)
-        if state is None or not state.holding:
+        if state is None or not state.holding or self._head_is_marked(state):
             return None
         state.holding = False
         while self._ready:
@@ -587,10 +622,15 @@ class Core:
         """
         if not self._ready:
             return None
-        state = self._lanes[lane]
-        if state.fifo and state.fifo[0].marked:
-            return None
         return self.give_slot(lane)
+
+    @staticmethod
+    def _head_is_marked(state: _LaneState) -> bool:
+        """The lane's head has its start marked early, or is about to: it keeps the slot."""
+        if not state.fifo:
+            return False
+        head = state.fifo[0]
+        return not head.running and (head.marked or head.slotted)
 
     def _claim_slot(self, state: _LaneState) -> bool:
         if self.max_concurrency is None or state.holding:

@@ -552,11 +552,19 @@ class Supervisor:
                 f"the supervisor stopped while job {entries[0].id} was journaled;"
                 " it runs when the journal is opened again"
             )
+        give_back: list[Change] = []
         for entry, mark in starting:
-            entry.marked = mark not in superseded  # a key halted meanwhile starts nothing
+            # a key halted meanwhile starts nothing: its mark goes back, and its slot
+            returned, free = runtime.core.early_start_answered(entry, marked=mark not in superseded)
+            runtime.start_holding(free)
+            if returned:
+                give_back.append(MarkAttempt(entry.id, entry.attempt - 1))
         for entry in entries:
             runtime.committed(entry)
             runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
+        if give_back:
+            with trio.CancelScope(shield=True):  # the jobs are accepted: say so whatever comes
+                await runtime.journal.write(give_back)
         return True
 
 

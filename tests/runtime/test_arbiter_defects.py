@@ -458,3 +458,57 @@ async def test_defect10_a_dead_letter_keeps_the_last_error_and_the_stopped_attem
         else "inturn.errors.PermanentError: the process stopped during each of its 4 attempts"
     )
     assert (dead.id, dead.attempts, dead.last_error, dead.stopped_during) == (1, 4, expected, 4)
+
+
+@attrs.define(eq=False)
+class HoldWrites(FaultyJournal):
+    """Once armed, writes holding a change of a type in `gates` wait for that gate to open."""
+
+    armed: bool = False
+    gates: dict[type, trio.Event] = attrs.field(factory=dict)
+    held: dict[type, trio.Event] = attrs.field(factory=dict)
+
+    def gate(self, kind: type) -> None:
+        self.gates[kind], self.held[kind] = trio.Event(), trio.Event()
+
+    async def write(self, changes):
+        for kind, gate in self.gates.items():
+            if self.armed and any(isinstance(change, kind) for change in changes):
+                self.held[kind].set()
+                await gate.wait()
+        return await self.inner.write(changes)
+
+
+@pytest.mark.parametrize(
+    "first", ["halt", "send"], ids=["halt-commits-first", "send-commits-first"]
+)
+async def test_defect1_a_pause_racing_a_send_leaves_no_attempt_marked(
+    first: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A send whose start goes with its acceptance, racing a pause of its key: either the journal
+    supersedes the start or the supervisor gives it back; the paused job shows 0 attempts."""
+    from inturn.journal import Halt
+
+    journal = HoldWrites(inturn.MemoryJournal())
+    journal.gate(Append)
+    journal.gate(Halt)
+    recorder = Recorder()
+    async with inturn.open_supervisor(recorder, journal=journal, max_concurrency=1) as sup:
+        await sup.send("k", 0)
+        await sup.wait_idle()
+        journal.armed = True
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sup.send, "k", 1)
+            await journal.held[Append].wait()  # the send's write waits, its start in it
+            nursery.start_soon(sup.pause, "k")  # the core is paused at once
+            await journal.held[Halt].wait()
+            order = [Halt, Append] if first == "halt" else [Append, Halt]
+            for kind in order:
+                journal.gates[kind].set()
+                await trio.testing.wait_all_tasks_blocked()
+        info = await sup.job(2)
+        assert info is not None
+        assert (info.state, info.attempts) == ("queued", 0)
+        await sup.resume("k")
+        await sup.wait_idle()
+    assert [(call.job.id, call.job.attempt) for call in recorder.calls] == [(1, 1), (2, 1)]
