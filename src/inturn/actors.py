@@ -12,16 +12,24 @@ the actor then loops:
 2. page in the next jobs from the journal if the core asks (``Core.page``:
    the lane's FIFO ran low and its backlog waits on disk);
 3. ask the core for the lane's head (``Core.start``); run it if the gate
-   allows: mark the attempt in the journal (unless ``Entry.marked`` says it
-   went with the job's acceptance or the last completion), decode, call the
-   handler;
+   allows: wait out what is left of a backoff it was recovered in, mark the
+   attempt in the journal (unless ``Entry.marked`` says it went with the
+   job's acceptance or the last completion), ask the core again whether it
+   may still run (``Core.may_run``: a pause or skip that landed during those
+   awaits wins, and the start is taken back), decode, call the handler;
 4. carry out the outcome: journal ``Complete``/``Discard`` and then tell the
    core, or back off (sleep on trio's clock, without a slot) with the head
    in place;
-5. with nothing to start, give up its slot and park until a ``send`` wakes
-   it or `IdleReaper` (one timer for all actors) says ``idle_timeout``
-   passed; then ask the core whether it may retire (``Core.try_retire``,
-   synchronous, so no ``send`` can slip between the check and the exit).
+5. with nothing to start, give up its slot (unless its head's start is
+   marked) and park until a ``send`` wakes it or `IdleReaper` (one timer
+   for all actors) says ``idle_timeout`` passed; then ask the core whether
+   it may retire (``Core.try_retire``, synchronous, so no ``send`` can slip
+   between the check and the exit).
+
+The journal decides races with other writers: a change it *superseded*
+(another writer, an operator, finished the job first; or a start on a key it
+halted) comes back from ``write``, and the actor lets the job go
+(``Core.superseded``) or takes the start back instead of failing.
 
 Fairness: the memory journal does not yield, so an actor with a backlog
 yields once per job itself; one that waited for work has yielded already.

@@ -36,6 +36,13 @@ them; only jobs known durable (up to ``disk_tail``) are asked for, and a
 page is merged by id, so a send committing while a page loads is never lost
 or doubled.
 
+The core decides for the jobs this process holds; the journal decides
+whatever another writer may race for.  A change the journal *superseded*
+(an operator finished the job first) is reported with `superseded`, and the
+job is let go.  Under ``max_concurrency`` the core also holds the slots, so
+that marking a head's start early (`starts_next`, `successor`) and holding a
+slot are one decision: a marked head never waits for a slot.
+
 Nothing here awaits, sleeps, logs, or reads a clock or an RNG.  The trio shell
 calls one method per fact, between two checkpoints, and carries out what comes
 back; because each call is synchronous, trio's scheduler makes it atomic (an

@@ -20,11 +20,17 @@ out bare when it is the only one.  Two or more real errors (the body failed
 lost.
 
 ``send`` follows one shape: validate -> encode -> reserve in the core
-(synchronous: id, FIFO place, unique key) -> journal (the one await; a job
-that will start next has its start journaled in the same write) -> commit
-(synchronous: the gate may open).  A failure before the commit retracts the
-reservation, so a rejected ``send`` changes nothing.  ``send_many`` is the
-same shape for a whole batch, with one write.
+(synchronous: id, FIFO place) -> journal (the one await; the journal alone
+enforces unique keys; a job that will start next, with a slot, has its start
+journaled in the same write) -> commit (synchronous: the gate may open).  A
+failure before the commit retracts the reservation, so a rejected ``send``
+changes nothing.  ``send_many`` is the same shape for a whole batch, with one
+write.
+
+Operators' fixes (``skip``, ``requeue``, ``pause``, ...) are methods here and
+nowhere else: `inturn.operate` and the ``inturn`` command reach them
+directly, or through the journal as a `Command` that `serve_commands` takes
+and carries out while the supervisor runs.
 """
 
 from __future__ import annotations
