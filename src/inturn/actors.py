@@ -187,15 +187,26 @@ class Runtime:
         completion, whose actor was stopped before it ran, must not count as
         an attempt the next supervisor sees as cut short.
         """
-        marks = [MarkAttempt(entry.id, entry.attempt - 1) for entry in self.core.marked_heads()]
-        if not marks:
+        await self.give_back(self.core.marked_heads())
+
+    async def give_back(self, entries: list[Entry]) -> None:
+        """Give back the attempt each of *entries* had marked, shielded; a failure is logged.
+
+        The jobs are accepted whatever comes: an attempt not given back only
+        counts one attempt too many.
+        """
+        if not entries:
             return
-        try:
-            await self.journal.write(marks)
-        except Exception as exc:
-            self.log.warning(
-                "job.attempt_not_returned", job_ids=[m.job_id for m in marks], exc_info=exc
-            )
+        with trio.CancelScope(shield=True):
+            try:
+                await self.journal.write(
+                    [MarkAttempt(entry.id, entry.attempt - 1) for entry in entries]
+                )
+            except Exception as exc:
+                for entry in entries:
+                    self.log.warning(
+                        "job.attempt_not_returned", key=entry.key, job_id=entry.id, exc_info=exc
+                    )
 
     # -- called by actors ----------------------------------------------------
 
@@ -363,9 +374,7 @@ class Actor:
                     overtaken = core.take_back_mark(self.lane)  # before the slot goes
                     runtime.give_slot(self.lane)
                     if overtaken is not None:
-                        await runtime.journal.write(
-                            [MarkAttempt(overtaken.id, overtaken.attempt - 1)]
-                        )
+                        await runtime.give_back([overtaken])
                     if core.is_halted(self.lane) or not await self._wait(linger):
                         if core.try_retire(self.lane):
                             del self.runtime.actors[self.lane]
@@ -452,7 +461,7 @@ class Actor:
         runtime = self.runtime
         runtime.core.interrupt(entry)
         runtime.check_idle()
-        await runtime.journal.write([MarkAttempt(entry.id, entry.attempt - 1)])
+        await runtime.give_back([entry])
 
     async def _start_superseded(self, entry: Entry) -> None:
         """The journal refused *entry*'s start: another writer finished it, or halted its key."""
@@ -502,13 +511,7 @@ class Actor:
                 raise  # an operator cut it short: the attempt was made
             # Shutdown is not the job's fault: give the attempt back (shielded,
             # since we are being cancelled) so a restart runs it as the same one.
-            with trio.CancelScope(shield=True):
-                try:
-                    await runtime.journal.write([MarkAttempt(entry.id, entry.attempt - 1)])
-                except Exception as exc:
-                    runtime.log.warning(
-                        "job.attempt_not_returned", key=entry.key, job_id=entry.id, exc_info=exc
-                    )
+            await runtime.give_back([entry])
             raise
         return Completed(entry, result)
 

@@ -558,19 +558,18 @@ class Supervisor:
                 f"the supervisor stopped while job {entries[0].id} was journaled;"
                 " it runs when the journal is opened again"
             )
-        give_back: list[Change] = []
+        give_back: list[Entry] = []
         for entry, mark in starting:
             # a key halted meanwhile starts nothing: its mark goes back, and its slot
             returned, free = runtime.core.early_start_answered(entry, marked=mark not in superseded)
             runtime.start_holding(free)
             if returned:
-                give_back.append(MarkAttempt(entry.id, entry.attempt - 1))
+                give_back.append(entry)
         for entry in entries:
             runtime.committed(entry)
             runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
         if give_back:
-            with trio.CancelScope(shield=True):  # the jobs are accepted: say so whatever comes
-                await runtime.journal.write(give_back)
+            await runtime.give_back(give_back)
         return True
 
 
@@ -719,8 +718,7 @@ async def open_supervisor(
         finally:
             runtime.close()
             runtime.actors.clear()  # their tasks are gone with the nursery
-            with trio.CancelScope(shield=True):
-                await runtime.give_back_marks()
+            await runtime.give_back_marks()
         if runtime.escalated is not None:
             errors.append(runtime.escalated)
         if errors:
