@@ -21,6 +21,7 @@ PURE = [
     "retry",
     "codec",
     "core",
+    "_entries",
     "info",
     "journal.records",
     "journal._reads",

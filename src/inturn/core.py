@@ -53,117 +53,17 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Literal, TypeAlias
+from typing import Literal
 
 import attrs
 
+from ._entries import Backoff, Discarding, Entry, Lane, LaneState, Outcome, Page
 from .errors import DecodeError
 from .jobs import Stats
 from .journal.records import Recovery, StoredJob
 from .retry import Retry
 
 __all__ = ["Backoff", "Core", "Discarding", "Entry", "Lane", "Outcome", "Page"]
-
-Lane: TypeAlias = str | int
-"""A sequence key, or the id of a keyless job."""
-
-
-@attrs.define(eq=False, slots=True, kw_only=True)
-class Entry:
-    """An accepted job as the core tracks it (mutable; never handed to users)."""
-
-    id: int
-    key: str | None
-    data: bytes
-    unique: str | None = None
-    attempt: int = 1
-    """The attempt that runs next, or is running."""
-    durable: bool = False
-    marked: bool = False
-    """The journal already records `attempt` as started (written with an earlier change)."""
-    running: bool = False
-    exhausted: bool = False
-    """Recovered with every attempt already spent by crashes: discard, don't run."""
-    spilled: bool = False
-    """Accepted into the journal only: its lane pages it in later."""
-    skipped: bool = False
-    """An operator skipped it: discard it at its turn, without running it."""
-    slotted: bool = False
-    """`starts_next` took a slot for its start, journaled with its acceptance."""
-    last_error: str | None = None
-    """Its last failure's text, as the journal recorded it (recovered jobs only)."""
-    not_before: float | None = None
-    """Recovered in a backoff: its next attempt waits until this (trio) time."""
-
-    @property
-    def lane(self) -> Lane:
-        return self.id if self.key is None else self.key
-
-
-@attrs.frozen
-class Backoff:
-    """*entry* failed with *error* and keeps its place; its next attempt runs at trio time *at*."""
-
-    entry: Entry
-    at: float
-    error: BaseException
-
-
-@attrs.frozen
-class Discarding:
-    """*entry* is given up after *error*; *halt* says whether its key parks."""
-
-    entry: Entry
-    error: BaseException
-    halt: bool
-
-
-Outcome: TypeAlias = Backoff | Discarding
-
-
-@attrs.frozen
-class Page:
-    """Read up to *limit* jobs of *key* after id *after* (`Journal.load`); keep those up to *upto*."""
-
-    key: str
-    after: int
-    limit: int
-    upto: int
-    serial: int = 0
-    """Pages of the lane asked for so far, this one included."""
-
-
-@attrs.define(eq=False, slots=True)
-class _LaneState:
-    fifo: list[Entry] = attrs.field(factory=list)
-    """Oldest first.  A list, not a deque: 56 bytes against 760 for 100,000
-    keys' worth of lanes, and popping the head of at most ``window`` entries
-    is a short memmove."""
-    attached: bool = False
-    """An actor task serves this lane, or the lane waits in the ready queue for one."""
-    holding: bool = False
-    """The lane holds one of ``max_concurrency`` slots."""
-    halted: bool = False
-    on_disk: int = 0
-    """Unfinished jobs of the lane that are not in `fifo` (spilled, or being spilled)."""
-    tail: int = 0
-    """The id of the newest job that entered `fifo`: the next page starts after it."""
-    disk_tail: int = 0
-    """The id of the newest spilled job known durable: page in up to it."""
-    spilling: list[int] | None = None
-    """Ids of spilled jobs still being journaled, oldest first."""
-    skipped: set[int] | None = None
-    """Ids of spilled jobs an operator skipped: marked when paged in."""
-    forgotten: dict[int, int] | None = None
-    """Ids of spilled jobs forgotten (skipped) while on disk, each with the
-    serial of the last page asked for then: a page asked for earlier may
-    still bring the job back, and it is dropped."""
-    pages: int = 0
-    """Serial of the last page asked for."""
-
-    @property
-    def size(self) -> int:
-        return len(self.fifo) + self.on_disk
 
 
 @attrs.define(eq=False)
@@ -179,7 +79,7 @@ class Core:
     max_concurrency: int | None = None
     """At most this many lanes hold a slot (run, or are about to) at once."""
     next_id: int = 1
-    _lanes: dict[Lane, _LaneState] = attrs.field(factory=dict, init=False)
+    _lanes: dict[Lane, LaneState] = attrs.field(factory=dict, init=False)
     _pending: int = attrs.field(default=0, init=False)
     _buffered: int = attrs.field(default=0, init=False)
     _parked: int = attrs.field(default=0, init=False)
@@ -258,7 +158,7 @@ class Core:
         self._clock_offset = clock - wall
         self.next_id = max(self.next_id, recovery.next_id)
         for key in recovery.halted:
-            self._lanes[key] = _LaneState(halted=True)
+            self._lanes[key] = LaneState(halted=True)
         for stored in recovery.jobs:
             self.next_id = max(self.next_id, stored.id + 1)  # never trust one field alone
             entry = self._recovered(stored)
@@ -291,7 +191,7 @@ class Core:
             state.pages = page.serial
         return page
 
-    def _next_page(self, lane: Lane, state: _LaneState) -> Page | None:
+    def _next_page(self, lane: Lane, state: LaneState) -> Page | None:
         """The jobs *lane* should read from the journal now, if any.
 
         Asked for once the FIFO has drained to half its window and durable
@@ -577,7 +477,7 @@ class Core:
                 entry.skipped = False
 
     @staticmethod
-    def _unmark(state: _LaneState, job_id: int) -> None:
+    def _unmark(state: LaneState, job_id: int) -> None:
         if state.skipped is not None:
             state.skipped.discard(job_id)
             if not state.skipped:
@@ -632,14 +532,14 @@ class Core:
         return self.give_slot(lane)
 
     @staticmethod
-    def _head_is_marked(state: _LaneState) -> bool:
+    def _head_is_marked(state: LaneState) -> bool:
         """The lane's head has its start marked early, or is about to: it keeps the slot."""
         if not state.fifo:
             return False
         head = state.fifo[0]
         return not head.running and (head.marked or head.slotted)
 
-    def _claim_slot(self, state: _LaneState) -> bool:
+    def _claim_slot(self, state: LaneState) -> bool:
         if self.max_concurrency is None or state.holding:
             return True
         if not self._free:
@@ -705,10 +605,10 @@ class Core:
 
     # -- internals ---------------------------------------------------------
 
-    def _lane(self, lane: Lane) -> _LaneState:
+    def _lane(self, lane: Lane) -> LaneState:
         state = self._lanes.get(lane)
         if state is None:
-            state = self._lanes[lane] = _LaneState()
+            state = self._lanes[lane] = LaneState()
         return state
 
     def _recovered(self, stored: StoredJob) -> Entry:
@@ -726,18 +626,18 @@ class Core:
             not_before=None if stored.retry_at is None else stored.retry_at + self._clock_offset,
         )
 
-    def _buffer(self, state: _LaneState, entry: Entry) -> None:
+    def _buffer(self, state: LaneState, entry: Entry) -> None:
         state.fifo.append(entry)
         state.tail = entry.id
         self._buffered += 1
 
-    def _count(self, state: _LaneState, entry: Entry) -> None:
+    def _count(self, state: LaneState, entry: Entry) -> None:
         """A new unfinished job: count it."""
         self._pending += 1
         if state.halted:
             self._parked += 1
 
-    def _startable_head(self, state: _LaneState) -> Entry | None:
+    def _startable_head(self, state: LaneState) -> Entry | None:
         if state.halted or not state.fifo:
             return None
         head = state.fifo[0]
@@ -746,19 +646,19 @@ class Core:
         return head
 
     @staticmethod
-    def _parkable(state: _LaneState) -> int:
+    def _parkable(state: LaneState) -> int:
         """The lane's jobs that a halt parks: all but a head whose attempt runs on."""
         running = bool(state.fifo) and state.fifo[0].running
         return state.size - running
 
-    def _settled(self, state: _LaneState, entry: Entry) -> None:
+    def _settled(self, state: LaneState, entry: Entry) -> None:
         """Spilled *entry*'s journal write returned."""
         assert state.spilling is not None
         state.spilling.remove(entry.id)
         if not state.spilling:
             state.spilling = None
 
-    def _wants_actor(self, state: _LaneState) -> bool:
+    def _wants_actor(self, state: LaneState) -> bool:
         if state.attached or state.halted or not state.size:
             return False
         state.attached = True
@@ -773,7 +673,7 @@ class Core:
         self._buffered -= 1
         self._release(entry)
 
-    def _forget(self, lane: Lane, state: _LaneState, entry: Entry | None) -> None:
+    def _forget(self, lane: Lane, state: LaneState, entry: Entry | None) -> None:
         """Forget an unfinished job that is not running: *entry*, or (None) one on disk only."""
         if entry is not None and not entry.spilled:
             state.fifo.remove(entry)
@@ -791,6 +691,6 @@ class Core:
     def _release(self, entry: Entry) -> None:
         self._pending -= 1
 
-    def _drop_if_unused(self, lane: Lane, state: _LaneState) -> None:
+    def _drop_if_unused(self, lane: Lane, state: LaneState) -> None:
         if not (state.size or state.attached or state.halted or state.holding):
             del self._lanes[lane]
