@@ -92,6 +92,24 @@ class ArbiterConformance:
         _expect([(job.id, job.attempts) for job in recovery.jobs], [(1, 1), (2, 1)], "replayed")
         _expect(recovery.halted, frozenset({"k"}), "halted keys")
 
+    async def test_the_runtimes_two_batch_shapes_are_arbitrated(self, journal: Journal) -> None:
+        """Append + its start, and Complete + the next start, on a halted key: the start is superseded, the rest applies."""
+        async with _session(journal) as session:
+            await session.open()
+            await journal.write([_job(1), _job(2), Halt("k")])
+            start = MarkAttempt(3, 1)
+            _expect(list(await journal.write([_job(3), start])), [start], "Append + its start")
+            late = MarkAttempt(2, 1)
+            _expect(list(await journal.write([Complete(1), late])), [late], "Complete + next")
+            gone = Complete(1)
+            batch: list[Change] = [gone, MarkAttempt(2, 0)]
+            _expect(list(await journal.write(batch)), [gone], "a Complete of a gone job")
+            await journal.write([Resume("k")])
+            _expect(list(await journal.write([_job(4, key="j"), MarkAttempt(4, 1)])), [], "j")
+            _expect(list(await journal.write([Complete(2), MarkAttempt(3, 1)])), [], "resumed")
+            recovery = await session.reopen()
+        _expect([(job.id, job.attempts) for job in recovery.jobs], [(3, 1), (4, 1)], "replayed")
+
     async def test_a_discard_with_halt_halts_its_key(self, journal: Journal) -> None:
         """Discard(halt=True) halts the job's key in the same step; a superseded one halts nothing."""
         async with _session(journal) as session:

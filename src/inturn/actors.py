@@ -369,7 +369,8 @@ class Actor:
                             await trio.lowlevel.cancel_shielded_checkpoint()
                         await self._attempt(entry)
                         yielded = False
-                        runtime.start_holding(core.pass_slot(self.lane))  # take turns
+                        if core.ready:  # others wait for a slot: take turns
+                            runtime.start_holding(core.pass_slot(self.lane))
                         continue
                     overtaken = core.take_back_mark(self.lane)  # before the slot goes
                     runtime.give_slot(self.lane)

@@ -87,7 +87,8 @@ class Core:
     _free: int = attrs.field(
         default=attrs.Factory(lambda core: core.max_concurrency or 0, takes_self=True), init=False
     )
-    _ready: deque[Lane] = attrs.field(factory=deque, init=False)
+    ready: deque[Lane] = attrs.field(factory=deque, init=False)
+    """Lanes waiting for a slot, oldest first (read-only outside the core)."""
     _clock_offset: float = attrs.field(default=0.0, init=False)
     """The shell's clock minus Unix time, as `restore` was told."""
     _discarded: int = attrs.field(default=0, init=False)
@@ -291,7 +292,7 @@ class Core:
         this lane's actor pops heads, so the answer holds until it completes.
         """
         state = self._lanes[entry.lane]
-        if state.halted or len(state.fifo) < 2 or (self._ready and state.holding):
+        if state.halted or len(state.fifo) < 2 or (self.ready and state.holding):
             return None  # with lanes waiting for a slot, this one passes its slot on
         after = state.fifo[1]
         return after if after.durable and not (after.exhausted or after.skipped) else None
@@ -487,7 +488,7 @@ class Core:
     #
     # A slot is held by a lane that has a job to run (or marked to run), not
     # by one waiting: idle, backing off, or queued.  A lane waiting for a slot
-    # is only an entry in `_ready`, not a task, so a backlog over 100,000 keys
+    # is only an entry in `ready`, not a task, so a backlog over 100,000 keys
     # costs 100,000 deque entries instead of 100,000 parked tasks.  Slots go
     # in the order asked for, and a lane passes its slot on after every job
     # when others wait (unless its next head's start is marked already), so
@@ -504,7 +505,7 @@ class Core:
         state = self._lanes[lane]
         if self._claim_slot(state):
             return True
-        self._ready.append(lane)
+        self.ready.append(lane)
         return False
 
     def give_slot(self, lane: Lane) -> Lane | None:
@@ -513,8 +514,8 @@ class Core:
         if state is None or not state.holding or self._head_is_marked(state):
             return None
         state.holding = False
-        while self._ready:
-            waiting = self._ready.popleft()
+        while self.ready:
+            waiting = self.ready.popleft()
             waiting_state = self._lanes.get(waiting)
             if waiting_state is not None:
                 waiting_state.holding = True
@@ -527,7 +528,7 @@ class Core:
 
         Not when *lane*'s head has its start marked already: it runs next.
         """
-        if not self._ready:
+        if not self.ready:
             return None
         return self.give_slot(lane)
 

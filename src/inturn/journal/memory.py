@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Sequence
+from collections.abc import Sequence, Set as AbstractSet
 from typing import assert_never
 
 import attrs
@@ -47,6 +47,10 @@ from .records import (
 )
 
 __all__ = ["MemoryJournal"]
+
+_NONE: tuple[Change, ...] = ()
+"""What ``write`` returns when nothing was superseded (the usual answer, not a new list)."""
+_EMPTY: frozenset[int] = frozenset()
 
 
 @attrs.define(eq=False, slots=True)
@@ -152,7 +156,7 @@ class MemoryJournal:
                 page.append(self._jobs[job_id].stored(job_id))
         return page
 
-    async def write(self, changes: Sequence[Change]) -> list[Change]:
+    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
         # A cancellation point, not a schedule point: there is nothing to wait
         # for, and the runtime yields where fairness needs it.
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -161,7 +165,7 @@ class MemoryJournal:
         if not superseded:
             for change in changes:
                 self._apply(change)
-            return []
+            return _NONE
         for position, change in enumerate(changes):
             if position not in superseded:
                 self._apply(change)
@@ -294,7 +298,7 @@ class MemoryJournal:
             now=now,
         )
 
-    def _check(self, changes: Sequence[Change]) -> set[int]:
+    def _check(self, changes: Sequence[Change]) -> AbstractSet[int]:
         """The positions of *changes* that are superseded; raise, changing nothing, if one is illegal.
 
         Plays the batch forward on a few sets, so each change sees the ones
@@ -304,7 +308,7 @@ class MemoryJournal:
             only = changes[0]
             if isinstance(only, Retrying | Complete | Discard):
                 if only.job_id in self._jobs:
-                    return set()
+                    return _EMPTY
                 self._check_used(only.job_id, self._next_id)
                 return {0}
             if isinstance(only, MarkAttempt):
@@ -314,15 +318,19 @@ class MemoryJournal:
                     return {0}
                 key = found.key
                 starts = only.attempt > found.attempts
-                return {0} if starts and key is not None and key in self._halted else set()
+                return {0} if starts and key is not None and key in self._halted else _EMPTY
             if isinstance(only, Append):
                 if only.job_id < self._next_id:  # every id ever appended is below it
                     raise JournalError(f"job id {only.job_id} was used before")
                 if only.unique is not None and only.unique in self._unique:
                     raise DuplicateError(only.unique, self._unique[only.unique])
-                return set()
+                return _EMPTY
             if isinstance(only, Halt | Resume):
-                return set()
+                return _EMPTY
+        if len(changes) == 2:
+            pair = self._check_pair(*changes)
+            if pair is not None:
+                return pair
         appended: dict[int, _Row] = {}  # job id -> its row, as this batch appends it
         next_id = self._next_id  # ids rise in acceptance order, within a batch too
         finished: set[int] = set()
@@ -405,6 +413,30 @@ class MemoryJournal:
             elif isinstance(change, Resume):
                 halted[change.key] = False
         return superseded
+
+    def _check_pair(self, first: Change, second: Change) -> AbstractSet[int] | None:
+        """The runtime's two hot batches, checked without staging; None for any other pair.
+
+        ``Append`` + its start (a send whose job starts next), and
+        ``Complete`` + the start of the job behind it.
+        """
+        if not isinstance(second, MarkAttempt):
+            return None
+        if isinstance(first, Append) and second.job_id == first.job_id:
+            if first.job_id < self._next_id:
+                raise JournalError(f"job id {first.job_id} was used before")
+            if first.unique is not None and first.unique in self._unique:
+                raise DuplicateError(first.unique, self._unique[first.unique])
+            key = first.key
+            return {1} if second.attempt > 0 and key is not None and key in self._halted else _EMPTY
+        if isinstance(first, Complete) and second.job_id != first.job_id:
+            done, behind = self._jobs.get(first.job_id), self._jobs.get(second.job_id)
+            if done is None or behind is None:
+                return None  # the general path says what was superseded, or refused
+            key = behind.key
+            starts = second.attempt > behind.attempts
+            return {1} if starts and key is not None and key in self._halted else _EMPTY
+        return None
 
     @staticmethod
     def _check_used(job_id: int, next_id: int) -> None:
