@@ -242,11 +242,17 @@ class Supervisor:
             SupervisorClosed: the supervisor has stopped.
         """
         self._check_open()
-        found = await self._runtime.journal.keys(
-            state=state, limit=check_limit(limit), now=time.time()
-        )
-        await schedule_point()
-        return found
+        limit = check_limit(limit)
+        now, asked = time.time(), limit
+        while True:
+            infos = await self._runtime.journal.keys(state=state, limit=asked, now=now)
+            live = [self._live_key(info) for info in infos]
+            if state == "running":  # a recovered head still waiting to run again is not
+                live = [info for info in live if info.head_state == "running"]
+            if len(live) >= limit or len(infos) < asked:
+                await schedule_point()
+                return live[:limit]
+            asked *= 2
 
     async def job(self, job_id: int) -> JobInfo | None:
         """The unfinished job or dead letter *job_id*; None if there is none.
@@ -292,7 +298,7 @@ class Supervisor:
         entry = self._runtime.core.reserve(info.key, info.data, info.unique)
         if not await self._journal([entry], requeue_of=info.id):
             await requeue_check(journal, info.id)  # requeued meanwhile: say so
-            raise JobStateError(info.id, "gone", "it was requeued or purged meanwhile")
+            raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
         self._runtime.log.info("job.requeued", key=info.key, job_id=entry.id, was=info.id)
         await schedule_point()
         return entry.id
@@ -348,7 +354,7 @@ class Supervisor:
             raise
         if superseded:  # another writer finished it first: it keeps that outcome
             await skip_check(runtime.journal, info.id)
-            raise JobStateError(info.id, "gone", "it finished meanwhile")
+            raise JobStateError(info.id, "dead", "another writer discarded it first")
         core.skipped(info.id, info.key)
         runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
         runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))

@@ -1269,4 +1269,7 @@ async def test_a_recovered_head_waiting_for_a_slot_shows_the_attempts_its_journa
         await script.started("hold-x").wait()  # x holds the one slot; y waits for it
         info = await job_info(sup, 2)
         assert (info.state, info.attempts) == ("queued", 1)
+        [key] = [key for key in await sup.keys() if key.key == "y"]
+        assert (key.head_state, key.head_attempt) == ("queued", 1)
+        assert [key.key for key in await sup.keys(state="running", limit=1)] == ["x"]
         script.release("hold-x")
