@@ -20,6 +20,7 @@ __all__ = [
     "SKIPPED_TEXT",
     "check_job_id",
     "check_limit",
+    "check_purge",
     "purge_dead",
     "requeue_check",
     "schedule_point",
@@ -72,15 +73,19 @@ async def skip_check(journal: Journal, job_id: object) -> JobInfo:
     return info
 
 
-async def purge_dead(journal: Journal, older_than: object, key: str | None) -> int:
-    """Delete the dead letters discarded more than *older_than* seconds ago; return how many."""
+def check_purge(older_than: object, key: object) -> tuple[float, str | None]:
+    """`purge_dead`'s arguments, checked: seconds >= 0, and a valid key or None."""
     check_number("older_than", older_than)
     assert isinstance(older_than, int | float)
     if older_than < 0:
         raise ValueError(f"older_than must be >= 0 seconds, not {older_than!r}")
-    if key is not None:
-        key = validate_key(key)
-    before = time.time() - older_than
+    return float(older_than), None if key is None else validate_key(key)
+
+
+async def purge_dead(journal: Journal, older_than: object, key: str | None) -> int:
+    """Delete the dead letters discarded more than *older_than* seconds ago; return how many."""
+    seconds, key = check_purge(older_than, key)
+    before = time.time() - seconds
     purged = 0
     while dead := await journal.dead_letters(key=key, limit=_PURGE_BATCH, finished_before=before):
         # A dead letter requeued meanwhile is superseded, not purged: the rest are.

@@ -29,7 +29,7 @@ from typing import Final, Protocol, final
 import trio
 
 from ._checks import check_number
-from ._fixes import check_job_id, check_limit
+from ._fixes import check_job_id, check_limit, check_purge
 from .actors import Runtime
 from .codec import JSONCodec
 from .core import Core
@@ -151,6 +151,8 @@ async def operate(
             answered in time.
     """
     check_number("answer_within", answer_within)
+    if answer_within <= 0:
+        raise ValueError(f"answer_within must be a number of seconds > 0, not {answer_within!r}")
     try:
         recovery = await journal.open()
     except JournalLocked:
@@ -222,12 +224,8 @@ class _Remote:
         return bool(await self._send(Command(verb="retry_now", key=validate_key(key))))
 
     async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
-        check_number("older_than", older_than)
-        if older_than < 0:
-            raise ValueError(f"older_than must be >= 0 seconds, not {older_than!r}")
-        if key is not None:
-            key = validate_key(key)
-        command = Command(verb="purge_dead", older_than=float(older_than), key=key)
+        seconds, checked_key = check_purge(older_than, key)
+        command = Command(verb="purge_dead", older_than=seconds, key=checked_key)
         result = await self._send(command)
         assert isinstance(result, int)
         return result

@@ -523,3 +523,18 @@ async def test_operate_reads_refuse_a_bad_limit_or_state(
             await op.keys(state="stuck")  # type: ignore[arg-type]
         with pytest.raises(TypeError):
             await op.dead_letters(key=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("wait", "error"), [(0, ValueError), (-1.0, ValueError), ("10", TypeError)]
+)
+async def test_a_bad_answer_within_is_refused_before_anything_opens(
+    wait: object, error: type[Exception]
+) -> None:
+    """answer_within must be a number of seconds > 0; a bad one changes nothing (the journal stays closed)."""
+    journal = inturn.MemoryJournal()
+    with pytest.raises(error):
+        async with inturn.operate(journal, answer_within=wait):  # type: ignore[arg-type]
+            pytest.fail("the body must not run")
+    await journal.open()  # not left open by the refused operate
+    await journal.aclose()

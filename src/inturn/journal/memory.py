@@ -320,10 +320,7 @@ class MemoryJournal:
                 starts = only.attempt > found.attempts
                 return {0} if starts and key is not None and key in self._halted else _EMPTY
             if isinstance(only, Append):
-                if only.job_id < self._next_id:  # every id ever appended is below it
-                    raise JournalError(f"job id {only.job_id} was used before")
-                if only.unique is not None and only.unique in self._unique:
-                    raise DuplicateError(only.unique, self._unique[only.unique])
+                self._check_append(only)
                 return _EMPTY
             if isinstance(only, Halt | Resume):
                 return _EMPTY
@@ -423,10 +420,7 @@ class MemoryJournal:
         if not isinstance(second, MarkAttempt):
             return None
         if isinstance(first, Append) and second.job_id == first.job_id:
-            if first.job_id < self._next_id:
-                raise JournalError(f"job id {first.job_id} was used before")
-            if first.unique is not None and first.unique in self._unique:
-                raise DuplicateError(first.unique, self._unique[first.unique])
+            self._check_append(first)
             key = first.key
             return {1} if second.attempt > 0 and key is not None and key in self._halted else _EMPTY
         if isinstance(first, Complete) and second.job_id != first.job_id:
@@ -437,6 +431,13 @@ class MemoryJournal:
             starts = second.attempt > behind.attempts
             return {1} if starts and key is not None and key in self._halted else _EMPTY
         return None
+
+    def _check_append(self, append: Append) -> None:
+        """An `Append` alone against the journal: a fresh id, a free unique key."""
+        if append.job_id < self._next_id:  # every id ever appended is below it
+            raise JournalError(f"job id {append.job_id} was used before")
+        if append.unique is not None and append.unique in self._unique:
+            raise DuplicateError(append.unique, self._unique[append.unique])
 
     @staticmethod
     def _check_used(job_id: int, next_id: int) -> None:
