@@ -37,12 +37,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import queue
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Final, Literal, TypeVar, cast
+from typing import Literal, TypeVar
 
 import attrs
 import trio
@@ -50,6 +48,7 @@ import trio
 from ..errors import DuplicateError, JournalCorrupt, JournalError, JournalLocked
 from ..info import JobInfo, KeyFilter, KeyInfo
 from . import _sqlite_inbox as inbox
+from ._inbox import await_answer
 from ._reads import check_dead_letters, check_job_id, check_keys
 from ._sqlite_reads import (
     SQLiteReader,
@@ -70,6 +69,7 @@ from ._sqlite_schema import (
     stored,
     upgrade,
 )
+from ._thread import JournalThread, Read, Request, ThreadedReader, refuse
 from .records import (
     Answer,
     Append,
@@ -102,34 +102,6 @@ class _Refused(Exception):
 
 
 @attrs.define(eq=False)
-class _Request:
-    changes: Sequence[Change]
-    task: trio.lowlevel.Task
-    error: BaseException | None = None
-    """The verdict, set on the journal's thread: None if committed."""
-    superseded: list[Change] = attrs.field(factory=list)
-
-
-@attrs.define(eq=False)
-class _Read:
-    """A read, served on the journal's thread after the writes queued before it."""
-
-    run: Callable[[sqlite3.Connection], object]
-    task: trio.lowlevel.Task
-    result: object = None
-    error: BaseException | None = None
-
-
-def _wake(group: Sequence[_Request | _Read]) -> None:
-    """Run by trio: let every writer of a finished group go on (one wake-up per group)."""
-    for request in group:
-        trio.lowlevel.reschedule(request.task)
-
-
-_STOP: Final = object()
-
-
-@attrs.define(eq=False)
 class SQLiteJournal:
     """A journal in one SQLite file: what is accepted survives a crash.
 
@@ -151,13 +123,8 @@ class SQLiteJournal:
     """Seconds between two looks at the operators' inbox while no command waits."""
     commits: int = attrs.field(default=0, init=False)
     """Transactions committed since `open` (group commit makes it < writes)."""
-    _requests: queue.SimpleQueue[_Request | _Read | object] = attrs.field(
-        factory=queue.SimpleQueue, init=False
-    )
-    _thread: threading.Thread | None = attrs.field(default=None, init=False)
+    _worker: JournalThread[sqlite3.Connection] | None = attrs.field(default=None, init=False)
     _lock_fd: int | None = attrs.field(default=None, init=False)
-    _broken: BaseException | None = attrs.field(default=None, init=False)
-    _token: trio.lowlevel.TrioToken | None = attrs.field(default=None, init=False)
     _fault_hook: Callable[[str], None] | None = attrs.field(default=None, init=False)
     """For fault-injection tests: called on the journal's thread before each
     batch is applied (``"apply"``) and before COMMIT (``"commit"``); raise a
@@ -166,28 +133,26 @@ class SQLiteJournal:
     # -- trio side -----------------------------------------------------------
 
     async def open(self) -> Recovery:
-        if self._thread is not None:
+        if self._worker is not None:
             raise JournalError(f"{self.path}: this SQLiteJournal is already open")
-        self._token = trio.lowlevel.current_trio_token()  # where verdicts are delivered
-        return await trio.to_thread.run_sync(self._open_sync)
+        connection, recovery = await trio.to_thread.run_sync(self._open_sync)
+        self.commits = 0
+        self._worker = JournalThread(
+            name=f"inturn-sqlite:{self.path}",
+            connection=connection,
+            commit_group=self._commit_group,
+            serve_read=self._serve_read,
+            close=sqlite3.Connection.close,
+            describe=self.path,
+        )
+        self._worker.start()
+        return recovery
 
     async def write(self, changes: Sequence[Change]) -> list[Change]:
         await trio.lowlevel.checkpoint_if_cancelled()
-        if self._thread is None:
+        if self._worker is None:
             raise JournalError(f"{self.path}: this SQLiteJournal is not open")
-        if self._broken is not None:
-            raise JournalError(f"{self.path}: refusing work after a failed commit") from (
-                self._broken
-            )
-        request = _Request(changes, trio.lowlevel.current_task())
-        self._requests.put(request)
-        # Once queued, the batch is committed or refused as a whole: wait for
-        # the verdict even if cancelled (Abort.FAILED), so the caller never
-        # guesses; a cancellation is delivered at its next checkpoint.
-        await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
-        if request.error is not None:
-            raise request.error
-        return request.superseded
+        return await self._worker.write(changes)
 
     async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
         return await self._read(lambda connection: select_pending(connection, key, after, limit))
@@ -228,69 +193,43 @@ class SQLiteJournal:
 
     async def submit(self, command: Command, *, timeout: float) -> Answer:  # noqa: ASYNC109 (not a deadline: the supervisor's time to take it, or it is withdrawn)
         # From an operator: a connection of our own, not the journal's thread.
-        if self._thread is not None:
+        if self._worker is not None:
             raise JournalError(f"{self.path}: this SQLiteJournal is open here; call it directly")
         connection = await trio.to_thread.run_sync(inbox.connect, self.path)
         try:
-            return await self._await_answer(connection, command, timeout)
+            return await await_answer(
+                submit=lambda command: inbox.submit(connection, command),
+                answered=lambda command_id: inbox.answered(connection, command_id),
+                withdraw=lambda command_id: inbox.withdraw(connection, command_id),
+                command=command,
+                timeout=timeout,
+                describe=self.path,
+            )
         except sqlite3.Error as exc:
             raise database_error(self.path, exc, "submit") from exc
         finally:
             connection.close()
 
-    async def _await_answer(
-        self,
-        connection: sqlite3.Connection,
-        command: Command,
-        timeout: float,  # noqa: ASYNC109 (see submit)
-    ) -> Answer:
-        command_id = await trio.to_thread.run_sync(inbox.submit, connection, command)
-        with trio.move_on_after(timeout):
-            while (  # noqa: ASYNC110 (the answer comes from another process)
-                answer := await trio.to_thread.run_sync(inbox.answered, connection, command_id)
-            ) is None:
-                await trio.sleep(0.02)
-            return answer
-        with trio.CancelScope(shield=True):
-            withdrawn = await trio.to_thread.run_sync(inbox.withdraw, connection, command_id)
-        if withdrawn:
-            raise JournalError(
-                f"{self.path}: no supervisor took the command within {timeout:g} s:"
-                " nothing was changed"
-            )
-        raise JournalError(
-            f"{self.path}: the supervisor took the command but did not answer within"
-            f" {timeout:g} s; it may still be carried out"
-        )
-
-    def reader(self) -> _ThreadedReader:
-        return _ThreadedReader(SQLiteReader(self.path))
+    def reader(self) -> ThreadedReader:
+        return ThreadedReader(SQLiteReader(self.path))
 
     async def _read(self, run: Callable[[sqlite3.Connection], _T]) -> _T:
         await trio.lowlevel.checkpoint_if_cancelled()
-        if self._thread is None:
+        if self._worker is None:
             raise JournalError(f"{self.path}: this SQLiteJournal is not open")
-        request = _Read(run, trio.lowlevel.current_task())
-        self._requests.put(request)
-        # Like a write, a queued read is served whatever happens: wait for it.
-        await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
-        if request.error is not None:
-            raise request.error
-        return cast(_T, request.result)
+        return await self._worker.read(run)
 
     async def aclose(self) -> None:
-        thread, self._thread = self._thread, None  # from here on, writes are refused
-        if thread is None:
+        worker, self._worker = self._worker, None  # from here on, writes are refused
+        if worker is None:
             await trio.lowlevel.checkpoint()
             return
-        self._requests.put(_STOP)  # after every batch already queued
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(thread.join)
+        await worker.stop()  # after every batch already queued
         self._release_lock()
 
     # -- the journal's thread --------------------------------------------------
 
-    def _open_sync(self) -> Recovery:
+    def _open_sync(self) -> tuple[sqlite3.Connection, Recovery]:
         self._take_lock()
         try:
             connection = self._connect()
@@ -308,13 +247,7 @@ class SQLiteJournal:
             connection.close()
             self._release_lock()
             raise database_error(self.path, exc, "open") from exc
-        self._broken = None
-        self.commits = 0
-        self._thread = threading.Thread(
-            target=self._serve, args=(connection,), name=f"inturn-sqlite:{self.path}", daemon=True
-        )
-        self._thread.start()
-        return recovery
+        return connection, recovery
 
     def _take_lock(self) -> None:
         fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -396,49 +329,9 @@ class SQLiteJournal:
             halted=halted,
         )
 
-    def _serve(self, connection: sqlite3.Connection) -> None:
-        try:
-            while True:
-                first = self._requests.get()
-                if isinstance(first, _Read):
-                    self._serve_read(connection, first)
-                    assert self._token is not None
-                    waiting: list[_Request | _Read] = [first]
-                    self._token.run_sync_soon(_wake, waiting)
-                    continue
-                if not isinstance(first, _Request):  # _STOP
-                    return
-                group = [first]
-                reads: list[_Read] = []  # served after the group commits: they see it
-                while True:  # group commit: take everything already waiting
-                    try:
-                        more = self._requests.get_nowait()
-                    except queue.Empty:
-                        break
-                    if isinstance(more, _Read):
-                        reads.append(more)
-                    elif isinstance(more, _Request):
-                        group.append(more)
-                    else:
-                        self._requests.put(_STOP)  # serve the group, then stop
-                        break
-                try:
-                    self._commit_group(connection, group)
-                except Exception as exc:  # a bug here must not leave writers waiting
-                    self._broken = exc
-                    _refuse(group, JournalError(f"{self.path}: journal thread failed: {exc}"))
-                for read in reads:
-                    self._serve_read(connection, read)
-                assert self._token is not None
-                done: list[_Request | _Read] = [*group, *reads]
-                self._token.run_sync_soon(_wake, done)
-        finally:
-            connection.close()
-
-    def _serve_read(self, connection: sqlite3.Connection, request: _Read) -> None:
-        if self._broken is not None:
-            request.error = JournalError(f"{self.path}: refusing work after a failed commit")
-            return
+    def _serve_read(
+        self, connection: sqlite3.Connection, request: Read[sqlite3.Connection]
+    ) -> None:
         try:
             request.result = request.run(connection)
         except sqlite3.Error as exc:
@@ -451,11 +344,8 @@ class SQLiteJournal:
         if self._fault_hook is not None:
             self._fault_hook(step)
 
-    def _commit_group(self, connection: sqlite3.Connection, group: list[_Request]) -> None:
+    def _commit_group(self, connection: sqlite3.Connection, group: list[Request]) -> None:
         """Commit *group* in one transaction; set each request's verdict."""
-        if self._broken is not None:
-            _refuse(group, JournalError(f"{self.path}: refusing work after a failed commit"))
-            return
         try:
             connection.execute("BEGIN IMMEDIATE")
             next_id = _highest_id(connection) + 1
@@ -479,60 +369,21 @@ class SQLiteJournal:
             rollback(connection)
             error = JournalError(f"{self.path}: write failed: {exc}")
             error.__cause__ = exc
-            _refuse(group, error)
+            refuse(group, error)
             return
         try:
             self._fault("commit")
             connection.execute("COMMIT")
         except sqlite3.Error as exc:
             # What reached the disk is unknown now: never carry on as if not.
-            self._broken = exc
+            assert self._worker is not None
+            self._worker.broken = exc
             rollback(connection)
             error = JournalError(f"{self.path}: commit failed, journal closed to work: {exc}")
             error.__cause__ = exc
-            _refuse(group, error)
+            refuse(group, error)
             return
         self.commits += 1
-
-
-@attrs.frozen
-class _ThreadedReader:
-    """`SQLiteReader`'s reads off trio's thread: an operator's reads while a supervisor holds the file."""
-
-    reader: SQLiteReader
-
-    async def keys(
-        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
-    ) -> list[KeyInfo]:
-        return await trio.to_thread.run_sync(
-            lambda: self.reader.keys(state=state, limit=limit, now=now)
-        )
-
-    async def job(self, job_id: int) -> JobInfo | None:
-        return await trio.to_thread.run_sync(self.reader.job, job_id)
-
-    async def dead_letters(
-        self,
-        *,
-        key: str | None = None,
-        limit: int = 100,
-        after: int = 0,
-        finished_before: float | None = None,
-    ) -> list[JobInfo]:
-        return await trio.to_thread.run_sync(
-            lambda: self.reader.dead_letters(
-                key=key, limit=limit, after=after, finished_before=finished_before
-            )
-        )
-
-
-def _cannot_abort(raise_cancel: object) -> trio.lowlevel.Abort:
-    return trio.lowlevel.Abort.FAILED
-
-
-def _refuse(group: list[_Request], error: JournalError) -> None:
-    for request in group:
-        request.error = error
 
 
 def _highest_id(connection: sqlite3.Connection) -> int:
@@ -540,7 +391,7 @@ def _highest_id(connection: sqlite3.Connection) -> int:
     return int(row[0]) if row is not None else 0
 
 
-def _apply(connection: sqlite3.Connection, request: _Request, next_id: int, path: str) -> int:
+def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path: str) -> int:
     """Apply one batch inside the current savepoint; return the next free id.
 
     Superseded changes go to ``request.superseded``.  Raises `_Refused` for a

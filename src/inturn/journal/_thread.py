@@ -1,0 +1,241 @@
+"""The journal thread: one connection, one queue, group commit, reads in order.
+
+Theory of operation
+-------------------
+A durable journal (`SQLiteJournal`, `PostgresJournal`) owns one connection
+on one dedicated thread, so trio never blocks on the database.  `write`
+hands its batch to that thread through a queue and parks until the verdict
+comes back; the park cannot be aborted, so a batch that reached the thread is
+committed or refused as a whole and the caller always learns which (a
+cancellation lands at its next checkpoint).  The thread takes whatever
+batches are waiting and gives them to the journal's *commit_group*, which
+applies them in one transaction and commits once: that is group commit, one
+flush for many concurrent sends, and one wake-up into trio for the whole
+group.  Reads go through the same queue, so each sees every write queued
+before it, and runs between transactions.
+
+What a database does inside a transaction is the journal's own; this module
+only carries requests and verdicts.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Final, Generic, Protocol, TypeVar, cast
+
+import attrs
+import trio
+
+from ..errors import JournalError
+from ..info import JobInfo, KeyFilter, KeyInfo
+from .records import Change
+
+__all__ = ["JournalThread", "Read", "Request", "SyncReads", "ThreadedReader", "refuse"]
+
+_C = TypeVar("_C")
+_T = TypeVar("_T")
+
+
+@attrs.define(eq=False)
+class Request:
+    """A batch of changes on its way to the journal's thread."""
+
+    changes: Sequence[Change]
+    task: trio.lowlevel.Task
+    error: BaseException | None = None
+    """The verdict, set on the journal's thread: None if committed."""
+    superseded: list[Change] = attrs.field(factory=list)
+
+
+@attrs.define(eq=False)
+class Read(Generic[_C]):
+    """A read, served on the journal's thread after the writes queued before it."""
+
+    run: Callable[[_C], object]
+    task: trio.lowlevel.Task
+    result: object = None
+    error: BaseException | None = None
+
+
+def refuse(group: Sequence[Request], error: JournalError) -> None:
+    for request in group:
+        request.error = error
+
+
+def _wake(group: Sequence[Request | Read[Any]]) -> None:
+    """Run by trio: let every caller of a finished group go on (one wake-up per group)."""
+    for request in group:
+        trio.lowlevel.reschedule(request.task)
+
+
+def _cannot_abort(raise_cancel: object) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.FAILED
+
+
+_STOP: Final = object()
+
+
+@attrs.define(eq=False)
+class JournalThread(Generic[_C]):
+    """The thread that owns *connection*, started by `start` and ended by `stop`.
+
+    *commit_group* applies a group of batches in one transaction and sets each
+    request's verdict; *serve_read* runs a read and sets its result or error;
+    *close* closes the connection when the thread ends.  An exception out of
+    *commit_group* is a bug: the group is refused, and so is all later work
+    (*broken* says why).
+    """
+
+    name: str
+    connection: _C
+    commit_group: Callable[[_C, list[Request]], None]
+    serve_read: Callable[[_C, Read[_C]], None]
+    close: Callable[[_C], None]
+    describe: str
+    """What error messages call the journal: its path or its database."""
+    broken: BaseException | None = None
+    _requests: queue.SimpleQueue[Request | Read[_C] | object] = attrs.field(
+        factory=queue.SimpleQueue, init=False
+    )
+    _thread: threading.Thread | None = attrs.field(default=None, init=False)
+    _token: trio.lowlevel.TrioToken | None = attrs.field(default=None, init=False)
+
+    def start(self) -> None:
+        self._token = trio.lowlevel.current_trio_token()  # where verdicts are delivered
+        self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
+        self._thread.start()
+
+    async def write(self, changes: Sequence[Change]) -> list[Change]:
+        if self.broken is not None:
+            raise JournalError(f"{self.describe}: refusing work after a failed commit") from (
+                self.broken
+            )
+        request = Request(changes, trio.lowlevel.current_task())
+        self._requests.put(request)
+        # Once queued, the batch is committed or refused as a whole: wait for
+        # the verdict even if cancelled (Abort.FAILED), so the caller never
+        # guesses; a cancellation is delivered at its next checkpoint.
+        await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
+        if request.error is not None:
+            raise request.error
+        return request.superseded
+
+    async def read(self, run: Callable[[_C], _T]) -> _T:
+        request: Read[_C] = Read(run, trio.lowlevel.current_task())
+        self._requests.put(request)
+        # Like a write, a queued read is served whatever happens: wait for it.
+        await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
+        if request.error is not None:
+            raise request.error
+        return cast(_T, request.result)
+
+    async def stop(self) -> None:
+        """Serve every request already queued, then end the thread (shielded)."""
+        self._requests.put(_STOP)
+        thread = self._thread
+        if thread is not None:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(thread.join)
+
+    def _serve(self) -> None:
+        try:
+            while True:
+                first = self._requests.get()
+                if isinstance(first, Read):
+                    self._read(first)
+                    self._deliver([first])
+                    continue
+                if not isinstance(first, Request):  # _STOP
+                    return
+                group = [first]
+                reads: list[Read[_C]] = []  # served after the group commits: they see it
+                while True:  # group commit: take everything already waiting
+                    try:
+                        more = self._requests.get_nowait()
+                    except queue.Empty:
+                        break
+                    if isinstance(more, Read):
+                        reads.append(more)
+                    elif isinstance(more, Request):
+                        group.append(more)
+                    else:
+                        self._requests.put(_STOP)  # serve the group, then stop
+                        break
+                self._commit(group)
+                for read in reads:
+                    self._read(read)
+                self._deliver([*group, *reads])
+        finally:
+            self.close(self.connection)
+
+    def _commit(self, group: list[Request]) -> None:
+        if self.broken is not None:
+            refuse(group, JournalError(f"{self.describe}: refusing work after a failed commit"))
+            return
+        try:
+            self.commit_group(self.connection, group)
+        except Exception as exc:  # a bug here must not leave writers waiting
+            self.broken = exc
+            refuse(group, JournalError(f"{self.describe}: journal thread failed: {exc}"))
+
+    def _read(self, request: Read[_C]) -> None:
+        if self.broken is not None:
+            request.error = JournalError(f"{self.describe}: refusing work after a failed commit")
+            return
+        self.serve_read(self.connection, request)
+
+    def _deliver(self, done: Sequence[Request | Read[_C]]) -> None:
+        assert self._token is not None
+        self._token.run_sync_soon(_wake, done)
+
+
+class SyncReads(Protocol):
+    """An operator's reads that block: `SQLiteReader`, `PostgresReader`."""
+
+    def keys(
+        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
+    ) -> list[KeyInfo]: ...
+
+    def job(self, job_id: int) -> JobInfo | None: ...
+
+    def dead_letters(
+        self,
+        *,
+        key: str | None = None,
+        limit: int = 100,
+        after: int = 0,
+        finished_before: float | None = None,
+    ) -> list[JobInfo]: ...
+
+
+@attrs.frozen
+class ThreadedReader:
+    """A blocking reader's reads off trio's thread: an operator's reads while a supervisor holds the journal."""
+
+    reader: SyncReads
+
+    async def keys(
+        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
+    ) -> list[KeyInfo]:
+        return await trio.to_thread.run_sync(
+            lambda: self.reader.keys(state=state, limit=limit, now=now)
+        )
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        return await trio.to_thread.run_sync(self.reader.job, job_id)
+
+    async def dead_letters(
+        self,
+        *,
+        key: str | None = None,
+        limit: int = 100,
+        after: int = 0,
+        finished_before: float | None = None,
+    ) -> list[JobInfo]:
+        return await trio.to_thread.run_sync(
+            lambda: self.reader.dead_letters(
+                key=key, limit=limit, after=after, finished_before=finished_before
+            )
+        )
