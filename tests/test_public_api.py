@@ -114,3 +114,12 @@ def test_testing_module_is_importable() -> None:
     import inturn.testing
 
     assert "Recorder" in inturn.testing.__all__
+
+
+def test_importing_inturn_does_not_import_psycopg() -> None:
+    """psycopg is an extra: ``import inturn`` (PostgresJournal included) works without it."""
+    code = "import sys, inturn; inturn.PostgresJournal('postgresql://'); print('psycopg' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout == "False\n"

@@ -22,7 +22,7 @@ from .errors import (
 from .events import Event
 from .info import JobInfo, KeyInfo
 from .jobs import Job, Stats
-from .journal import Journal, MemoryJournal, SQLiteJournal
+from .journal import Journal, MemoryJournal, PostgresJournal, SQLiteJournal
 from .operator import Operator, operate
 from .retry import Retry
 from .supervisor import Supervisor, open_supervisor
@@ -40,6 +40,7 @@ __all__ = [
     "Retry",
     "Journal",
     "MemoryJournal",
+    "PostgresJournal",
     "SQLiteJournal",
     "Codec",
     "JSONCodec",

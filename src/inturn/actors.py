@@ -50,7 +50,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeAlias, assert_never
+from typing import TYPE_CHECKING, Final, TypeAlias, assert_never
 
 import attrs
 import structlog
@@ -71,9 +71,21 @@ if TYPE_CHECKING:
 Handler: TypeAlias = Callable[[Job], Awaitable[object]]
 
 
+MAX_ERROR_TEXT: Final = 4000
+"""Characters of an error's text a journal keeps: a huge message must not bloat every row."""
+
+
 def describe(error: BaseException) -> str:
-    """The text a dead letter keeps for *error*."""
-    return "".join(traceback.format_exception_only(error)).strip()
+    """The text a dead letter keeps for *error*: what every journal can store.
+
+    No NUL (PostgreSQL refuses it in text) and no lone surrogate (not UTF-8),
+    each shown escaped; cut to `MAX_ERROR_TEXT` characters.
+    """
+    text = "".join(traceback.format_exception_only(error)).strip()
+    text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > MAX_ERROR_TEXT:
+        text = text[: MAX_ERROR_TEXT - 1] + "…"
+    return text
 
 
 @attrs.frozen

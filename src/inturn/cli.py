@@ -1,10 +1,12 @@
-"""The ``inturn`` command line: see and fix a journal file from a terminal.
+"""The ``inturn`` command line: see and fix a journal from a terminal.
 
 Theory of operation
 -------------------
-Read commands (``status``, ``keys``, ``show``, ``dead``) open the file with
-`inturn.journal.SQLiteReader`: read-only and without the journal's lock, so
-they work while a supervisor runs.  Fixing commands (``requeue``, ``skip``,
+A journal is named by a file path (a `SQLiteJournal`) or a PostgreSQL URI
+(``postgresql://...``, a `PostgresJournal`, in the schema ``--schema``).
+Read commands (``status``, ``keys``, ``show``, ``dead``) open it with
+`inturn.journal.SQLiteReader` or `inturn.journal.PostgresReader`: read-only
+and without the journal's lock, so they work while a supervisor runs.  Fixing commands (``requeue``, ``skip``,
 ``pause``, ``resume``, ``purge``) go through `inturn.operate`: with no
 supervisor on the file they claim it and fix it themselves; while one holds
 it (in any process) each fix is sent through the file's command inbox to that
@@ -62,7 +64,9 @@ from .errors import (
     KeyNotFound,
 )
 from .info import JobInfo, KeyFilter
-from .journal import SQLiteReader
+from .journal import Journal, PostgresReader, SQLiteReader
+from .journal._postgres_schema import check_schema
+from .journal._thread import SyncReads
 
 __all__ = ["format_age", "job_json", "key_json", "main", "parse_duration"]
 
@@ -111,6 +115,13 @@ def _job_id(text: str) -> int:
     return int(text)
 
 
+def _schema(text: str) -> str:
+    try:
+        return check_schema(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _limit(text: str) -> int:
     if not text.isascii() or not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"bad limit {text!r}: a whole number >= 1")
@@ -145,9 +156,21 @@ def _check_file(path: str) -> None:
         raise _Failed(f"{path}: is a directory, not a journal file")
 
 
-def _reader(path: str) -> SQLiteReader:
-    _check_file(path)
-    return SQLiteReader(path)
+def _is_dsn(path: str) -> bool:
+    return path.startswith(("postgresql://", "postgres://"))
+
+
+def _reader(args: argparse.Namespace) -> SyncReads:
+    if _is_dsn(args.path):
+        return PostgresReader(args.path, schema=args.schema)
+    _check_file(args.path)
+    return SQLiteReader(args.path)
+
+
+def _journal(args: argparse.Namespace) -> Journal:
+    if _is_dsn(args.path):
+        return inturn.PostgresJournal(args.path, schema=args.schema)
+    return inturn.SQLiteJournal(args.path)
 
 
 def _operate(args: argparse.Namespace, action: Callable[[inturn.Operator], Awaitable[T]]) -> T:
@@ -157,12 +180,11 @@ def _operate(args: argparse.Namespace, action: Callable[[inturn.Operator], Await
     any process), each fix is sent to it through the file and carried out
     there, and ``args.wait`` is how long it has to answer.
     """
-    path = args.path
-    # Read it first: SQLiteJournal would turn an empty file into a journal.
-    _reader(path).keys(limit=1, now=time.time())
+    # Read it first: a journal would turn an empty file or schema into a journal.
+    _reader(args).keys(limit=1, now=time.time())
 
     async def run() -> T:
-        async with inturn.operate(inturn.SQLiteJournal(path), answer_within=args.wait) as op:
+        async with inturn.operate(_journal(args), answer_within=args.wait) as op:
             return await action(op)
 
     return trio.run(run)
@@ -172,7 +194,7 @@ def _operate(args: argparse.Namespace, action: Callable[[inturn.Operator], Await
 
 
 def _status(args: argparse.Namespace) -> int:
-    reader = _reader(args.path)
+    reader = _reader(args)
     now = time.time()
     keys = reader.keys(limit=_EVERY, now=now)
     dead = 0
@@ -220,7 +242,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _keys(args: argparse.Namespace) -> int:
-    reader = _reader(args.path)
+    reader = _reader(args)
     now = time.time()
     state: KeyFilter | None = "blocked" if args.blocked else None
     keys = reader.keys(state=state, limit=args.limit + 1, now=now)
@@ -237,7 +259,7 @@ def _keys(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    info = _reader(args.path).job(args.job_id)
+    info = _reader(args).job(args.job_id)
     if info is None:
         raise _Failed(str(JobNotFound(args.job_id)), NOTHING)
     if args.json:
@@ -248,7 +270,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _dead(args: argparse.Namespace) -> int:
-    reader = _reader(args.path)
+    reader = _reader(args)
     dead = reader.dead_letters(key=args.key, limit=args.limit + 1)
     more, dead = len(dead) > args.limit, dead[: args.limit]
     if args.json:
@@ -300,8 +322,7 @@ class _Progress:
             self.stream.flush()
 
 
-def _dead_ids(path: str, key: str | None) -> list[int]:
-    reader = SQLiteReader(path)
+def _dead_ids(reader: SyncReads, key: str | None) -> list[int]:
     ids: list[int] = []
     while page := reader.dead_letters(key=key, limit=_PAGE, after=ids[-1] if ids else 0):
         ids.extend(info.id for info in page)
@@ -316,7 +337,7 @@ def _requeue(args: argparse.Namespace) -> int:
     wanted = list(dict.fromkeys(args.job_ids))  # each once, in the order given
 
     async def requeue(operator: inturn.Operator) -> tuple[list[dict[str, Any]], Exception | None]:
-        ids = _dead_ids(args.path, args.key) if args.all_dead else wanted
+        ids = _dead_ids(_reader(args), args.key) if args.all_dead else wanted
         if not args.all_dead:  # check them all before changing anything
             for job_id in ids:
                 info = await operator.job(job_id)
@@ -423,10 +444,11 @@ def _purge(args: argparse.Namespace) -> int:
 # -- the parser and the boundary ----------------------------------------------------
 
 _DESCRIPTION: Final = """\
-See and fix an inturn journal file (a SQLiteJournal).  status, keys, show and
-dead only read it, and work while a supervisor runs; requeue, skip, pause,
-resume and purge change it: while a supervisor runs on it (in any process),
-each fix is sent through the file to that supervisor, which carries it out.
+See and fix an inturn journal: a file (a SQLiteJournal) or a postgresql:// URI
+(a PostgresJournal).  status, keys, show and dead only read it, and work while
+a supervisor runs; requeue, skip, pause, resume and purge change it: while a
+supervisor runs on it (in any process), each fix is sent through the journal
+to that supervisor, which carries it out.
 Exit status: 0 done, 1 nothing matched, 2 usage or journal error."""
 
 
@@ -436,7 +458,14 @@ def _parser() -> _Parser:
 
     def command(name: str, run: Callable[[argparse.Namespace], int], about: str) -> _Parser:
         sub: _Parser = commands.add_parser(name, help=about, description=about)
-        sub.add_argument("path", metavar="PATH", help="the journal file")
+        sub.add_argument("path", metavar="JOURNAL", help="the journal file, or a postgresql:// URI")
+        sub.add_argument(
+            "--schema",
+            type=_schema,
+            default="inturn",
+            metavar="NAME",
+            help="with a postgresql:// URI: the journal's schema (default inturn)",
+        )
         sub.add_argument("--json", action="store_true", help="print JSON for scripts")
         sub.set_defaults(run=run)
         return sub

@@ -1,8 +1,9 @@
 """The live-fix test's worker: a supervisor that keeps running while operators fix it.
 
-``python -m tests.cli.live_worker DB DIR``
+``python -m tests.cli.live_worker JOURNAL DIR [SCHEMA]``
 
-It runs a supervisor on ``SQLiteJournal(DB)`` and sends ``a1, a2`` to key
+It runs a supervisor on ``SQLiteJournal(JOURNAL)``, or on
+``PostgresJournal(JOURNAL, schema=SCHEMA)`` for a ``postgresql://`` URI, and sends ``a1, a2`` to key
 ``a``, ``c1, c2`` to key ``c`` and ``b1`` to key ``b``, then waits for the
 test to kill it.  A payload ``"wait:NAME"`` waits until the file DIR/NAME
 exists; ``"bad-once"`` fails permanently the first time (it leaves DIR/bad
@@ -25,7 +26,7 @@ import inturn
 JOBS = [("a", "wait:a1"), ("a", "a2"), ("c", "wait:c1"), ("c", "c2"), ("b", "bad-once")]
 
 
-async def work(db: str, folder: str) -> None:
+async def work(db: str, folder: str, schema: str) -> None:
     log_fd = os.open(os.path.join(folder, "log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
     def exists(name: str) -> bool:  # a stat of a local file: too quick to need a thread
@@ -50,7 +51,11 @@ async def work(db: str, folder: str) -> None:
             raise
         note("done", job)
 
-    journal = inturn.SQLiteJournal(db)
+    journal: inturn.Journal = (
+        inturn.PostgresJournal(db, schema=schema)
+        if db.startswith("postgresql://")
+        else inturn.SQLiteJournal(db)
+    )
     async with inturn.open_supervisor(handler, journal=journal) as sup:
         await sup.send_many(JOBS)
         await trio.sleep_forever()
@@ -61,7 +66,7 @@ def main() -> None:
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
     )
-    trio.run(work, sys.argv[1], sys.argv[2])
+    trio.run(work, sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "inturn")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ waits for SQLite.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -72,9 +73,9 @@ async def _tick() -> None:
         await trio.sleep(1)
 
 
-async def _build(path: Path) -> Scenario:
+async def _build(path: Path, make: Callable[[], inturn.Journal] | None) -> Scenario:
     quick = inturn.Retry(max_attempts=3, initial_delay=1, jitter=0)
-    journal = inturn.SQLiteJournal(path, durability="normal")
+    journal = make() if make else inturn.SQLiteJournal(path, durability="normal")
     async with inturn.open_supervisor(
         handler, journal=journal, retry=quick, on_discard="halt"
     ) as sup:
@@ -87,7 +88,7 @@ async def _build(path: Path) -> Scenario:
     slow = inturn.Retry(max_attempts=1000, initial_delay=SLOW, max_delay=SLOW, jitter=0)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_tick)
-        journal = inturn.SQLiteJournal(path, durability="normal")
+        journal = make() if make else inturn.SQLiteJournal(path, durability="normal")
         async with inturn.open_supervisor(
             handler, journal=journal, retry=slow, on_discard="halt"
         ) as sup:
@@ -102,9 +103,9 @@ async def _build(path: Path) -> Scenario:
     )
 
 
-def build(path: Path) -> Scenario:
-    """Build the scenario's journal at *path* (see the module docstring)."""
-    return trio.run(_build, path, clock=trio.testing.MockClock(autojump_threshold=0))
+def build(path: Path, make: Callable[[], inturn.Journal] | None = None) -> Scenario:
+    """Build the scenario's journal at *path*, or in what *make* opens (see the module docstring)."""
+    return trio.run(_build, path, make, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 class RawCodec:

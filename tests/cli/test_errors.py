@@ -158,7 +158,7 @@ def test_a_bad_job_id_is_exit_2(cli: Cli, scenario: Scenario, command: str, job_
     [
         ([], "inturn: the following arguments are required: COMMAND (see inturn --help)"),
         (["frobnicate"], "inturn: argument COMMAND: invalid choice: 'frobnicate'"),
-        (["status"], "inturn: status: the following arguments are required: PATH"),
+        (["status"], "inturn: status: the following arguments are required: JOURNAL"),
         (["show", "x.db"], "inturn: show: the following arguments are required: JOB_ID"),
         (["keys", "x.db", "--limit", "0"], "inturn: keys: argument --limit: bad limit '0'"),
         (["keys", "x.db", "--nope"], "inturn: unrecognized arguments: --nope"),

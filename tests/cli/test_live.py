@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 import inturn
-from inturn.journal import SQLiteReader
+from inturn.journal import PostgresReader, SQLiteReader
+from inturn.journal._thread import SyncReads
 
 from .test_end_to_end import ROOT, inturn_command
 
@@ -22,14 +23,30 @@ HONOURED_WITHIN = 1.0
 """Seconds from an operator's command to the supervisor carrying it out (it polls every 0.5 s)."""
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, ...]:
+    """The journal, as the command line names it: a file, or a URI and its schema."""
+    if request.param == "sqlite":
+        return (str(tmp_path / "jobs.db"),)
+    return (request.getfixturevalue("pg_dsn"), "--schema", request.getfixturevalue("pg_schema"))
+
+
 class Worker:
     """``python -m tests.cli.live_worker`` and what it logged."""
 
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, target: tuple[str, ...] | None = None) -> None:
         self.db, self.folder = tmp_path / "jobs.db", tmp_path
+        self.target = target or (str(self.db),)
+        if len(self.target) == 3:
+            dsn, _, schema = self.target
+            self.reader: SyncReads = PostgresReader(dsn, schema=schema)
+            worker_args = [dsn, str(tmp_path), schema]
+        else:
+            self.reader = SQLiteReader(self.db)
+            worker_args = [str(self.db), str(tmp_path)]
         self.errors = (tmp_path / "worker.err").open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.cli.live_worker", str(self.db), str(tmp_path)],
+            [sys.executable, "-m", "tests.cli.live_worker", *worker_args],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=self.errors,
@@ -52,8 +69,12 @@ class Worker:
             time.sleep(0.01)
         pytest.fail(f"the worker never logged {what} {job_id}: {self.log()}")
 
+    def command(self, verb: str, *args: object) -> list[object]:
+        """The command line's arguments for *verb* on this journal (options last)."""
+        return [verb, self.target[0], *args, *self.target[1:]]
+
     def job(self, job_id: int) -> inturn.JobInfo | None:
-        return SQLiteReader(self.db).job(job_id)
+        return self.reader.job(job_id)
 
     def kill(self) -> None:
         self.process.send_signal(signal.SIGKILL)
@@ -69,14 +90,16 @@ def fix(*args: object) -> tuple[subprocess.CompletedProcess[str], float]:
     return result, started
 
 
-def test_fixes_reach_a_supervisor_running_in_another_process(tmp_path: Path) -> None:
+def test_fixes_reach_a_supervisor_running_in_another_process(
+    tmp_path: Path, target: tuple[str, ...]
+) -> None:
     """skip cancels a running attempt that never completes, pause starts nothing new until
     resume, requeue runs the job again: each carried out by the running supervisor."""
-    worker = Worker(tmp_path)
+    worker = Worker(tmp_path, target)
     try:
         # skip a running attempt: cancelled, never done; the key goes on with a2.
         worker.wait_for("start", 1)
-        result, asked = fix("skip", worker.db, 1)
+        result, asked = fix(*worker.command("skip", 1))
         assert result.stdout.startswith("skipped job 1 of key 'a'")
         cancelled = worker.wait_for("cancelled", 1)
         assert cancelled - asked < HONOURED_WITHIN + 0.5  # + the command line's own start
@@ -87,14 +110,14 @@ def test_fixes_reach_a_supervisor_running_in_another_process(tmp_path: Path) -> 
 
         # pause a key while its head runs: the head finishes, c2 starts only after resume.
         worker.wait_for("start", 3)
-        fix("pause", worker.db, "c")
+        fix(*worker.command("pause", "c"))
         (tmp_path / "c1").touch()
         worker.wait_for("done", 3)
         queued = worker.job(4)
         assert queued is not None
         assert (queued.state, queued.attempts) == ("queued", 0)
-        assert [info.key for info in SQLiteReader(worker.db).keys(state="halted", now=0.0)] == ["c"]
-        fix("resume", worker.db, "c")
+        assert [info.key for info in worker.reader.keys(state="halted", now=0.0)] == ["c"]
+        fix(*worker.command("resume", "c"))
         worker.wait_for("done", 4)
 
         # requeue the dead letter: it runs again, under a new id, and succeeds.
@@ -102,7 +125,7 @@ def test_fixes_reach_a_supervisor_running_in_another_process(tmp_path: Path) -> 
         while (dead := worker.job(5)) is None or dead.state != "dead":
             assert time.monotonic() < deadline, dead
             time.sleep(0.01)
-        result, _ = fix("requeue", worker.db, 5)
+        result, _ = fix(*worker.command("requeue", 5))
         new_id = int(result.stdout.split()[5].rstrip(","))
         worker.wait_for("done", new_id)
         assert worker.job(5) is None

@@ -19,6 +19,7 @@ import trio
 import inturn
 from inturn.info import KeyInfo
 from inturn.testing import Recorder
+from tests.conftest import MakeJournal
 
 from .helpers import EventLog, Script
 
@@ -26,18 +27,6 @@ CODEC = inturn.JSONCodec()
 GUARD = 60.0
 SLOW_RETRY = inturn.Retry(initial_delay=3600.0, max_delay=3600.0, jitter=0.0)
 SKIPPED = "skipped by operator"
-
-MakeJournal = Callable[[], inturn.Journal]
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def make_journal(request: pytest.FixtureRequest, tmp_path: Path) -> MakeJournal:
-    """Opens "the same journal" again: one MemoryJournal, or a new SQLiteJournal on one file."""
-    if request.param == "memory":
-        memory = inturn.MemoryJournal()
-        return lambda: memory
-    path = tmp_path / "jobs.db"
-    return lambda: inturn.SQLiteJournal(path)
 
 
 @attrs.frozen

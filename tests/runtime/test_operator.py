@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 
 import attrs
 import pytest
@@ -23,6 +22,7 @@ from inturn.info import JobInfo, KeyInfo
 from inturn.journal import Append, Change, Discard, Halt, MarkAttempt
 from inturn.journal.records import Retrying
 from inturn.testing import FaultyJournal, Recorder
+from tests.conftest import MakeJournal
 
 from .helpers import EventLog, Script
 
@@ -33,26 +33,6 @@ NO_RETRY = inturn.Retry(max_attempts=1)
 SLOW_RETRY = inturn.Retry(initial_delay=3600.0, max_delay=3600.0, jitter=0.0)
 """A failed attempt waits an hour for the next: long enough to be caught waiting."""
 SKIPPED = "skipped by operator"
-
-MakeJournal = Callable[[], inturn.Journal]
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def journal(request: pytest.FixtureRequest, tmp_path: Path) -> inturn.Journal:
-    """A fresh MemoryJournal, or a SQLiteJournal on a new file."""
-    if request.param == "memory":
-        return inturn.MemoryJournal()
-    return inturn.SQLiteJournal(tmp_path / "jobs.db")
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def make_journal(request: pytest.FixtureRequest, tmp_path: Path) -> MakeJournal:
-    """Opens "the same journal" again: one MemoryJournal, or a new SQLiteJournal on one file."""
-    if request.param == "memory":
-        memory = inturn.MemoryJournal()
-        return lambda: memory
-    path = tmp_path / "jobs.db"
-    return lambda: inturn.SQLiteJournal(path)
 
 
 def ran(recorder: Recorder) -> list[int]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
-from pathlib import Path
 
 import attrs
 import pytest
@@ -31,24 +30,13 @@ from hypothesis import given, settings, strategies as st
 import inturn
 from inturn.journal import Append, Change, Complete, StoredJob
 from inturn.testing import FaultyJournal, Recorder, unfinished_jobs
+from tests.conftest import MakeJournal
 
 from .helpers import dead_letters
 
 CODEC = inturn.JSONCodec()
 GUARD = 30.0
 """Seconds (virtual under autojump_clock) after which a test that waits is stuck."""
-
-MakeJournal = Callable[[], inturn.Journal]
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-def make_journal(request: pytest.FixtureRequest, tmp_path: Path) -> MakeJournal:
-    """Opens "the same journal" again: one MemoryJournal, or a new SQLiteJournal on one file."""
-    if request.param == "memory":
-        journal = inturn.MemoryJournal()
-        return lambda: journal
-    path = tmp_path / "jobs.db"
-    return lambda: inturn.SQLiteJournal(path)
 
 
 def buffered(sup: inturn.Supervisor) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._protocol import Journal, JournalReads
 from .memory import MemoryJournal
+from .postgres import PostgresJournal, PostgresReader
 from .records import (
     Answer,
     Append,
@@ -38,6 +39,8 @@ __all__ = [
     "JournalReads",
     "MarkAttempt",
     "MemoryJournal",
+    "PostgresJournal",
+    "PostgresReader",
     "Purge",
     "Recovery",
     "Requeue",

@@ -12,6 +12,7 @@ from typing import Final
 
 from .._checks import check_count, check_number
 from ..info import JobState, KeyFilter, KeyInfo
+from .records import StoredJob
 
 __all__ = [
     "KEY_FILTERS",
@@ -22,6 +23,7 @@ __all__ = [
     "job_state",
     "key_info",
     "key_matches",
+    "stored",
 ]
 
 KEY_FILTERS: Final[tuple[KeyFilter, ...]] = ("blocked", "running", "halted")
@@ -110,4 +112,20 @@ def halted_key_info(key: str) -> KeyInfo:
         head_age=None,
         next_retry_at=None,
         last_error=None,
+    )
+
+
+def stored(
+    row: tuple[int, str | None, str | None, bytes, int, str | None, float | None],
+) -> StoredJob:
+    """The `StoredJob` of a row of the SQL journals' ``COLUMNS``."""
+    job_id, key, unique, data, attempts, error, retry_at = row
+    return StoredJob(
+        id=job_id,
+        key=key,
+        unique=unique,
+        data=bytes(data),
+        attempts=attempts,
+        error=error,
+        retry_at=retry_at,
     )

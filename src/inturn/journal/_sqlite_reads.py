@@ -16,16 +16,14 @@ import os
 import sqlite3
 import urllib.parse
 from collections.abc import Callable, Iterator
-from typing import Final, TypeVar, final
+from typing import ClassVar, Final, TypeVar, final
 
 import attrs
 
 from ..errors import JournalCorrupt, JournalError
 from ..info import JobInfo, KeyFilter, KeyInfo
+from ._dialect import Dialect, DialectReader
 from ._reads import (
-    check_dead_letters,
-    check_job_id,
-    check_keys,
     halted_key_info,
     job_state,
     key_info,
@@ -43,6 +41,7 @@ from ._sqlite_schema import (
 from .records import StoredJob
 
 __all__ = [
+    "SQLITE_READS",
     "SQLiteReader",
     "select_dead_letters",
     "select_job",
@@ -196,9 +195,12 @@ def _snapshot(connection: sqlite3.Connection) -> Iterator[None]:
 # -- the read-only reader ----------------------------------------------------
 
 
+SQLITE_READS: Final = Dialect(select_pending, select_keys, select_job, select_dead_letters)
+
+
 @final
 @attrs.frozen
-class SQLiteReader:
+class SQLiteReader(DialectReader[sqlite3.Connection]):
     """Reads a journal file without claiming it: the reads of `SQLiteJournal`, sync.
 
     For the ``inturn`` command line and scripts.  Each call opens the file
@@ -216,32 +218,7 @@ class SQLiteReader:
     """
 
     path: str = attrs.field(converter=check_path)
-
-    def keys(
-        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
-    ) -> list[KeyInfo]:
-        """Keys with unfinished jobs, or halted, as `inturn.Journal.keys` returns them."""
-        check_keys(state, limit, now)
-        return self._read(lambda connection: select_keys(connection, state, limit, now))
-
-    def job(self, job_id: int) -> JobInfo | None:
-        """The unfinished job or dead letter *job_id*, as `inturn.Journal.job` returns it."""
-        check_job_id(job_id)
-        return self._read(lambda connection: select_job(connection, job_id))
-
-    def dead_letters(
-        self,
-        *,
-        key: str | None = None,
-        limit: int = 100,
-        after: int = 0,
-        finished_before: float | None = None,
-    ) -> list[JobInfo]:
-        """Dead letters in id order, as `inturn.Journal.dead_letters` returns them."""
-        check_dead_letters(key, limit, after, finished_before)
-        return self._read(
-            lambda connection: select_dead_letters(connection, key, limit, after, finished_before)
-        )
+    dialect: ClassVar[Dialect[sqlite3.Connection]] = SQLITE_READS
 
     def _read(self, run: Callable[[sqlite3.Connection], _T]) -> _T:
         if not os.path.exists(self.path):  # mode=ro would refuse it too; say why

@@ -23,9 +23,10 @@ import sqlite3
 from typing import Final
 
 from ..errors import JournalCorrupt, JournalError
-from .records import StoredJob
+from ._reads import stored
 
 __all__ = [
+    "stored",
     "COLUMNS",
     "INDEXES",
     "SCHEMA",
@@ -35,7 +36,6 @@ __all__ = [
     "database_error",
     "rollback",
     "schema_version",
-    "stored",
     "upgrade",
 ]
 
@@ -108,21 +108,6 @@ def check_path(path: str | os.PathLike[str]) -> str:
     if not isinstance(path, str | os.PathLike):
         raise TypeError(f"path must be a str or an os.PathLike, not {type(path).__name__}")
     return os.fspath(path)
-
-
-def stored(
-    row: tuple[int, str | None, str | None, bytes, int, str | None, float | None],
-) -> StoredJob:
-    job_id, key, unique, data, attempts, error, retry_at = row
-    return StoredJob(
-        id=job_id,
-        key=key,
-        unique=unique,
-        data=bytes(data),
-        attempts=attempts,
-        error=error,
-        retry_at=retry_at,
-    )
 
 
 def rollback(connection: sqlite3.Connection) -> None:

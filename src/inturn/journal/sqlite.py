@@ -39,24 +39,17 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
-from typing import Literal, TypeVar
+from collections.abc import Callable
+from typing import ClassVar, Final, Literal
 
 import attrs
 import trio
 
 from ..errors import DuplicateError, JournalCorrupt, JournalError, JournalLocked
-from ..info import JobInfo, KeyFilter, KeyInfo
 from . import _sqlite_inbox as inbox
+from ._dialect import Dialect, ThreadedJournal
 from ._inbox import await_answer
-from ._reads import check_dead_letters, check_job_id, check_keys
-from ._sqlite_reads import (
-    SQLiteReader,
-    select_dead_letters,
-    select_job,
-    select_keys,
-    select_pending,
-)
+from ._sqlite_reads import SQLITE_READS, SQLiteReader
 from ._sqlite_schema import (
     COLUMNS,
     INDEXES,
@@ -85,12 +78,11 @@ from .records import (
     Requeue,
     Resume,
     Retrying,
-    StoredJob,
 )
 
 __all__ = ["SQLiteJournal", "SQLiteReader"]
 
-_T = TypeVar("_T")
+_DIALECT: Final = attrs.evolve(SQLITE_READS, take=inbox.take, answer=inbox.answer)
 
 
 class _Refused(Exception):
@@ -102,7 +94,7 @@ class _Refused(Exception):
 
 
 @attrs.define(eq=False)
-class SQLiteJournal:
+class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
     """A journal in one SQLite file: what is accepted survives a crash.
 
     Args:
@@ -121,6 +113,7 @@ class SQLiteJournal:
         default=0.5, kw_only=True, validator=attrs.validators.instance_of(float)
     )
     """Seconds between two looks at the operators' inbox while no command waits."""
+    dialect: ClassVar[Dialect[sqlite3.Connection]] = _DIALECT
     commits: int = attrs.field(default=0, init=False)
     """Transactions committed since `open` (group commit makes it < writes)."""
     _worker: JournalThread[sqlite3.Connection] | None = attrs.field(default=None, init=False)
@@ -148,48 +141,11 @@ class SQLiteJournal:
         self._worker.start()
         return recovery
 
-    async def write(self, changes: Sequence[Change]) -> list[Change]:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        if self._worker is None:
-            raise JournalError(f"{self.path}: this SQLiteJournal is not open")
-        return await self._worker.write(changes)
-
-    async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
-        return await self._read(lambda connection: select_pending(connection, key, after, limit))
-
-    async def keys(
-        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
-    ) -> list[KeyInfo]:
-        check_keys(state, limit, now)
-        return await self._read(lambda connection: select_keys(connection, state, limit, now))
-
-    async def job(self, job_id: int) -> JobInfo | None:
-        check_job_id(job_id)
-        return await self._read(lambda connection: select_job(connection, job_id))
-
-    async def dead_letters(
-        self,
-        *,
-        key: str | None = None,
-        limit: int = 100,
-        after: int = 0,
-        finished_before: float | None = None,
-    ) -> list[JobInfo]:
-        check_dead_letters(key, limit, after, finished_before)
-        return await self._read(
-            lambda connection: select_dead_letters(connection, key, limit, after, finished_before)
-        )
+    @property
+    def name(self) -> str:
+        return self.path
 
     # -- operator commands (see `_sqlite_inbox`) ---------------------------------
-
-    async def commands(self) -> list[Command]:
-        # Polls: an operator in another process can set no trio.Event here.
-        while not (taken := await self._read(inbox.take)):  # noqa: ASYNC110
-            await trio.sleep(self.poll_interval)
-        return taken
-
-    async def answer(self, command_id: int, answer: Answer) -> None:
-        await self._read(lambda connection: inbox.answer(connection, command_id, answer))
 
     async def submit(self, command: Command, *, timeout: float) -> Answer:  # noqa: ASYNC109 (not a deadline: the supervisor's time to take it, or it is withdrawn)
         # From an operator: a connection of our own, not the journal's thread.
@@ -213,18 +169,7 @@ class SQLiteJournal:
     def reader(self) -> ThreadedReader:
         return ThreadedReader(SQLiteReader(self.path))
 
-    async def _read(self, run: Callable[[sqlite3.Connection], _T]) -> _T:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        if self._worker is None:
-            raise JournalError(f"{self.path}: this SQLiteJournal is not open")
-        return await self._worker.read(run)
-
-    async def aclose(self) -> None:
-        worker, self._worker = self._worker, None  # from here on, writes are refused
-        if worker is None:
-            await trio.lowlevel.checkpoint()
-            return
-        await worker.stop()  # after every batch already queued
+    def _closed(self) -> None:
         self._release_lock()
 
     # -- the journal's thread --------------------------------------------------

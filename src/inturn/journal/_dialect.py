@@ -1,0 +1,157 @@
+"""What the two SQL journals share above their SQL: the methods that carry a read to it.
+
+`SQLiteJournal` and `PostgresJournal` differ in their SQL, not in how a call
+reaches it.  Each names its plain functions of a connection in a `Dialect`;
+`ThreadedJournal` gives it the protocol's reads and inbox methods, run on
+its `JournalThread`, and `DialectReader` the blocking reads of its reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
+
+import attrs
+import trio
+
+from ..errors import JournalError
+from ..info import JobInfo, KeyFilter, KeyInfo
+from ._reads import check_dead_letters, check_job_id, check_keys
+from ._thread import JournalThread
+from .records import Answer, Change, Command, StoredJob
+
+__all__ = ["Dialect", "DialectReader", "ThreadedJournal"]
+
+_C = TypeVar("_C")
+_T = TypeVar("_T")
+
+
+@attrs.frozen
+class Dialect(Generic[_C]):
+    """A journal's reads and inbox steps, as functions of its connection."""
+
+    select_pending: Callable[[_C, str, int, int], list[StoredJob]]
+    select_keys: Callable[[_C, KeyFilter | None, int, float], list[KeyInfo]]
+    select_job: Callable[[_C, int], JobInfo | None]
+    select_dead_letters: Callable[[_C, str | None, int, int, float | None], list[JobInfo]]
+    take: Callable[[_C], list[Command]] = attrs.field(default=lambda connection: [])
+    answer: Callable[[_C, int, Answer], None] = attrs.field(
+        default=lambda connection, command_id, answer: None
+    )
+
+
+class ThreadedJournal(Generic[_C]):
+    """Mixin: the journal methods that only queue work for the journal's thread."""
+
+    dialect: ClassVar[Dialect[Any]]
+    poll_interval: float
+    _worker: JournalThread[_C] | None
+
+    @property
+    def name(self) -> str:
+        """How error messages name this journal."""
+        raise NotImplementedError
+
+    async def write(self, changes: Sequence[Change]) -> list[Change]:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return await self._open_worker().write(changes)
+
+    async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
+        return await self._read(
+            lambda connection: self.dialect.select_pending(connection, key, after, limit)
+        )
+
+    async def keys(
+        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
+    ) -> list[KeyInfo]:
+        check_keys(state, limit, now)
+        return await self._read(
+            lambda connection: self.dialect.select_keys(connection, state, limit, now)
+        )
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        check_job_id(job_id)
+        return await self._read(lambda connection: self.dialect.select_job(connection, job_id))
+
+    async def dead_letters(
+        self,
+        *,
+        key: str | None = None,
+        limit: int = 100,
+        after: int = 0,
+        finished_before: float | None = None,
+    ) -> list[JobInfo]:
+        check_dead_letters(key, limit, after, finished_before)
+        return await self._read(
+            lambda connection: self.dialect.select_dead_letters(
+                connection, key, limit, after, finished_before
+            )
+        )
+
+    async def commands(self) -> list[Command]:
+        # Polls: an operator in another process can set no trio.Event here.
+        while not (taken := await self._read(self.dialect.take)):  # noqa: ASYNC110
+            await trio.sleep(self.poll_interval)
+        return taken
+
+    async def answer(self, command_id: int, answer: Answer) -> None:
+        await self._read(lambda connection: self.dialect.answer(connection, command_id, answer))
+
+    async def aclose(self) -> None:
+        worker, self._worker = self._worker, None  # from here on, writes are refused
+        if worker is None:
+            await trio.lowlevel.checkpoint()
+            return
+        await worker.stop()  # after every batch already queued
+        self._closed()
+
+    def _closed(self) -> None:
+        """Called once the journal's thread has ended: release what `open` took."""
+
+    async def _read(self, run: Callable[[_C], _T]) -> _T:
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return await self._open_worker().read(run)
+
+    def _open_worker(self) -> JournalThread[_C]:
+        if self._worker is None:
+            raise JournalError(f"{self.name}: this {type(self).__name__} is not open")
+        return self._worker
+
+
+class DialectReader(Generic[_C]):
+    """Mixin: a reader's blocking reads, given its `_read`."""
+
+    dialect: ClassVar[Dialect[Any]]
+
+    def keys(
+        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
+    ) -> list[KeyInfo]:
+        """Keys with unfinished jobs, or halted, as `inturn.Journal.keys` returns them."""
+        check_keys(state, limit, now)
+        return self._read(
+            lambda connection: self.dialect.select_keys(connection, state, limit, now)
+        )
+
+    def job(self, job_id: int) -> JobInfo | None:
+        """The unfinished job or dead letter *job_id*, as `inturn.Journal.job` returns it."""
+        check_job_id(job_id)
+        return self._read(lambda connection: self.dialect.select_job(connection, job_id))
+
+    def dead_letters(
+        self,
+        *,
+        key: str | None = None,
+        limit: int = 100,
+        after: int = 0,
+        finished_before: float | None = None,
+    ) -> list[JobInfo]:
+        """Dead letters in id order, as `inturn.Journal.dead_letters` returns them."""
+        check_dead_letters(key, limit, after, finished_before)
+        return self._read(
+            lambda connection: self.dialect.select_dead_letters(
+                connection, key, limit, after, finished_before
+            )
+        )
+
+    def _read(self, run: Callable[[_C], _T]) -> _T:
+        raise NotImplementedError

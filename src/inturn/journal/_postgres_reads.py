@@ -1,0 +1,221 @@
+"""The reads of a PostgreSQL journal, and `PostgresReader`, which makes them without the journal.
+
+As for SQLite (`_sqlite_reads`): what an operator reads and what `load`
+pages in are plain functions of a connection.  `PostgresJournal` runs them on
+its own thread, between transactions; `PostgresReader` runs them on a
+connection of its own, so the ``inturn`` command line reads a journal that a
+running supervisor holds, and sees what it has committed.  Each multi-query
+read runs in one ``REPEATABLE READ`` transaction, so its queries agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, final
+
+import attrs
+
+from ..errors import JournalError
+from ..info import JobInfo, KeyFilter, KeyInfo
+from ._dialect import Dialect, DialectReader
+from ._postgres_schema import (
+    COLUMNS,
+    PG_MAX,
+    check_dsn,
+    check_schema,
+    connect,
+    database_error,
+    describe,
+    schema_version,
+    stored,
+)
+from ._reads import (
+    halted_key_info,
+    job_state,
+    key_info,
+    key_matches,
+)
+from .records import StoredJob
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "POSTGRES_READS",
+    "PostgresReader",
+    "select_dead_letters",
+    "select_job",
+    "select_keys",
+    "select_pending",
+]
+
+_T = TypeVar("_T")
+
+_INFO_COLUMNS: Final = (
+    "id, key, unique_key, data, attempts, state, error, accepted_at, finished_at, retry_at,"
+    " stopped_during"
+)
+
+
+def select_pending(
+    connection: psycopg.Connection[Any], key: str, after: int, limit: int
+) -> list[StoredJob]:
+    if after >= PG_MAX:
+        return []
+    rows = connection.execute(
+        f"SELECT {COLUMNS} FROM jobs WHERE key = %s AND state = 'pending' AND id > %s"
+        " ORDER BY id LIMIT %s",
+        (key, after, min(limit, PG_MAX)),
+    ).fetchall()
+    return [stored(row) for row in rows]
+
+
+def select_keys(
+    connection: psycopg.Connection[Any], state: KeyFilter | None, limit: int, now: float
+) -> list[KeyInfo]:
+    """One pass over the pending-by-key index: O(pending jobs), sorting only the heads."""
+    limit = min(limit, PG_MAX)
+    halted = "EXISTS (SELECT 1 FROM halted WHERE halted.key = heads.key)"
+    where = {
+        None: "",
+        "blocked": f"WHERE head.retry_at IS NOT NULL OR {halted}",
+        "running": "WHERE head.retry_at IS NULL AND head.attempts > 0",
+        "halted": f"WHERE {halted}",
+    }[state]
+    with connection.transaction():  # the two queries see one state of the journal
+        connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        rows = connection.execute(
+            f"SELECT heads.key, heads.queued, {halted}, head.id, head.attempts,"
+            " head.retry_at, head.error, head.accepted_at"
+            " FROM (SELECT key, MIN(id) AS id, COUNT(*) AS queued FROM jobs"
+            "       WHERE state = 'pending' AND key IS NOT NULL GROUP BY key) AS heads"
+            f" JOIN jobs AS head ON head.id = heads.id {where}"
+            " ORDER BY heads.id LIMIT %s",
+            (limit,),
+        ).fetchall()
+        idle: list[tuple[str]] = []
+        if len(rows) < limit and key_matches(state, None, True):
+            idle = connection.execute(  # halted keys without unfinished jobs
+                "SELECT key FROM halted WHERE NOT EXISTS (SELECT 1 FROM jobs"
+                " WHERE state = 'pending' AND jobs.key = halted.key) ORDER BY key LIMIT %s",
+                (limit - len(rows),),
+            ).fetchall()
+    found = [
+        key_info(
+            key=key,
+            queued=queued,
+            halted=is_halted,
+            head_id=head_id,
+            attempts=attempts,
+            retry_at=retry_at,
+            error=error,
+            accepted_at=accepted_at,
+            now=now,
+        )
+        for key, queued, is_halted, head_id, attempts, retry_at, error, accepted_at in rows
+    ]
+    found.extend(halted_key_info(key) for (key,) in idle)
+    return found
+
+
+def select_job(connection: psycopg.Connection[Any], job_id: int) -> JobInfo | None:
+    if not 0 < job_id <= PG_MAX:
+        return None
+    row = connection.execute(
+        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE id = %s", (job_id,)
+    ).fetchone()
+    return _info(row) if row is not None else None
+
+
+def select_dead_letters(
+    connection: psycopg.Connection[Any],
+    key: str | None,
+    limit: int,
+    after: int,
+    finished_before: float | None,
+) -> list[JobInfo]:
+    if after >= PG_MAX:
+        return []
+    where = "state = 'dead' AND id > %s"
+    parameters: list[object] = [after]
+    if key is not None:
+        where += " AND key = %s"
+        parameters.append(key)
+    if finished_before is not None:
+        where += " AND finished_at < %s"
+        parameters.append(finished_before)
+    rows = connection.execute(
+        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT %s",
+        (*parameters, min(limit, PG_MAX)),
+    ).fetchall()
+    return [_info(row) for row in rows]
+
+
+def _info(row: tuple[Any, ...]) -> JobInfo:
+    (
+        job_id,
+        key,
+        unique,
+        data,
+        attempts,
+        state,
+        error,
+        accepted_at,
+        finished_at,
+        retry_at,
+        stopped_during,
+    ) = row
+    return JobInfo(
+        id=job_id,
+        key=key,
+        state=job_state(dead=state == "dead", attempts=attempts, retry_at=retry_at),
+        attempts=attempts,
+        unique=unique,
+        accepted_at=accepted_at,
+        finished_at=finished_at,
+        last_error=error,
+        retry_at=retry_at,
+        data=bytes(data),
+        stopped_during=stopped_during,
+    )
+
+
+# -- the reader ----------------------------------------------------------------
+
+
+POSTGRES_READS: Final = Dialect(select_pending, select_keys, select_job, select_dead_letters)
+
+
+@final
+@attrs.frozen
+class PostgresReader(DialectReader["psycopg.Connection[Any]"]):
+    """Reads a PostgreSQL journal without holding it: the reads of `PostgresJournal`, sync.
+
+    For the ``inturn`` command line and scripts.  Each call connects, reads,
+    and closes; it takes no lock, so it works while a supervisor holds the
+    journal, and sees what that supervisor has committed.  It never writes and
+    creates nothing: a schema without a journal is an error.
+
+    Every method raises:
+        JournalError: the server cannot be reached, or the schema holds no journal.
+        JournalCorrupt: the schema holds something else, or a journal of an unknown version.
+        TypeError, ValueError: an argument is bad, as for `inturn.Journal`.
+    """
+
+    dsn: str = attrs.field(converter=check_dsn)
+    schema: str = attrs.field(default="inturn", kw_only=True, converter=check_schema)
+    dialect: ClassVar[Dialect[psycopg.Connection[Any]]] = POSTGRES_READS
+
+    def _read(self, run: Callable[[psycopg.Connection[Any]], _T]) -> _T:
+        import psycopg
+
+        name = describe(self.dsn, self.schema)
+        connection = connect(self.dsn, self.schema, name)
+        try:
+            if schema_version(connection, self.schema, name) == 0:
+                raise JournalError(f"{name}: no journal here (schema {self.schema} is empty)")
+            return run(connection)
+        except psycopg.Error as exc:
+            raise database_error(name, exc, "read") from exc
+        finally:
+            connection.close()

@@ -1,0 +1,207 @@
+"""The PostgreSQL layout: the schema, its version, connecting, and how a row becomes a job.
+
+Shared by `PostgresJournal`, which creates the tables, and `PostgresReader`,
+which only reads them.  Everything lives in one PostgreSQL schema of inturn's
+own (``inturn`` unless told otherwise), so a database can hold several
+journals and other applications' tables beside them.
+
+Rows: one per unfinished or discarded job (``state`` pending or dead), as in
+the SQLite file; completed jobs are deleted, so the table does not grow with
+the number of jobs ever run.  A partial unique index over pending jobs makes
+"check the unique key and insert" one atomic step.  ``meta.high_id`` records
+the highest id ever used, so ids never repeat even after the newest row is
+deleted.  Times are Unix seconds, as the runtime reads them.
+
+``meta.version`` is the schema version; a schema of a version this code does
+not know is refused untouched, with the version in the message.
+
+psycopg is an extra (``pip install 'inturn[postgres]'``): it is imported here,
+when a journal first connects, never by ``import inturn``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import JournalCorrupt, JournalError
+from ._reads import stored
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "stored",
+    "COLUMNS",
+    "PG_MAX",
+    "SCHEMA_VERSION",
+    "check_dsn",
+    "check_schema",
+    "connect",
+    "database_error",
+    "describe",
+    "ensure_schema",
+    "lock_id",
+    "schema_version",
+]
+
+SCHEMA_VERSION: Final = 1
+
+_TABLES: Final = """
+CREATE TABLE meta (
+    version integer NOT NULL,
+    high_id bigint NOT NULL DEFAULT 0
+);
+CREATE TABLE jobs (
+    id bigint PRIMARY KEY,
+    key text,
+    unique_key text,
+    data bytea NOT NULL,
+    attempts integer NOT NULL DEFAULT 0,
+    state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dead')),
+    error text,
+    accepted_at double precision NOT NULL,
+    finished_at double precision,
+    retry_at double precision,
+    stopped_during integer
+);
+CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
+    WHERE state = 'pending' AND unique_key IS NOT NULL;
+CREATE INDEX jobs_pending_by_key ON jobs (key, id) WHERE state = 'pending';
+CREATE INDEX jobs_dead ON jobs (id) WHERE state = 'dead';
+CREATE INDEX jobs_dead_by_key ON jobs (key, id) WHERE state = 'dead';
+CREATE TABLE halted (key text PRIMARY KEY);
+CREATE TABLE commands (
+    id bigserial PRIMARY KEY,
+    verb text NOT NULL,
+    job_id bigint,
+    key text,
+    older_than double precision,
+    submitted_at double precision NOT NULL,
+    taken_at double precision,
+    answered_at double precision,
+    answer text
+);
+"""
+
+COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at"
+
+PG_MAX: Final = 2**63 - 1
+"""The largest bigint: no id is above it, and a larger limit means no limit."""
+
+_HOLD_LOCK: Final = 0x696E7475  # "intu": held by the supervisor that holds a journal
+_CREATE_LOCK: Final = 0x696E7463  # "intc": held while a schema is checked or created
+_SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def check_dsn(dsn: object) -> str:
+    if not isinstance(dsn, str):
+        raise TypeError(f"dsn must be a str, not {type(dsn).__name__}")
+    if not dsn:
+        raise ValueError("dsn must not be empty (use 'postgresql://...' or 'host=... dbname=...')")
+    return dsn
+
+
+def check_schema(schema: object) -> str:
+    if not isinstance(schema, str):
+        raise TypeError(f"schema must be a str, not {type(schema).__name__}")
+    if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
+        raise ValueError(
+            "schema must be 1-63 lowercase letters, digits and underscores, not starting with"
+            f" a digit or 'pg_', not {schema!r}"
+        )
+    return schema
+
+
+def describe(dsn: str, schema: str) -> str:
+    """How messages name a journal: its server, database and schema, never a password."""
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover (the test environment has the extra)
+        return f"postgresql (schema {schema})"
+    try:
+        parts = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.Error:  # a malformed DSN: connecting will say what is wrong
+        return f"postgresql (schema {schema})"
+    host = parts.get("host") or "localhost"
+    port = parts.get("port") or "5432"
+    database = parts.get("dbname") or parts.get("user") or ""
+    return f"postgresql://{host}:{port}/{database} (schema {schema})"
+
+
+def lock_id(schema: str, *, create: bool = False) -> str:
+    """SQL for an advisory lock on *schema* (two ints): the holder's, or the creator's."""
+    return f"{_CREATE_LOCK if create else _HOLD_LOCK}, hashtext('{schema}')"
+
+
+def connect(dsn: str, schema: str, name: str) -> psycopg.Connection[Any]:
+    """A connection in autocommit mode whose search path is *schema* alone."""
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover (the test environment has the extra)
+        raise JournalError(
+            "PostgresJournal needs psycopg 3: pip install 'inturn[postgres]'"
+        ) from None
+    try:
+        connection = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise JournalError(f"{name}: cannot connect: {_first_line(exc)}") from exc
+    try:
+        connection.execute(f"SET search_path TO {schema}")
+    except psycopg.Error as exc:
+        connection.close()
+        raise database_error(name, exc, "connect") from exc
+    return connection
+
+
+def schema_version(connection: psycopg.Connection[Any], schema: str, name: str) -> int:
+    """The journal version in *schema*, or 0 if the schema is missing or empty.
+
+    Raises:
+        JournalCorrupt: the schema holds other tables, or a journal of a version
+            this code does not know.
+    """
+    tables = {
+        row[0]
+        for row in connection.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
+        )
+    }
+    if not tables:
+        return 0
+    if not {"meta", "jobs", "halted", "commands"} <= tables:
+        raise JournalCorrupt(name, "not an inturn journal (the schema has other tables)")
+    row = connection.execute("SELECT version FROM meta").fetchone()
+    if row is None or row[0] != SCHEMA_VERSION:
+        raise JournalCorrupt(
+            name,
+            f"unknown schema version {None if row is None else row[0]}"
+            f" (this inturn reads version {SCHEMA_VERSION})",
+        )
+    return SCHEMA_VERSION
+
+
+def ensure_schema(connection: psycopg.Connection[Any], schema: str, name: str) -> None:
+    """Create *schema* and its tables if missing; refuse a foreign or unknown one."""
+    import psycopg
+
+    try:
+        with connection.transaction():
+            # Two processes creating one schema at once: one creates, one waits.
+            connection.execute(f"SELECT pg_advisory_xact_lock({lock_id(schema, create=True)})")
+            if schema_version(connection, schema, name) == 0:
+                connection.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+                connection.execute(_TABLES)
+                connection.execute("INSERT INTO meta (version) VALUES (%s)", (SCHEMA_VERSION,))
+    except psycopg.Error as exc:
+        raise database_error(name, exc, "open") from exc
+
+
+def database_error(name: str, exc: Exception, doing: str) -> JournalError:
+    """The inturn error for a psycopg failure, on one line."""
+    return JournalError(f"{name}: {doing} failed: {_first_line(exc)}")
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

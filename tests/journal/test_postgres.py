@@ -1,0 +1,272 @@
+"""PostgresJournal and PostgresReader: what only a journal on a server can get wrong."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+from typing import Any
+
+import psycopg
+import pytest
+import trio
+
+import inturn
+from inturn.journal import Append, Complete, Discard, PostgresReader
+from inturn.testing import JournalConformance, OperatorReadsConformance
+
+
+class TestPostgresJournalConformance(JournalConformance, OperatorReadsConformance):
+    @pytest.fixture
+    def journal(self, pg_dsn: str, pg_schema: str) -> inturn.PostgresJournal:
+        return inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+
+
+def sql(dsn: str, statement: str, *params: object) -> list[tuple[Any, ...]]:
+    """Run *statement* on a connection of the test's own; its rows, if it returns any."""
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        cursor = connection.execute(statement, params or None)
+        return cursor.fetchall() if cursor.description else []
+
+
+def tables(dsn: str, schema: str) -> list[str]:
+    rows = sql(
+        dsn,
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1",
+        schema,
+    )
+    return [row[0] for row in rows]
+
+
+async def test_open_creates_the_schema_and_its_tables(pg_dsn: str, pg_schema: str) -> None:
+    """A fresh schema name: open creates it, with the journal's tables and version."""
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    assert tables(pg_dsn, pg_schema) == []
+    await journal.open()
+    await journal.aclose()
+    assert tables(pg_dsn, pg_schema) == ["commands", "halted", "jobs", "meta"]
+    assert sql(pg_dsn, f"SELECT version, high_id FROM {pg_schema}.meta") == [(1, 0)]
+
+
+async def test_ids_never_repeat_after_the_newest_job_is_deleted(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """Completing (deleting) the newest job does not let its id be handed out again."""
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await journal.open()
+    await journal.write(
+        [Append(job_id=1, key="k", data=b"1"), Append(job_id=2, key="k", data=b"2")]
+    )
+    await journal.write([Complete(2)])
+    await journal.aclose()
+    recovery = await journal.open()
+    try:
+        assert recovery.next_id == 3
+        with pytest.raises(inturn.JournalError, match="used before"):
+            await journal.write([Append(job_id=2, key="k", data=b"again")])
+    finally:
+        await journal.aclose()
+
+
+async def test_a_second_opener_gets_journal_locked_until_the_first_closes(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """Two journals on one schema at once: the second raises JournalLocked; after aclose it opens."""
+    first = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await first.open()
+    second = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    with pytest.raises(inturn.JournalLocked) as exc_info:
+        await second.open()
+    assert pg_schema in str(exc_info.value)
+    await first.aclose()
+    await second.open()
+    await second.aclose()
+
+
+async def test_journals_in_two_schemas_of_one_database_are_independent(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """Each schema is a journal of its own: both open at once, and neither sees the other's jobs."""
+    other = pg_schema + "_b"
+    try:
+        first = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+        second = inturn.PostgresJournal(pg_dsn, schema=other)
+        await first.open()
+        await second.open()
+        await first.write([Append(job_id=1, key="k", data=b"first")])
+        await first.aclose()
+        await second.aclose()
+        assert [job.data for job in (await first.open()).jobs] == [b"first"]
+        assert list((await second.open()).jobs) == []
+        await first.aclose()
+        await second.aclose()
+    finally:
+        sql(pg_dsn, f"DROP SCHEMA IF EXISTS {other} CASCADE")
+
+
+HOLDER = """
+import sys, trio, inturn
+async def main():
+    journal = inturn.PostgresJournal(sys.argv[1], schema=sys.argv[2])
+    await journal.open()
+    print("held", flush=True)
+    await trio.sleep_forever()
+trio.run(main)
+"""
+
+
+async def test_the_lock_of_a_killed_holder_is_freed_by_the_server(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """SIGKILL the process holding a journal: the server drops its lock and another process opens it."""
+    holder = subprocess.Popen(  # noqa: ASYNC220 (a moment's block, before any other task runs)
+        [sys.executable, "-c", HOLDER, pg_dsn, pg_schema], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "held\n"
+        journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+        with pytest.raises(inturn.JournalLocked):
+            await journal.open()
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    with trio.fail_after(10):
+        while True:  # the server notices the closed socket within moments
+            try:
+                await journal.open()
+                break
+            except inturn.JournalLocked:
+                await trio.sleep(0.05)
+    await journal.aclose()
+
+
+FOREIGN = [
+    "CREATE TABLE {schema}.invoices (id integer)",
+    "CREATE TABLE {schema}.jobs (id integer)",
+    # an inturn layout of a version this code does not know
+    "CREATE TABLE {schema}.meta (version integer, high_id bigint);"
+    " INSERT INTO {schema}.meta VALUES (99, 0);"
+    " CREATE TABLE {schema}.jobs (id bigint); CREATE TABLE {schema}.halted (key text);"
+    " CREATE TABLE {schema}.commands (id bigint)",
+]
+
+
+@pytest.mark.parametrize("setup", FOREIGN)
+async def test_another_schema_is_refused_untouched(pg_dsn: str, pg_schema: str, setup: str) -> None:
+    """A schema holding other tables, or a journal of an unknown version, raises JournalCorrupt and is not altered."""
+    sql(pg_dsn, f"CREATE SCHEMA {pg_schema}")
+    sql(pg_dsn, setup.format(schema=pg_schema))
+    before = tables(pg_dsn, pg_schema)
+    with pytest.raises(
+        inturn.JournalCorrupt, match=r"not an inturn journal|unknown schema version"
+    ):
+        await inturn.PostgresJournal(pg_dsn, schema=pg_schema).open()
+    with pytest.raises(inturn.JournalCorrupt):
+        PostgresReader(pg_dsn, schema=pg_schema).keys(now=0.0)
+    assert tables(pg_dsn, pg_schema) == before
+
+
+@pytest.mark.parametrize(
+    ("dsn", "schema", "error"),
+    [
+        (b"postgresql://", "inturn", TypeError),
+        ("", "inturn", ValueError),
+        ("postgresql://", 7, TypeError),
+        ("postgresql://", "", ValueError),
+        ("postgresql://", "Inturn", ValueError),
+        ("postgresql://", "1st", ValueError),
+        ("postgresql://", "pg_inturn", ValueError),
+        ("postgresql://", "a; DROP TABLE x", ValueError),
+        ("postgresql://", "a" * 64, ValueError),
+    ],
+)
+def test_bad_arguments_raise_before_anything_connects(
+    dsn: object, schema: object, error: type[Exception]
+) -> None:
+    """A DSN that is not a non-empty str, or a schema that is not a plain lowercase name, is refused at once."""
+    with pytest.raises(error):
+        inturn.PostgresJournal(dsn, schema=schema)
+    with pytest.raises(error):
+        PostgresReader(dsn, schema=schema)
+
+
+async def test_an_unreachable_server_is_a_journal_error_without_the_password() -> None:
+    """Nobody listens on the port: open raises JournalError naming the server, never the password."""
+    dsn = "postgresql://someone:s3cret-pw@127.0.0.1:1/test"
+    with pytest.raises(inturn.JournalError) as exc_info:
+        await inturn.PostgresJournal(dsn).open()
+    assert "127.0.0.1:1/test" in str(exc_info.value)
+    assert "s3cret-pw" not in str(exc_info.value)
+    with pytest.raises(inturn.JournalError) as reader_error:
+        PostgresReader(dsn).keys(now=0.0)
+    assert "s3cret-pw" not in str(reader_error.value)
+
+
+async def test_a_lost_connection_refuses_work_and_loses_nothing_committed(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """The server ends the journal's connection: writes and reads raise JournalError; a reopen sees every committed job."""
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await journal.open()
+    await journal.write([Append(job_id=1, key="k", data=b"kept")])
+    sql(
+        pg_dsn,
+        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'"
+        " AND classid = 1768846453 AND objid = hashtext(%s)::oid AND pid <> pg_backend_pid()",
+        pg_schema,
+    )
+    with pytest.raises(inturn.JournalError):
+        await journal.write([Append(job_id=2, key="k", data=b"lost")])
+    with pytest.raises(inturn.JournalError):
+        await journal.load("k", 0, 10)
+    await journal.aclose()
+    recovery = await journal.open()
+    try:
+        assert [job.data for job in recovery.jobs] == [b"kept"]
+    finally:
+        await journal.aclose()
+
+
+async def test_group_commit_takes_concurrent_writes_in_fewer_transactions(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """100 concurrent single-job writes commit in fewer than 100 transactions, and all of them land."""
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await journal.open()
+    ids = itertools.count(1)
+
+    async def send() -> None:
+        job_id = next(ids)  # ids rise in the order the writes are queued
+        await journal.write([Append(job_id=job_id, key=f"k{job_id}", data=b"")])
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for _ in range(100):
+                nursery.start_soon(send)
+        assert journal.commits < 100
+        assert len(await journal.keys(limit=1000, now=0.0)) == 100
+    finally:
+        await journal.aclose()
+
+
+async def test_the_reader_reads_a_held_journal_and_creates_nothing(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """PostgresReader sees what the holder committed; on an empty schema it raises and creates no table."""
+    reader = PostgresReader(pg_dsn, schema=pg_schema)
+    with pytest.raises(inturn.JournalError, match="no journal here"):
+        reader.keys(now=0.0)
+    assert tables(pg_dsn, pg_schema) == []
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await journal.open()
+    try:
+        await journal.write([Append(job_id=1, key="k", data=b"x"), Discard(1, "boom")])
+        [dead] = reader.dead_letters()
+        assert (dead.id, dead.last_error) == (1, "boom")
+        assert reader.job(1) == dead
+        assert reader.keys(now=0.0) == []
+    finally:
+        await journal.aclose()
