@@ -20,6 +20,7 @@ ERRORS = [
     inturn.JournalError,
     inturn.JournalCorrupt,
     inturn.JournalLocked,
+    inturn.LeaseLost,
     inturn.JobNotFound,
     inturn.KeyNotFound,
     inturn.JobStateError,

@@ -16,6 +16,7 @@ from .errors import (
     JournalError,
     JournalLocked,
     KeyNotFound,
+    LeaseLost,
     PermanentError,
     SupervisorClosed,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "JournalError",
     "JournalCorrupt",
     "JournalLocked",
+    "LeaseLost",
     "JobNotFound",
     "JobStateError",
     "KeyNotFound",

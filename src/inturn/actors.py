@@ -58,7 +58,7 @@ import trio
 
 from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
-from .errors import DecodeError, PermanentError
+from .errors import DecodeError, LeaseLost, PermanentError
 from .events import Logger
 from .jobs import Job
 from .journal import Complete, Discard, Journal, MarkAttempt
@@ -253,7 +253,8 @@ class Runtime:
             except Exception as exc:
                 key = actor.lane if isinstance(actor.lane, str) else None
                 self.log.error("actor.crashed", key=key, exc_info=exc)
-                if not self._may_restart():
+                # Another process holds the journal now: nothing here may go on.
+                if isinstance(exc, LeaseLost) or not self._may_restart():
                     self.escalate(exc)
                     return
             else:

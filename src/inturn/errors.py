@@ -19,6 +19,7 @@ __all__ = [
     "JournalError",
     "JournalLocked",
     "KeyNotFound",
+    "LeaseLost",
     "PermanentError",
     "SupervisorClosed",
 ]
@@ -151,3 +152,20 @@ class JournalLocked(JournalError):
 
     def __str__(self) -> str:
         return f"{self.path}: the journal is held by another supervisor"
+
+
+class LeaseLost(JournalError):
+    """This process no longer holds the journal: it stalled past its lease, and another took over.
+
+    Nothing it writes reaches the journal any more; the supervisor stops.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.path = path
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path}: this process lost its lease on the journal (it did not renew it"
+            " in time, and another may hold it now); nothing more is written"
+        )

@@ -12,8 +12,15 @@ the number of jobs ever run.  A partial unique index over pending jobs makes
 the highest id ever used, so ids never repeat even after the newest row is
 deleted.  Times are Unix seconds, as the runtime reads them.
 
-``meta.version`` is the schema version; a schema of a version this code does
-not know is refused untouched, with the version in the message.
+The holder's lease: ``processes`` has one row per process incarnation that
+opened the journal, with the time (the server's clock) its lease expires;
+``meta.owner`` names the incarnation holding the journal and ``meta.epoch``
+counts the takeovers, so a holder that stalled past its lease and woke up
+finds another owner or epoch there, and writes nothing (`PostgresJournal`).
+
+``meta.version`` is the schema version: 1 had no lease (an advisory lock
+held the journal), and is upgraded in place; a schema of a version this code
+does not know is refused untouched, with the version in the message.
 
 psycopg is an extra (``pip install 'inturn[postgres]'``): it is imported here,
 when a journal first connects, never by ``import inturn``.
@@ -45,12 +52,21 @@ __all__ = [
     "schema_version",
 ]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 _TABLES: Final = """
 CREATE TABLE meta (
     version integer NOT NULL,
-    high_id bigint NOT NULL DEFAULT 0
+    high_id bigint NOT NULL DEFAULT 0,
+    owner bigint,
+    epoch bigint NOT NULL DEFAULT 0,
+    token bigint
+);
+CREATE TABLE processes (
+    id bigserial PRIMARY KEY,
+    name text NOT NULL,
+    started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    expires_at timestamptz NOT NULL
 );
 CREATE TABLE jobs (
     id bigint PRIMARY KEY,
@@ -84,12 +100,22 @@ CREATE TABLE commands (
 );
 """
 
+_UPGRADES: Final = {
+    1: (
+        "ALTER TABLE meta ADD COLUMN owner bigint, ADD COLUMN epoch bigint NOT NULL DEFAULT 0,"
+        " ADD COLUMN token bigint",
+        "CREATE TABLE processes (id bigserial PRIMARY KEY, name text NOT NULL,"
+        " started_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
+        " expires_at timestamptz NOT NULL)",
+    ),
+}
+"""What turns each version into the next."""
+
 COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at"
 
 PG_MAX: Final = 2**63 - 1
 """The largest bigint: no id is above it, and a larger limit means no limit."""
 
-_HOLD_LOCK: Final = 0x696E7475  # "intu": held by the supervisor that holds a journal
 _CREATE_LOCK: Final = 0x696E7463  # "intc": held while a schema is checked or created
 _SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -129,9 +155,9 @@ def describe(dsn: str, schema: str) -> str:
     return f"postgresql://{host}:{port}/{database} (schema {schema})"
 
 
-def lock_id(schema: str, *, create: bool = False) -> str:
-    """SQL for an advisory lock on *schema* (two ints): the holder's, or the creator's."""
-    return f"{_CREATE_LOCK if create else _HOLD_LOCK}, hashtext('{schema}')"
+def lock_id(schema: str) -> str:
+    """SQL for the advisory lock (two ints) held while *schema* is checked or created."""
+    return f"{_CREATE_LOCK}, hashtext('{schema}')"
 
 
 def connect(dsn: str, schema: str, name: str) -> psycopg.Connection[Any]:
@@ -143,6 +169,10 @@ def connect(dsn: str, schema: str, name: str) -> psycopg.Connection[Any]:
             "PostgresJournal needs psycopg 3: pip install 'inturn[postgres]'"
         ) from None
     try:
+        # Operators find inturn's sessions in pg_stat_activity by this name,
+        # unless the DSN chose another.
+        if "application_name" not in psycopg.conninfo.conninfo_to_dict(dsn):
+            dsn = psycopg.conninfo.make_conninfo(dsn, application_name=f"inturn:{schema}")
         connection = psycopg.connect(dsn, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
         raise JournalError(f"{name}: cannot connect: {_first_line(exc)}") from exc
@@ -172,27 +202,35 @@ def schema_version(connection: psycopg.Connection[Any], schema: str, name: str) 
     if not {"meta", "jobs", "halted", "commands"} <= tables:
         raise JournalCorrupt(name, "not an inturn journal (the schema has other tables)")
     row = connection.execute("SELECT version FROM meta").fetchone()
-    if row is None or row[0] != SCHEMA_VERSION:
-        raise JournalCorrupt(
-            name,
-            f"unknown schema version {None if row is None else row[0]}"
-            f" (this inturn reads version {SCHEMA_VERSION})",
-        )
-    return SCHEMA_VERSION
+    version = None if row is None else row[0]
+    if version == SCHEMA_VERSION or (version in _UPGRADES and "processes" not in tables):
+        return int(version)
+    raise JournalCorrupt(
+        name,
+        f"unknown schema version {version} (this inturn reads versions 1 to {SCHEMA_VERSION})",
+    )
 
 
 def ensure_schema(connection: psycopg.Connection[Any], schema: str, name: str) -> None:
-    """Create *schema* and its tables if missing; refuse a foreign or unknown one."""
+    """Create *schema* and its tables if missing, or upgrade them; refuse a foreign or unknown one.
+
+    One transaction: a crash leaves the schema as it was.
+    """
     import psycopg
 
     try:
         with connection.transaction():
             # Two processes creating one schema at once: one creates, one waits.
-            connection.execute(f"SELECT pg_advisory_xact_lock({lock_id(schema, create=True)})")
-            if schema_version(connection, schema, name) == 0:
+            connection.execute(f"SELECT pg_advisory_xact_lock({lock_id(schema)})")
+            version = schema_version(connection, schema, name)
+            if version == 0:
                 connection.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
                 connection.execute(_TABLES)
                 connection.execute("INSERT INTO meta (version) VALUES (%s)", (SCHEMA_VERSION,))
+            for step in range(version or SCHEMA_VERSION, SCHEMA_VERSION):
+                for statement in _UPGRADES[step]:
+                    connection.execute(statement)
+                connection.execute("UPDATE meta SET version = %s", (step + 1,))
     except psycopg.Error as exc:
         raise database_error(name, exc, "open") from exc
 

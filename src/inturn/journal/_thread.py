@@ -28,7 +28,7 @@ from typing import Any, Final, Generic, Protocol, TypeVar, cast
 import attrs
 import trio
 
-from ..errors import JournalError
+from ..errors import JournalError, LeaseLost
 from ..info import JobInfo, KeyFilter, KeyInfo
 from .records import Change
 
@@ -95,6 +95,9 @@ class JournalThread(Generic[_C]):
     close: Callable[[_C], None]
     describe: str
     """What error messages call the journal: its path or its database."""
+    idle: Callable[[_C], None] | None = None
+    """Called on the thread after *idle_every* seconds without work (a lease's heartbeat)."""
+    idle_every: float | None = None
     broken: BaseException | None = None
     _requests: queue.SimpleQueue[Request | Read[_C] | object] = attrs.field(
         factory=queue.SimpleQueue, init=False
@@ -107,11 +110,15 @@ class JournalThread(Generic[_C]):
         self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
         self._thread.start()
 
+    def refusal(self) -> JournalError:
+        """The error for work that arrives once the journal is *broken*."""
+        if isinstance(self.broken, LeaseLost):
+            return LeaseLost(self.describe)
+        return JournalError(f"{self.describe}: refusing work after a failed commit")
+
     async def write(self, changes: Sequence[Change]) -> list[Change]:
         if self.broken is not None:
-            raise JournalError(f"{self.describe}: refusing work after a failed commit") from (
-                self.broken
-            )
+            raise self.refusal() from self.broken
         request = Request(changes, trio.lowlevel.current_task())
         self._requests.put(request)
         # Once queued, the batch is committed or refused as a whole: wait for
@@ -142,7 +149,12 @@ class JournalThread(Generic[_C]):
     def _serve(self) -> None:
         try:
             while True:
-                first = self._requests.get()
+                try:
+                    first = self._requests.get(timeout=self.idle_every)
+                except queue.Empty:
+                    if self.idle is not None and self.broken is None:
+                        self.idle(self.connection)
+                    continue
                 if isinstance(first, Read):
                     self._read(first)
                     self._deliver([first])
@@ -172,7 +184,7 @@ class JournalThread(Generic[_C]):
 
     def _commit(self, group: list[Request]) -> None:
         if self.broken is not None:
-            refuse(group, JournalError(f"{self.describe}: refusing work after a failed commit"))
+            refuse(group, self.refusal())
             return
         try:
             self.commit_group(self.connection, group)
@@ -182,7 +194,7 @@ class JournalThread(Generic[_C]):
 
     def _read(self, request: Read[_C]) -> None:
         if self.broken is not None:
-            request.error = JournalError(f"{self.describe}: refusing work after a failed commit")
+            request.error = self.refusal()
             return
         self.serve_read(self.connection, request)
 

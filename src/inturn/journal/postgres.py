@@ -12,14 +12,23 @@ NOTHING``, row counts), and a batch of several changes runs inside its own
 savepoint.
 
 A failure of the server (the connection lost, a statement failing) rolls the
-whole transaction back and refuses every batch in it.  If the connection
-was lost during COMMIT, what the server kept is unknown, so the journal
-refuses all further work rather than pretend nothing happened, as the SQLite
-journal does after a failed COMMIT.
+whole transaction back and refuses every batch in it; the next request
+reconnects (the lease outlives a connection).  If the connection was lost
+during COMMIT, the journal reconnects and reads the token its transaction
+wrote into ``meta``: there, the transaction committed; not there, it did not.
 
-One supervisor at a time holds a journal: `open` takes a session-level
-advisory lock named after the schema on the journal's connection, which the
-server drops when that connection ends, even when the process is killed.
+One supervisor at a time holds a journal, by a lease timed by the server's
+clock.  `open` registers a new process incarnation (a fresh row in
+``processes``, never reused) whose lease expires *lease_ttl* seconds later,
+and takes ``meta.owner`` if its owner's lease has expired, raising the
+epoch.  Every transaction first locks the ``meta`` row, checks that this
+incarnation still owns it at its epoch, and renews the lease: so a claimer
+waits for a running transaction, and a holder that stalled (SIGSTOP, a long
+pause) past its lease and woke up finds another owner, and commits nothing
+(`LeaseLost`).  With no work, the journal's thread renews the lease every
+third of the TTL.  A transaction that returns later than the lease minus a
+margin after it started renews once more before it answers: a holder never
+acts on a commit it made while its lease may have run out.
 Tables, versions and connecting live in `_postgres_schema`; reads in
 `_postgres_reads`; the operators' inbox in `_postgres_inbox`.
 """
@@ -27,13 +36,19 @@ Tables, versions and connecting live in `_postgres_schema`; reads in
 from __future__ import annotations
 
 import contextlib
+import datetime
+import os
+import secrets
+import socket
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import attrs
+import structlog
 import trio
 
-from ..errors import DuplicateError, JournalError, JournalLocked
+from ..errors import DuplicateError, JournalError, JournalLocked, LeaseLost
 from . import _postgres_inbox as inbox
 from ._dialect import Dialect, ThreadedJournal
 from ._inbox import await_answer
@@ -46,7 +61,6 @@ from ._postgres_schema import (
     database_error,
     describe,
     ensure_schema,
-    lock_id,
     stored,
 )
 from ._thread import JournalThread, Read, Request, ThreadedReader, refuse
@@ -94,6 +108,9 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             names.
         poll_interval: seconds between two looks at the operators' inbox
             while no command waits.
+        lease_ttl: seconds the lease on the journal lasts unless renewed (the
+            server's clock): a holder that stops (killed, or stalled) is
+            replaced by the next opener that long after its last renewal.
 
     Needs the ``postgres`` extra: ``pip install 'inturn[postgres]'``.
     """
@@ -104,11 +121,29 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         default=0.5, kw_only=True, validator=attrs.validators.instance_of(float)
     )
     dialect: ClassVar[Dialect[psycopg.Connection[Any]]] = _DIALECT
+    lease_ttl: float = attrs.field(default=10.0, kw_only=True)
     commits: int = attrs.field(default=0, init=False)
     """Transactions committed since `open` (group commit makes it < writes)."""
+    epoch: int = attrs.field(default=0, init=False)
+    """The fencing token of this holder: raised by every takeover, so a later holder's is higher."""
+    _process: int = attrs.field(default=0, init=False)
+    _renewed: float = attrs.field(default=0.0, init=False)
+    """`time.monotonic` when the last renewal that succeeded was sent."""
+    _token: int = attrs.field(default=0, init=False)
+    """The token the current transaction writes into ``meta``."""
+    _fault_hook: Callable[[str], None] | None = attrs.field(default=None, init=False)
+    """For fault-injection tests: called on the journal's thread before COMMIT
+    (``"commit"``), to end the session there as a failing network would."""
     _worker: JournalThread[psycopg.Connection[Any]] | None = attrs.field(default=None, init=False)
     _next_id: int = attrs.field(default=1, init=False)
     """Ids below this were used: kept on the journal's thread, stored as ``meta.high_id``."""
+
+    @lease_ttl.validator
+    def _check_ttl(self, attribute: attrs.Attribute[float], value: object) -> None:
+        if not isinstance(value, float | int) or isinstance(value, bool):
+            raise TypeError(f"lease_ttl must be a number, not {type(value).__name__}")
+        if not 1.0 <= value <= 86_400.0:
+            raise ValueError(f"lease_ttl must be between 1 and 86400 seconds, not {value!r}")
 
     @property
     def name(self) -> str:
@@ -130,6 +165,8 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             serve_read=self._serve_read,
             close=self._close,
             describe=self.name,
+            idle=self._heartbeat,
+            idle_every=self.lease_ttl / 3,
         )
         self._worker.start()
         return recovery
@@ -168,11 +205,7 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         connection = connect(self.dsn, self.schema, self.name)
         try:
             ensure_schema(connection, self.schema, self.name)
-            (locked,) = connection.execute(
-                f"SELECT pg_try_advisory_lock({lock_id(self.schema)})"
-            ).fetchone() or (False,)
-            if not locked:
-                raise JournalLocked(self.name)
+            self._claim(connection)
             recovery = _recover(connection)
             inbox.reset(connection)
         except psycopg.Error as exc:
@@ -183,14 +216,131 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             raise
         return connection, recovery
 
+    def _claim(self, connection: psycopg.Connection[Any]) -> None:
+        """Register a fresh incarnation and take the journal, or raise `JournalLocked`."""
+        started = time.monotonic()
+        with connection.transaction():
+            (process,) = _one(
+                connection,
+                "INSERT INTO processes (name, expires_at) VALUES (%s, clock_timestamp() + %s)"
+                " RETURNING id",
+                (_incarnation(), _seconds(self.lease_ttl)),
+            )
+            owner, epoch = _one(connection, "SELECT owner, epoch FROM meta FOR UPDATE")
+            if owner is not None:
+                (live,) = _one(
+                    connection,
+                    "SELECT count(*) FROM processes WHERE id = %s"
+                    " AND expires_at > clock_timestamp()",
+                    (owner,),
+                )
+                if live:
+                    raise JournalLocked(self.name)  # rolls our incarnation back too
+            connection.execute("UPDATE meta SET owner = %s, epoch = %s", (process, epoch + 1))
+            # Incarnations whose lease ran out hold nothing: forget them.
+            connection.execute("DELETE FROM processes WHERE expires_at <= clock_timestamp()")
+        self._process, self.epoch, self._renewed = process, epoch + 1, started
+
+    def _fence(self, connection: psycopg.Connection[Any]) -> None:
+        """Inside a transaction: hold ``meta``, mark it with a fresh token, renew the lease.
+
+        Raises `LeaseLost` if another incarnation owns the journal now, or
+        this one's lease ran out.  The token tells, after a connection lost
+        during COMMIT, whether that transaction committed.
+        """
+        started = time.monotonic()
+        self._token = secrets.randbits(63)
+        renewed = (
+            connection.execute(
+                "UPDATE meta SET token = %s WHERE owner = %s AND epoch = %s",
+                (self._token, self._process, self.epoch),
+            ).rowcount
+            == 1
+            and connection.execute(
+                "UPDATE processes SET expires_at = clock_timestamp() + %s"
+                " WHERE id = %s AND expires_at > clock_timestamp()",
+                (_seconds(self.lease_ttl), self._process),
+            ).rowcount
+            == 1
+        )
+        if not renewed:
+            raise LeaseLost(self.name)
+        self._renewed = started
+
+    def _connection(self, connection: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+        """*connection*, or a new one if the server ended it: the lease outlives a connection."""
+        if not connection.broken:
+            return connection
+        fresh = connect(self.dsn, self.schema, self.name)  # JournalError if it cannot
+        if self._worker is not None:  # None while closing
+            self._worker.connection = fresh
+        connection.close()
+        return fresh
+
+    def _committed(self, connection: psycopg.Connection[Any]) -> bool:
+        """After the connection was lost during COMMIT: did that transaction commit?
+
+        Reconnects (for up to the lease's TTL) and reads the token: ours means
+        committed; another's while we still own the journal means not; a new
+        owner means the answer is lost with the lease.
+        """
+        import psycopg
+
+        deadline = self._renewed + self.lease_ttl
+        while True:
+            try:
+                connection = self._connection(connection)
+                token, owner, epoch = _one(connection, "SELECT token, owner, epoch FROM meta")
+            except (JournalError, psycopg.Error):
+                if time.monotonic() > deadline:
+                    raise LeaseLost(self.name) from None
+                time.sleep(0.1)
+                continue
+            if token == self._token:
+                return True
+            if (owner, epoch) == (self._process, self.epoch):
+                return False
+            raise LeaseLost(self.name)
+
+    def _suspect(self) -> bool:
+        """Whether the lease may have run out by now (local time, with a margin)."""
+        return time.monotonic() > self._renewed + self.lease_ttl * 0.75
+
+    def _heartbeat(self, connection: psycopg.Connection[Any]) -> None:
+        """On the journal's thread, with no work: renew the lease in a transaction of its own."""
+        import psycopg
+
+        try:
+            connection = self._connection(connection)
+            with connection.transaction():
+                self._fence(connection)
+        except LeaseLost as exc:
+            self._lost(exc)
+        except (JournalError, psycopg.Error):
+            pass  # the next write says what is wrong; the lease runs until then
+
+    def _lost(self, error: LeaseLost) -> None:
+        """From now on, refuse all work: another incarnation may hold the journal."""
+        if self._worker is not None and self._worker.broken is not None:
+            return  # said already
+        if self._worker is not None:
+            self._worker.broken = error
+        structlog.get_logger("inturn").error(
+            "lease.lost", journal=self.name, process=self._process, epoch=self.epoch
+        )
+
     def _close(self, connection: psycopg.Connection[Any]) -> None:
         import psycopg
 
-        # Unlock before closing: the server ends a closed session a moment
-        # later, and the next opener must not find the lock still held.
-        with contextlib.suppress(psycopg.Error):
-            if not connection.broken:
-                connection.execute(f"SELECT pg_advisory_unlock({lock_id(self.schema)})")
+        # Hand the journal back at once, rather than after the lease runs out.
+        with contextlib.suppress(psycopg.Error, JournalError):
+            connection = self._connection(connection)
+            with connection.transaction():
+                connection.execute(
+                    "UPDATE meta SET owner = NULL WHERE owner = %s AND epoch = %s",
+                    (self._process, self.epoch),
+                )
+                connection.execute("DELETE FROM processes WHERE id = %s", (self._process,))
         connection.close()
 
     def _serve_read(
@@ -199,7 +349,16 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         import psycopg
 
         try:
-            request.result = request.run(connection)
+            connection = self._connection(connection)
+            try:
+                request.result = request.run(connection)
+            except psycopg.OperationalError:
+                if not connection.broken:
+                    raise
+                # The server ended the session: a read changes nothing, so read again.
+                request.result = request.run(self._connection(connection))
+        except JournalError as exc:
+            request.error = exc
         except psycopg.Error as exc:
             request.error = database_error(self.name, exc, "read")
             request.error.__cause__ = exc
@@ -207,12 +366,33 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             request.error = exc
 
     def _commit_group(self, connection: psycopg.Connection[Any], group: list[Request]) -> None:
-        """Commit *group* in one transaction; set each request's verdict."""
+        """Commit *group* in one transaction; set each request's verdict.
+
+        A connection the server ended before COMMIT committed nothing: the
+        group is tried once more on a new connection.
+        """
+        for last in (False, True):
+            try:
+                connection = self._connection(connection)
+            except JournalError as exc:
+                refuse(group, exc)
+                return
+            if self._commit_once(connection, group, last=last):
+                return
+            for request in group:
+                request.error = None
+                request.superseded.clear()
+
+    def _commit_once(
+        self, connection: psycopg.Connection[Any], group: list[Request], *, last: bool
+    ) -> bool:
+        """One try of `_commit_group`: False if it should be tried again (nothing committed)."""
         import psycopg
 
         next_id = self._next_id
         try:
             connection.execute("BEGIN")
+            self._fence(connection)
             for request in group:
                 # A batch of one change breaks no rule as an SQL error; a batch
                 # of several needs a savepoint to be refused alone.
@@ -230,29 +410,63 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
                     connection.execute("RELEASE SAVEPOINT batch")
             if next_id != self._next_id:
                 connection.execute("UPDATE meta SET high_id = %s", (next_id - 1,))
+        except LeaseLost as exc:
+            _rollback(connection)
+            self._lost(exc)
+            refuse(group, exc)
+            return True
         except psycopg.Error as exc:
+            if connection.broken and not last:
+                return False
             _rollback(connection)
             error = database_error(self.name, exc, "write")
             error.__cause__ = exc
             refuse(group, error)
-            return
+            return True
         try:
+            if self._fault_hook is not None:
+                self._fault_hook("commit")
             connection.execute("COMMIT")
         except psycopg.Error as exc:
             error = database_error(self.name, exc, "commit")
             error.__cause__ = exc
-            if connection.broken:
-                # What the server kept is unknown now: never carry on as if not.
-                assert self._worker is not None
-                self._worker.broken = exc
-                error = JournalError(f"{error}; journal closed to work")
-                error.__cause__ = exc
-            else:
+            if not connection.broken:
                 _rollback(connection)
-            refuse(group, error)
-            return
+                refuse(group, error)
+                return True
+            try:  # what did the server keep?  The token says.
+                committed = self._committed(connection)
+            except LeaseLost as lost:
+                self._lost(lost)
+                refuse(group, lost)
+                return True
+            if not committed:
+                refuse(group, error)
+                return True
         self._next_id = next_id
         self.commits += 1
+        if self._suspect():  # the answer came late: act on it only once renewed
+            self._heartbeat(connection)
+            if self._suspect():
+                refuse(group, LeaseLost(self.name))
+        return True
+
+
+def _one(
+    connection: psycopg.Connection[Any], sql: str, parameters: tuple[object, ...] = ()
+) -> tuple[Any, ...]:
+    row = connection.execute(sql, parameters).fetchone()
+    assert row is not None, sql
+    return tuple(row)
+
+
+def _seconds(value: float) -> datetime.timedelta:
+    return datetime.timedelta(seconds=value)
+
+
+def _incarnation() -> str:
+    """What ``processes.name`` says of this process: for an operator, not for identity."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _rollback(connection: psycopg.Connection[Any]) -> None:
