@@ -268,13 +268,18 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         self._renewed = started
 
     def _connection(self, connection: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-        """*connection*, or a new one if the server ended it: the lease outlives a connection."""
-        if not connection.broken:
-            return connection
+        """The thread's current connection, or a new one if the server ended it.
+
+        The lease outlives a connection.  *connection* is the one the caller
+        had; while the journal is open, the thread's own is the current one.
+        """
+        current = self._worker.connection if self._worker is not None else connection
+        if not current.broken:
+            return current
         fresh = connect(self.dsn, self.schema, self.name)  # JournalError if it cannot
         if self._worker is not None:  # None while closing
             self._worker.connection = fresh
-        connection.close()
+        current.close()
         return fresh
 
     def _committed(self, connection: psycopg.Connection[Any]) -> bool:
@@ -368,16 +373,17 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
     def _commit_group(self, connection: psycopg.Connection[Any], group: list[Request]) -> None:
         """Commit *group* in one transaction; set each request's verdict.
 
-        A connection the server ended before COMMIT committed nothing: the
-        group is tried once more on a new connection.
+        A transaction whose connection the server ended committed nothing
+        (before COMMIT, or during it when its token is not in ``meta``): the
+        group is tried again on a new connection, up to `_TRIES` times.
         """
-        for last in (False, True):
+        for attempt in range(_TRIES):
             try:
                 connection = self._connection(connection)
             except JournalError as exc:
                 refuse(group, exc)
                 return
-            if self._commit_once(connection, group, last=last):
+            if self._commit_once(connection, group, last=attempt == _TRIES - 1):
                 return
             for request in group:
                 request.error = None
@@ -441,6 +447,8 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
                 refuse(group, lost)
                 return True
             if not committed:
+                if not last:
+                    return False
                 refuse(group, error)
                 return True
         self._next_id = next_id
@@ -450,6 +458,10 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             if self._suspect():
                 refuse(group, LeaseLost(self.name))
         return True
+
+
+_TRIES: Final = 3
+"""Transactions tried for one group whose connections the server keeps ending."""
 
 
 def _one(
