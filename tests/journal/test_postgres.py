@@ -387,3 +387,20 @@ async def test_a_supervisor_rides_out_its_sessions_being_ended(pg_dsn: str, pg_s
             await sup.wait_idle()
     assert ended >= 5  # sessions were ended while jobs ran
     assert ran == {f"k{k}": list(range(k, 300, 10)) for k in range(10)}
+
+
+async def test_an_idle_supervisor_keeps_its_lease_while_it_polls_for_commands(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """Regression: reads every 0.1 s (the command inbox) kept the heartbeat from running, and an idle holder lost its lease after lease_ttl."""
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema, lease_ttl=1.0, poll_interval=0.1)
+    done: list[object] = []
+
+    async def handler(job: inturn.Job) -> None:
+        done.append(job.payload)
+
+    async with inturn.open_supervisor(handler, journal=journal) as sup:
+        await trio.sleep(2.5)  # idle, in real time, for more than two leases
+        await sup.send("k", "still holding")
+        await sup.wait_idle()
+    assert done == ["still holding"]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
@@ -96,7 +97,7 @@ class JournalThread(Generic[_C]):
     describe: str
     """What error messages call the journal: its path or its database."""
     idle: Callable[[_C], None] | None = None
-    """Called on the thread after *idle_every* seconds without work (a lease's heartbeat)."""
+    """Called on the thread every *idle_every* seconds, between requests (a lease's heartbeat)."""
     idle_every: float | None = None
     broken: BaseException | None = None
     _requests: queue.SimpleQueue[Request | Read[_C] | object] = attrs.field(
@@ -148,12 +149,20 @@ class JournalThread(Generic[_C]):
 
     def _serve(self) -> None:
         try:
+            due = None if self.idle_every is None else time.monotonic() + self.idle_every
             while True:
-                try:
-                    first = self._requests.get(timeout=self.idle_every)
-                except queue.Empty:
-                    if self.idle is not None and self.broken is None:
+                # *idle* runs every *idle_every* seconds, however busy the
+                # queue is (reads alone would otherwise hold it off forever).
+                if due is not None and time.monotonic() >= due:
+                    assert self.idle is not None
+                    assert self.idle_every is not None
+                    if self.broken is None:
                         self.idle(self.connection)
+                    due = time.monotonic() + self.idle_every
+                try:
+                    timeout = None if due is None else max(0.0, due - time.monotonic())
+                    first = self._requests.get(timeout=timeout)
+                except queue.Empty:
                     continue
                 if isinstance(first, Read):
                     self._read(first)

@@ -312,8 +312,11 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         return time.monotonic() > self._renewed + self.lease_ttl * 0.75
 
     def _heartbeat(self, connection: psycopg.Connection[Any]) -> None:
-        """On the journal's thread, with no work: renew the lease in a transaction of its own."""
+        """On the journal's thread: renew the lease in a transaction of its own, unless a write just did."""
         import psycopg
+
+        if time.monotonic() < self._renewed + self.lease_ttl / 3:
+            return
 
         try:
             connection = self._connection(connection)
