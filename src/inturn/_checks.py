@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 import math
+from typing import Final
 
-__all__ = ["check_count", "check_number"]
+__all__ = ["MAX_COUNT", "MAX_PAYLOAD", "check_count", "check_number"]
+
+MAX_COUNT: Final = 2**31 - 1
+"""The largest count an option takes: far beyond use, and within every journal's integers."""
+
+MAX_PAYLOAD: Final = 1024**3
+"""The largest `max_payload`: 1 GiB, under SQLite's largest value (2**31 - 1 bytes)."""
 
 
 def check_number(name: str, value: object, *, types: tuple[type, ...] = (int, float)) -> None:
@@ -27,10 +34,12 @@ def check_number(name: str, value: object, *, types: tuple[type, ...] = (int, fl
         raise ValueError(f"{name} must be finite, not {value!r}")
 
 
-def check_count(name: str, value: object, *, minimum: int) -> int:
-    """*value* if it is an int (not a bool) of at least *minimum*; else TypeError or ValueError."""
+def check_count(name: str, value: object, *, minimum: int, maximum: int | None = None) -> int:
+    """*value* if it is an int (not a bool) from *minimum* to *maximum*; else TypeError or ValueError."""
     check_number(name, value, types=(int,))
     assert isinstance(value, int)
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, not {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, not {value!r}")
     return value

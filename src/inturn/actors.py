@@ -59,7 +59,7 @@ import trio
 from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
 from .errors import DecodeError, LeaseLost, PermanentError
-from .events import Logger
+from .events import Logger, exception_text
 from .jobs import Job
 from .journal import Complete, Discard, Journal, MarkAttempt
 from .journal.records import Retrying
@@ -119,6 +119,7 @@ class Runtime:
     job_timeout: float | None
     max_restarts: int
     restart_window: float
+    max_payload: int = 16 * 1024 * 1024
     nursery: trio.Nursery | None = None
     actors: dict[Lane, Actor] = attrs.field(factory=dict)
     waiters: dict[int, Waiter] = attrs.field(factory=dict)
@@ -215,9 +216,15 @@ class Runtime:
                     [MarkAttempt(entry.id, entry.attempt - 1) for entry in entries]
                 )
             except Exception as exc:
+                # Text, not exc_info: a renderer would show this frame's locals (the entries' data).
+                error, exception = describe(exc), exception_text(exc)
                 for entry in entries:
                     self.log.warning(
-                        "job.attempt_not_returned", key=entry.key, job_id=entry.id, exc_info=exc
+                        "job.attempt_not_returned",
+                        key=entry.key,
+                        job_id=entry.id,
+                        error=error,
+                        exception=exception,
                     )
 
     # -- called by actors ----------------------------------------------------
@@ -252,7 +259,10 @@ class Runtime:
                 await actor.run()
             except Exception as exc:
                 key = actor.lane if isinstance(actor.lane, str) else None
-                self.log.error("actor.crashed", key=key, exc_info=exc)
+                # Text, not exc_info: a renderer would show the frames' locals, payloads among them.
+                self.log.error(
+                    "actor.crashed", key=key, error=describe(exc), exception=exception_text(exc)
+                )
                 # Another process holds the journal now: nothing here may go on.
                 if isinstance(exc, LeaseLost) or not self._may_restart():
                     self.escalate(exc)
@@ -341,6 +351,7 @@ class Actor:
         if self.waiting_on(token):
             self._unpark(woken=False)
 
+    @trio.lowlevel.enable_ki_protection
     def _unpark(self, *, woken: bool) -> None:
         task = self._parked
         if task is not None:
@@ -400,8 +411,13 @@ class Actor:
                         # else a send landed as the linger ran out: serve it
                     yielded = True
 
+    @trio.lowlevel.enable_ki_protection
     async def _wait(self, seconds: float) -> bool:
-        """Wait for a wake-up; False if *seconds* passed without one."""
+        """Wait for a wake-up; False if *seconds* passed without one.
+
+        KI-protected: a KeyboardInterrupt between registering the task and
+        parking it would leave a task that exited for `_unpark` to reschedule.
+        """
         if seconds <= 0:
             return False
         self._token += 1
@@ -508,7 +524,10 @@ class Actor:
             payload = runtime.codec.decode(entry.data)
         except Exception as exc:
             if not isinstance(exc, DecodeError):
-                decode_error = DecodeError(f"cannot decode payload: {exc}")
+                # Its text may quote the bytes: name its type; the cause keeps the rest.
+                decode_error = DecodeError(
+                    f"cannot decode payload: the codec raised {type(exc).__qualname__}"
+                )
                 decode_error.__cause__ = exc
                 exc = decode_error
             return self._failed(entry, exc)

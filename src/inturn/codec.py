@@ -88,16 +88,29 @@ class JSONCodec:
             raise EncodeError(
                 "payload strings must be valid Unicode (no lone surrogates)"
             ) from None
-        except ValueError as exc:  # e.g. an int with more digits than int <-> str allows
-            raise EncodeError(f"cannot encode payload: {exc}") from None
+        except ValueError:  # the encoder's only one: an int too long for int -> str
+            raise EncodeError(
+                "payload ints must have at most sys.get_int_max_str_digits() digits"
+            ) from None
 
     def decode(self, data: bytes) -> object:
+        # Each message says where and why, never what: the bytes are the payload.
         try:
             return self._decoder.decode(data.decode())
         except DecodeError:
             raise
-        except Exception as exc:
-            raise DecodeError(f"cannot decode payload: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise DecodeError(
+                f"cannot decode payload: not UTF-8 at byte {exc.start} ({exc.reason})"
+            ) from exc
+        except json.JSONDecodeError as exc:
+            raise DecodeError(
+                f"cannot decode payload: not JSON at char {exc.pos} ({exc.msg})"
+            ) from exc
+        except RecursionError as exc:
+            raise DecodeError("cannot decode payload: nested too deeply") from exc
+        except Exception as exc:  # an int too long for str -> int, say: its text may quote it
+            raise DecodeError(f"cannot decode payload: {type(exc).__name__}") from exc
 
     def _to_tree(self, value: object) -> object:
         kind = type(value)
@@ -105,7 +118,7 @@ class JSONCodec:
             return value
         if kind is float:
             if not math.isfinite(value):  # type: ignore[arg-type]
-                raise EncodeError(f"payload floats must be finite, not {value!r}")
+                raise EncodeError("payload floats must be finite (no NaN or infinity)")
             return value
         if kind is list:
             return [self._to_tree(item) for item in value]  # type: ignore[attr-defined]
@@ -131,7 +144,35 @@ class JSONCodec:
         if TYPE_TAG not in tree:
             return tree
         type_name = tree.pop(TYPE_TAG)
-        cls = self._by_name.get(type_name) if isinstance(type_name, str) else None
+        if not isinstance(type_name, str):
+            kind = type(type_name).__name__
+            raise DecodeError(f"payload type tag {TYPE_TAG!r} holds a {kind}, not a class name")
+        cls = self._by_name.get(type_name)
         if cls is None:
             raise DecodeError(f"payload type {type_name!r} is not registered with this codec")
-        return cls(**tree)
+        try:
+            return cls(**tree)
+        except Exception as exc:
+            raise DecodeError(
+                f"cannot rebuild a {type_name} payload: {_refusal(cls, tree, exc)}"
+            ) from exc
+
+
+def _refusal(cls: type, tree: dict[str, object], error: Exception) -> str:
+    """Why *cls* refused the fields in *tree*, naming fields only.
+
+    *error*'s own text is not used: an attrs validator's message quotes the
+    value it refused, and a dead letter's error text must not hold a payload.
+    """
+    fields = attrs.fields(cls)
+    unknown = sorted(tree.keys() - {field.alias for field in fields})
+    missing = [f.alias for f in fields if f.default is attrs.NOTHING and f.alias not in tree]
+    if unknown or missing:
+        wrong = [f"unknown field {name!r}" for name in unknown]
+        wrong += [f"missing field {name!r}" for name in missing]
+        return ", ".join(wrong)
+    # attrs' own validators pass the field's Attribute among the error's args
+    named = [arg.name for arg in error.args if isinstance(arg, attrs.Attribute)]
+    if named:
+        return f"{type(error).__name__} from the validator of field {named[0]!r}"
+    return f"{type(error).__name__} from a validator, converter or __attrs_post_init__"

@@ -70,9 +70,6 @@ class EventTee:
 
     def _emit(self, name: str, fields: dict[str, Any]) -> None:
         error = fields.get("error")
-        exc_info = fields.get("exc_info")
-        if error is None and isinstance(exc_info, BaseException):
-            error = "".join(traceback.format_exception_only(exc_info)).strip()
         event = Event(
             name=name,
             key=_typed(fields.get("key"), str),
@@ -84,7 +81,29 @@ class EventTee:
         try:
             self.on_event(event)
         except Exception as exc:
-            self.log.warning("on_event.failed", event_name=name, exc_info=exc)
+            self.log.warning(
+                "on_event.failed",
+                event_name=name,
+                error=error_text(exc),
+                exception=exception_text(exc),
+            )
+
+
+def error_text(error: BaseException) -> str:
+    """*error*'s type and message, as the last line of its traceback shows them."""
+    return "".join(traceback.format_exception_only(error)).strip()
+
+
+def exception_text(error: BaseException) -> str:
+    """*error*'s traceback as the standard library prints it: frames, never their locals.
+
+    The runtime logs this (as ``exception=``, the field structlog's renderers
+    print as a traceback) and never ``exc_info=``: handed the exception itself,
+    a renderer such as rich's or better-exceptions' (the console default when
+    installed), or an error tracker, shows each frame's locals, and an
+    inturn frame may hold a payload there.
+    """
+    return "".join(traceback.format_exception(error)).rstrip("\n")
 
 
 _T = TypeVar("_T")

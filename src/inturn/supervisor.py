@@ -44,7 +44,7 @@ from typing import Literal, NoReturn, TypeVar, final
 import attrs
 import trio
 
-from ._checks import check_count, check_number
+from ._checks import MAX_COUNT, MAX_PAYLOAD, check_count, check_number
 from ._fixes import (
     SKIPPED_TEXT,
     check_job_id,
@@ -54,7 +54,7 @@ from ._fixes import (
     schedule_point,
     skip_check,
 )
-from .actors import Handler, Runtime, Waiter
+from .actors import Handler, Runtime, Waiter, describe
 from .codec import Codec, JSONCodec
 from .core import Core, Entry, Lane
 from .errors import (
@@ -66,7 +66,7 @@ from .errors import (
     PermanentError,
     SupervisorClosed,
 )
-from .events import Event, EventTee
+from .events import Event, EventTee, exception_text
 from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Stats
 from .journal import (
@@ -146,7 +146,9 @@ class Supervisor:
         items: Iterable[object] = jobs  # checked here: callers may pass anything
         for item in items:
             if not (isinstance(item, tuple) and len(item) == 2):
-                raise TypeError(f"send_many takes (key, payload) pairs, not {item!r}")
+                raise TypeError(
+                    f"send_many takes (key, payload) pairs, not a {type(item).__name__}"
+                )
             key, payload = item
             batch.append((validate_key(key), self._encode(payload)))
         if not batch:
@@ -456,7 +458,9 @@ class Supervisor:
             try:
                 commands = await runtime.journal.commands()
             except Exception as exc:
-                runtime.log.error("commands.failed", exc_info=exc)
+                runtime.log.error(
+                    "commands.failed", error=describe(exc), exception=exception_text(exc)
+                )
                 await trio.sleep(1.0)
                 continue
             for command in commands:
@@ -474,7 +478,12 @@ class Supervisor:
         try:
             await runtime.journal.answer(command.id, answer)
         except Exception as exc:
-            runtime.log.error("command.not_answered", command_id=command.id, exc_info=exc)
+            runtime.log.error(
+                "command.not_answered",
+                command_id=command.id,
+                error=describe(exc),
+                exception=exception_text(exc),
+            )
 
     async def carry_out(self, command: Command) -> int | bool | None:
         """Run *command* with the method its verb names; return that method's result."""
@@ -519,12 +528,20 @@ class Supervisor:
         return entry
 
     def _encode(self, payload: object) -> bytes:
+        runtime = self._runtime
         try:
-            return self._runtime.codec.encode(payload)
+            data = runtime.codec.encode(payload)
         except EncodeError:
             raise
         except Exception as exc:  # a custom codec's own error type
-            raise EncodeError(f"cannot encode payload: {exc}") from exc
+            raise EncodeError(
+                f"cannot encode payload: the codec raised {type(exc).__qualname__}"
+            ) from exc
+        if len(data) > runtime.max_payload:  # refused alone, before it joins a batch
+            raise EncodeError(
+                f"payload is {len(data)} bytes encoded, over max_payload={runtime.max_payload}"
+            )
+        return data
 
     async def _journal(self, entries: list[Entry], *, requeue_of: int | None = None) -> bool:
         """Journal reserved *entries* in one write, then commit them; or retract them all.
@@ -604,6 +621,7 @@ async def open_supervisor(
     max_concurrency: int | None = None,
     window: int = 1000,
     max_buffered: int = 100_000,
+    max_payload: int = 16 * 1024 * 1024,
     codec: Codec | None = None,
     max_restarts: int = 3,
     restart_window: float = 5.0,
@@ -632,6 +650,9 @@ async def open_supervisor(
         max_buffered: about this many jobs in memory over all keys (each
             key's next job always is), so a backlog of any size over any
             number of keys costs bounded memory.
+        max_payload: the largest encoded payload `send` accepts, in bytes (16
+            MiB by default); a larger one is an `EncodeError` for that send
+            alone, before it reaches the journal.
         codec: turns payloads into bytes and back; None means `JSONCodec()`.
         max_restarts: crashes of the runtime around jobs (a journal failing,
             say) tolerated within *restart_window* seconds; one more escalates.
@@ -660,11 +681,15 @@ async def open_supervisor(
         job_timeout = _number("job_timeout", job_timeout, minimum=0, inclusive=False)
     if on_discard not in ("continue", "halt"):
         raise ValueError(f"on_discard must be 'continue' or 'halt', not {on_discard!r}")
+    # Bounded, so no count reaches a journal larger than it can store.
     if max_concurrency is not None:
-        max_concurrency = check_count("max_concurrency", max_concurrency, minimum=1)
-    window = check_count("window", window, minimum=1)
-    max_buffered = check_count("max_buffered", max_buffered, minimum=1)
-    max_restarts = check_count("max_restarts", max_restarts, minimum=0)
+        max_concurrency = check_count(
+            "max_concurrency", max_concurrency, minimum=1, maximum=MAX_COUNT
+        )
+    window = check_count("window", window, minimum=1, maximum=MAX_COUNT)
+    max_buffered = check_count("max_buffered", max_buffered, minimum=1, maximum=MAX_COUNT)
+    max_payload = check_count("max_payload", max_payload, minimum=1, maximum=MAX_PAYLOAD)
+    max_restarts = check_count("max_restarts", max_restarts, minimum=0, maximum=MAX_COUNT)
     restart_window = _number("restart_window", restart_window, minimum=0, inclusive=False)
     if codec is None:
         codec = JSONCodec()
@@ -705,6 +730,7 @@ async def open_supervisor(
             job_timeout=job_timeout,
             max_restarts=max_restarts,
             restart_window=restart_window,
+            max_payload=max_payload,
         )
         if on_event is not None:
             runtime.log = EventTee(runtime.log, on_event)

@@ -45,14 +45,15 @@ def mode(path: Path) -> int:
 
 
 async def test_files_are_private_to_the_user(tmp_path: Path) -> None:
-    """The database, its WAL and shared-memory files and the lock file are mode 0600."""
+    """The database, its WAL and shared-memory files are mode 0600, and there is no lock file."""
     path = tmp_path / "jobs.db"
     journal = inturn.SQLiteJournal(path)
     await journal.open()
     await journal.write([Append(job_id=1, key="k", data=b"1")])
     try:
-        for name in ("jobs.db", "jobs.db-wal", "jobs.db-shm", "jobs.db.lock"):
+        for name in ("jobs.db", "jobs.db-wal", "jobs.db-shm"):
             assert mode(tmp_path / name) == 0o600, name
+        assert not (tmp_path / "jobs.db.lock").exists()
     finally:
         await journal.aclose()
 
@@ -567,7 +568,7 @@ async def test_a_reader_finds_a_journal_at_a_path_with_uri_characters(tmp_path: 
     # A read-only reader may leave the WAL files it needed (private, like the
     # journal's own); it creates nothing else.
     names = {p.name for p in folder.iterdir()}
-    assert names <= {"jobs?.db#", "jobs?.db#.lock", "jobs?.db#-wal", "jobs?.db#-shm"}, names
+    assert names <= {"jobs?.db#", "jobs?.db#-wal", "jobs?.db#-shm"}, names
     assert all(mode(folder / name) == 0o600 for name in names)
     await journal.open()  # and the journal opens as before
     await journal.aclose()

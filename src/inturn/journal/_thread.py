@@ -65,6 +65,7 @@ def refuse(group: Sequence[Request], error: JournalError) -> None:
         request.error = error
 
 
+@trio.lowlevel.enable_ki_protection
 def _wake(group: Sequence[Request | Read[Any]]) -> None:
     """Run by trio: let every caller of a finished group go on (one wake-up per group)."""
     for request in group:
@@ -117,6 +118,12 @@ class JournalThread(Generic[_C]):
             return LeaseLost(self.describe)
         return JournalError(f"{self.describe}: refusing work after a failed commit")
 
+    # KI-protected: a KeyboardInterrupt between queueing a request and parking
+    # would end the task while the thread still holds it, and the thread would
+    # later reschedule a task that exited (trio.TrioInternalError).  Protected,
+    # the interrupt arrives at the caller's next checkpoint instead.
+
+    @trio.lowlevel.enable_ki_protection
     async def write(self, changes: Sequence[Change]) -> list[Change]:
         if self.broken is not None:
             raise self.refusal() from self.broken
@@ -130,6 +137,7 @@ class JournalThread(Generic[_C]):
             raise request.error
         return request.superseded
 
+    @trio.lowlevel.enable_ki_protection
     async def read(self, run: Callable[[_C], _T]) -> _T:
         request: Read[_C] = Read(run, trio.lowlevel.current_task())
         self._requests.put(request)

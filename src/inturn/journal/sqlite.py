@@ -28,8 +28,14 @@ and runs between transactions.  Their SQL lives in `_sqlite_reads`, as plain
 functions of a connection that `SQLiteReader` reuses on a read-only
 connection of its own.
 
-One supervisor at a time: `open` takes an exclusive ``flock`` on
-``<path>.lock``; the kernel drops it when the process dies, even by SIGKILL.
+One supervisor at a time: `open` takes an exclusive ``flock`` on the database
+file itself, so the lock follows the file (its inode), whatever name opens it:
+a symlink, a hard link, a relative path.  The kernel drops it when the
+process dies, even by SIGKILL, and there is no lock file to delete by
+mistake.  (``flock`` and SQLite's own POSIX locks do not interact on Linux.
+The descriptor stays open until the journal's connection is closed, so
+closing it cannot drop a POSIX lock SQLite holds.)  Versions before 0.2 locked
+``<path>.lock`` instead: stop them before starting this one on their files.
 """
 
 from __future__ import annotations
@@ -195,12 +201,28 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         return connection, recovery
 
     def _take_lock(self) -> None:
-        fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        """Lock the database file (created, mode 0600, if missing), or raise."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:  # no such directory, read-only, no permission, ...
+            raise JournalError(f"{self.path}: cannot open: {exc.strerror or exc}") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise JournalLocked(self.path) from None
+        except OSError as exc:
+            os.close(fd)
+            raise JournalError(f"{self.path}: cannot lock: {exc.strerror or exc}") from exc
+        links = os.fstat(fd).st_nlink
+        if links > 1:
+            # SQLite names the -wal file after the path: another name for the
+            # file would not see what was committed through this one.
+            os.close(fd)
+            raise JournalError(
+                f"{self.path}: the file has {links} hard links; a journal must have one name"
+                " (a symlink is fine)"
+            )
         self._lock_fd = fd
 
     def _release_lock(self) -> None:
@@ -210,9 +232,8 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            # Create the file ourselves so that it (and the -wal/-shm files
-            # SQLite derives from it) is private to the user.
-            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+            # `_take_lock` created the file, private to the user, and SQLite
+            # derives the modes of its -wal and -shm files from it.
             # An operator's command (`_sqlite_inbox`) may hold the write lock
             # for a moment: wait for it rather than fail.
             connection = sqlite3.connect(
@@ -312,7 +333,8 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
                     connection.execute("RELEASE batch")
         except sqlite3.Error as exc:
             rollback(connection)
-            error = JournalError(f"{self.path}: write failed: {exc}")
+            cause = "disk full, nothing stored" if _disk_full(exc) else "write failed"
+            error = JournalError(f"{self.path}: {cause}: {exc}")
             error.__cause__ = exc
             refuse(group, error)
             return
@@ -320,15 +342,26 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             self._fault("commit")
             connection.execute("COMMIT")
         except sqlite3.Error as exc:
+            rollback(connection)
+            if _disk_full(exc):
+                # SQLite wrote no commit record: the transaction is rolled
+                # back, the file as it was.  Refuse the group, keep working.
+                error = JournalError(f"{self.path}: disk full, nothing stored: {exc}")
+                error.__cause__ = exc
+                refuse(group, error)
+                return
             # What reached the disk is unknown now: never carry on as if not.
             assert self._worker is not None
             self._worker.broken = exc
-            rollback(connection)
             error = JournalError(f"{self.path}: commit failed, journal closed to work: {exc}")
             error.__cause__ = exc
             refuse(group, error)
             return
         self.commits += 1
+
+
+def _disk_full(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
 
 
 def _highest_id(connection: sqlite3.Connection) -> int:
