@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import math
 import re
 import sys
 from collections.abc import Iterable, Sequence
@@ -26,6 +27,7 @@ ERROR_WIDTH: Final = 60
 
 DURATION: Final = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
 UNITS: Final = (86400, 3600, 60, 1)
+YEAR: Final = 365 * 86400
 
 
 def parse_duration(text: str) -> float:
@@ -43,9 +45,18 @@ def parse_duration(text: str) -> float:
 
 
 def format_age(seconds: float) -> str:
-    """*seconds* as two units at most, truncated: ``45s``, ``3m12s``, ``2h05m``, ``1d3h``."""
+    """*seconds* as two units at most, truncated: ``45s``, ``3m12s``, ``2h05m``, ``1d3h``.
+
+    A year or more is in years and days (``3y12d``), so that a retry after a
+    delay of millennia reads at a glance.
+    """
+    if not math.isfinite(seconds):  # only a hand-made journal holds one
+        return "forever" if seconds > 0 else "0s"
     whole = max(0, int(seconds))
+    years, whole = divmod(whole, YEAR)
     days, rest = divmod(whole, 86400)
+    if years:
+        return f"{years}y{days}d"
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     if days:
@@ -66,7 +77,11 @@ def until(when: float, now: float) -> str:
 
 
 def stamp(when: float) -> str:
-    moment = datetime.datetime.fromtimestamp(when, tz=datetime.UTC)
+    """*when* (Unix time) in UTC, or the end of the years 1 to 9999 that it lies beyond."""
+    try:
+        moment = datetime.datetime.fromtimestamp(when, tz=datetime.UTC)
+    except (ValueError, OverflowError, OSError):  # a retry after a delay of millennia, say
+        return "after 9999-12-31T23:59:59Z" if when > 0 else "before 0001-01-01T00:00:00Z"
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

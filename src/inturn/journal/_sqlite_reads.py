@@ -52,9 +52,11 @@ __all__ = [
 _T = TypeVar("_T")
 
 _INFO_COLUMNS: Final = (
-    "id, key, unique_key, data, attempts, state, error, accepted_at, finished_at, retry_at,"
-    " stopped_during"
+    "id, CAST(key AS TEXT), CAST(unique_key AS TEXT), CAST(data AS BLOB),"
+    " CAST(attempts AS INTEGER), state, CAST(error AS TEXT), CAST(accepted_at AS REAL),"
+    " CAST(finished_at AS REAL), CAST(retry_at AS REAL), CAST(stopped_during AS INTEGER)"
 )
+"""The columns of a `JobInfo`, cast as `COLUMNS` are."""
 
 
 def select_pending(
@@ -77,13 +79,14 @@ def select_keys(
     where = {
         None: "",
         "blocked": f"WHERE head.retry_at IS NOT NULL OR {halted}",
-        "running": "WHERE head.retry_at IS NULL AND head.attempts > 0",
+        "running": "WHERE head.retry_at IS NULL AND CAST(head.attempts AS INTEGER) > 0",
         "halted": f"WHERE {halted}",
     }[state]
     with _snapshot(connection):  # the two queries see one state of the file
         rows = connection.execute(
-            f"SELECT heads.key, heads.queued, {halted}, head.id, head.attempts,"
-            " head.retry_at, head.error, head.accepted_at"
+            f"SELECT CAST(heads.key AS TEXT), heads.queued, {halted}, head.id,"
+            " CAST(head.attempts AS INTEGER), CAST(head.retry_at AS REAL),"
+            " CAST(head.error AS TEXT), CAST(head.accepted_at AS REAL)"
             " FROM (SELECT key, MIN(id) AS id, COUNT(*) AS queued FROM jobs"
             "       WHERE state = 'pending' AND key IS NOT NULL GROUP BY key) AS heads"
             f" JOIN jobs AS head ON head.id = heads.id {where}"
@@ -93,7 +96,7 @@ def select_keys(
         idle: list[tuple[str]] = []
         if len(rows) < limit and key_matches(state, None, True):
             idle = connection.execute(  # halted keys without unfinished jobs
-                "SELECT key FROM halted WHERE NOT EXISTS (SELECT 1 FROM jobs"
+                "SELECT CAST(key AS TEXT) FROM halted WHERE NOT EXISTS (SELECT 1 FROM jobs"
                 " WHERE state = 'pending' AND jobs.key = halted.key) ORDER BY key LIMIT ?",
                 (limit - len(rows),),
             ).fetchall()
@@ -210,6 +213,10 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
     schema version 1 (before `Retrying`) as it is, with no retry times, and it
     creates no file but the ``-wal`` and ``-shm`` files SQLite's WAL mode needs
     (which a read-only connection cannot remove; the next journal uses them).
+    In a directory it cannot write, where those files cannot be made, it reads
+    a journal that was closed cleanly (no ``-wal`` file, or an empty one) as
+    immutable, and refuses one whose ``-wal`` file holds commits, which it
+    cannot read there.
 
     Every method raises:
         JournalError: *path* does not exist ("no such file") or cannot be read.
@@ -223,7 +230,38 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
     def _read(self, run: Callable[[sqlite3.Connection], _T]) -> _T:
         if not os.path.exists(self.path):  # mode=ro would refuse it too; say why
             raise JournalError(f"{self.path}: no such file")
-        uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?mode=ro"
+        connection = self._connect()
+        try:
+            return run(connection)
+        except sqlite3.Error as exc:
+            raise database_error(self.path, exc, "read") from exc
+        finally:
+            connection.close()
+
+    def _connect(self) -> sqlite3.Connection:
+        """A read-only connection to the journal, its schema checked."""
+        try:
+            return self._open("mode=ro")
+        except sqlite3.Error as exc:
+            if not _no_shm(exc):
+                raise database_error(self.path, exc, "read") from exc
+            if not _wal_empty(self.path):
+                raise JournalError(
+                    f"{self.path}: cannot read: its directory is not writable, and SQLite"
+                    " needs a -shm file there to read the -wal file beside it (the journal is"
+                    " open in a supervisor, or was not closed)"
+                ) from exc
+        # WAL mode keeps its index in a -shm file next to the journal, which
+        # a read-only directory cannot hold.  With no -wal file, or an empty
+        # one, the journal file alone holds every commit: read it as
+        # immutable, which needs no -shm file.
+        try:
+            return self._open("mode=ro&immutable=1")
+        except sqlite3.Error as exc:
+            raise database_error(self.path, exc, "read") from exc
+
+    def _open(self, mode: str) -> sqlite3.Connection:
+        uri = f"file:{urllib.parse.quote(os.path.abspath(self.path))}?{mode}"
         try:
             connection = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=5.0)
         except sqlite3.Error as exc:
@@ -231,14 +269,30 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
         try:
             version = schema_version(connection, self.path)
             if version == 0:
-                raise JournalCorrupt(self.path, "not an inturn journal (an empty database)")
+                raise JournalCorrupt(self.path, "not an inturn journal (an empty file or database)")
             missing = {1: "NULL AS retry_at, NULL AS stopped_during", 2: "NULL AS stopped_during"}
             if version in missing:  # an older file: what it never recorded reads as NULL
                 connection.execute(
                     f"CREATE TEMP VIEW jobs AS SELECT *, {missing[version]} FROM main.jobs"
                 )
-            return run(connection)
-        except sqlite3.Error as exc:
-            raise database_error(self.path, exc, "read") from exc
-        finally:
+        except BaseException:
             connection.close()
+            raise
+        return connection
+
+
+def _no_shm(exc: sqlite3.Error) -> bool:
+    """Whether *exc* is SQLite failing to make a -shm file (older versions say only CANTOPEN)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code == sqlite3.SQLITE_READONLY_DIRECTORY or (
+        code is not None and code & 0xFF == sqlite3.SQLITE_CANTOPEN
+    )
+
+
+def _wal_empty(path: str) -> bool:
+    try:
+        return os.path.getsize(path + "-wal") == 0
+    except FileNotFoundError:
+        return True
+    except OSError:  # cannot tell: it may hold commits
+        return False

@@ -71,21 +71,46 @@ CREATE TABLE commands (
 );
 """
 
-_COLUMNS_OF_VERSION: Final = {
-    1: frozenset(
-        {"id", "key", "unique_key", "data", "attempts", "state", "error"}
-        | {"accepted_at", "finished_at"}
-    ),
-    2: frozenset(
-        {"id", "key", "unique_key", "data", "attempts", "state", "error"}
-        | {"accepted_at", "finished_at", "retry_at"}
-    ),
-    3: frozenset(
-        {"id", "key", "unique_key", "data", "attempts", "state", "error"}
-        | {"accepted_at", "finished_at", "retry_at", "stopped_during"}
-    ),
+_Column = tuple[str, str, bool, bool]
+"""A column as inturn creates it: name, declared type, NOT NULL, primary key."""
+
+_JOBS: Final[tuple[_Column, ...]] = (
+    ("id", "INTEGER", False, True),
+    ("key", "TEXT", False, False),
+    ("unique_key", "TEXT", False, False),
+    ("data", "BLOB", True, False),
+    ("attempts", "INTEGER", True, False),
+    ("state", "TEXT", True, False),
+    ("error", "TEXT", False, False),
+    ("accepted_at", "REAL", True, False),
+    ("finished_at", "REAL", False, False),
+    ("retry_at", "REAL", False, False),  # version 2
+    ("stopped_during", "INTEGER", False, False),  # version 3
+)
+_HALTED: Final[tuple[_Column, ...]] = (("key", "TEXT", False, True),)
+_COMMANDS: Final[tuple[_Column, ...]] = (
+    ("id", "INTEGER", False, True),
+    ("verb", "TEXT", True, False),
+    ("job_id", "INTEGER", False, False),
+    ("key", "TEXT", False, False),
+    ("older_than", "REAL", False, False),
+    ("submitted_at", "REAL", True, False),
+    ("taken_at", "REAL", False, False),
+    ("answered_at", "REAL", False, False),
+    ("answer", "TEXT", False, False),
+)
+
+_TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
+    1: {"jobs": _JOBS[:9], "halted": _HALTED},
+    2: {"jobs": _JOBS[:10], "halted": _HALTED},
+    3: {"jobs": _JOBS, "halted": _HALTED, "commands": _COMMANDS},
 }
-"""The columns of ``jobs`` in each schema version this code reads."""
+"""The tables of each schema version this code reads, column by column: a
+file that has them reads as inturn expects, while a view or another type
+could hang a query or hand back values no reader converts."""
+
+_HEADER: Final = b"SQLite format 3\x00"
+"""How every SQLite database file begins."""
 
 INDEXES: Final = (
     # `load`, recovery, and the heads of keys (`keys`)
@@ -97,7 +122,13 @@ INDEXES: Final = (
 """Created on open if missing, as files made by earlier versions lack some;
 an index changes no row, so it needs no version bump."""
 
-COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at"
+COLUMNS: Final = (
+    "id, CAST(key AS TEXT), CAST(unique_key AS TEXT), CAST(data AS BLOB),"
+    " CAST(attempts AS INTEGER), CAST(error AS TEXT), CAST(retry_at AS REAL)"
+)
+"""The columns of a `StoredJob`.  Cast, as a declared type only prefers a type
+(SQLite stores text in a BLOB column): a hand-made row still reads as the types
+`stored` expects."""
 
 SQLITE_MAX: Final = 2**63 - 1
 """The largest integer SQLite stores: no id is above it, and a larger limit
@@ -118,26 +149,54 @@ def rollback(connection: sqlite3.Connection) -> None:
 
 
 def schema_version(connection: sqlite3.Connection, path: str) -> int:
-    """The schema version of the journal on *connection*, or 0 for an empty database.
+    """The schema version of the journal at *path* on *connection*, or 0 for a new one.
+
+    A new journal is an empty file, or an SQLite database with nothing in it.
 
     Raises:
-        JournalCorrupt: the database is something else.
-        sqlite3.Error: the file is not a database at all, or cannot be read.
+        JournalCorrupt: the file is something else, or has inturn's tables
+            with other columns, as views, or with triggers.
+        JournalError: the file cannot be read.
+        sqlite3.Error: the database cannot be read.
     """
+    try:
+        with open(path, "rb") as file:
+            header = file.read(len(_HEADER))
+    except OSError as exc:
+        raise JournalError(f"{path}: cannot read: {exc}") from exc
+    # SQLite's Unix VFS reports a 1-byte file as empty and would write a
+    # database over it: only a file with no bytes at all is new.
+    if header and header != _HEADER:
+        raise JournalCorrupt(path, "not an SQLite database")
     version = connection.execute("PRAGMA user_version").fetchone()[0]
-    names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
-    if version == 0 and not names:
+    objects = {
+        name: kind for kind, name in connection.execute("SELECT type, name FROM sqlite_master")
+    }
+    if version == 0 and not objects:
         return 0
-    expected = _COLUMNS_OF_VERSION.get(version)
-    if expected is not None and {"jobs", "halted"} <= names:
-        columns = {row[1] for row in connection.execute("PRAGMA table_info(jobs)")}
-        if columns == expected:
-            return int(version)
+    tables = _TABLES_OF_VERSION.get(version, {})
+    triggers = "trigger" in objects.values()  # inturn makes none; one would run in its writes
+    if (
+        tables
+        and not triggers
+        and all(
+            objects.get(table) == "table" and _columns(connection, table) == set(columns)
+            for table, columns in tables.items()
+        )
+    ):
+        return int(version)
     raise JournalCorrupt(
         path,
         f"not an inturn journal of schema version {SCHEMA_VERSION} or older"
         f" (user_version {version})",
     )
+
+
+def _columns(connection: sqlite3.Connection, table: str) -> set[_Column]:
+    return {
+        (name, kind.upper(), bool(not_null), bool(key))
+        for _, name, kind, not_null, _, key in connection.execute(f"PRAGMA table_info({table})")
+    }
 
 
 _UPGRADES: Final = {

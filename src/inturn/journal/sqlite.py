@@ -283,6 +283,10 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
                 connection.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             raise JournalCorrupt(self.path, str(exc)) from exc
+        # A TEXT column keeps a blob as it is: only a hand-made file has a key
+        # that is not text, and the runtime keeps keys as str.
+        if not all(isinstance(key, str) for key in [*(row[0] for row in counts), *halted]):
+            raise JournalCorrupt(self.path, "a key that is not text")
         backlog = {
             key: Backlog(count=count - 1, last_id=last)
             for key, count, _, last in counts
