@@ -36,3 +36,18 @@ def test_ctrl_c_at_random_moments_only_ever_raises_keyboard_interrupt(tmp_path: 
     for output in outputs:
         assert output.splitlines()[-1:] == [f"done {RUNS}"], output
         assert output.splitlines() == [f"done {RUNS}"], output  # no run ended otherwise
+
+
+def test_a_sigint_between_queueing_a_write_and_parking_is_a_keyboard_interrupt(
+    tmp_path: Path,
+) -> None:
+    """Deterministic: the SIGINT lands right after the batch is queued; unprotected, the journal thread later woke a task that had moved on (TypeError or TrioInternalError)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.crash.sigint_window", str(tmp_path / "jobs.db")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout == "KeyboardInterrupt\n", (done.stdout, done.stderr)

@@ -34,7 +34,7 @@ a symlink, a hard link, a relative path.  The kernel drops it when the
 process dies, even by SIGKILL, and there is no lock file to delete by
 mistake.  (``flock`` and SQLite's own POSIX locks do not interact on Linux.
 The descriptor stays open until the journal's connection is closed, so
-closing it cannot drop a POSIX lock SQLite holds.)  Versions before 0.2 locked
+closing it cannot drop a POSIX lock SQLite holds.)  Earlier versions locked
 ``<path>.lock`` instead: stop them before starting this one on their files.
 """
 
