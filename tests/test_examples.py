@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import random
 import re
 import signal
@@ -12,9 +13,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
+import structlog
 
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER = ROOT / "examples" / "ledger.py"
@@ -29,10 +32,12 @@ class Summary:
     retries: int
     completed: int
     discarded: int
+    overdrafts: int
+    """Of the discarded: the entries refused as overdrafts; the others were given up."""
 
 
 def run_ledger(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str], Summary]:
-    """Run examples/ledger.py to the end; return it and its summary line's figures."""
+    """Run examples/ledger.py to the end; return it and its two summary lines' figures."""
     done = subprocess.run(
         [sys.executable, str(LEDGER), *args],
         cwd=cwd,
@@ -42,32 +47,76 @@ def run_ledger(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str],
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    last = done.stdout.strip().splitlines()[-1]
+    figures, why = done.stdout.splitlines()  # the summary, and nothing else
     summary = re.fullmatch(
         r"ledger: (\d+) jobs, (\d+) accounts, (\d+) retries,"
         r" (\d+) completed, (\d+) discarded, \d+\.\d\ds elapsed",
-        last,
+        figures,
     )
     assert summary is not None, done.stdout
     jobs, accounts, retries, completed, discarded = map(int, summary.groups())
     assert accounts == 200
     assert jobs == 5000 == completed + discarded
-    return done, Summary(retries=retries, completed=completed, discarded=discarded)
+    explained = re.fullmatch(
+        rf"ledger: {discarded} discarded, as expected: (\d+) refused as overdrafts,"
+        rf" (\d+) given up after 4 attempts \(the gateway fails 1 call in 5\);"
+        r" inturn dead (.+) lists them",
+        why,
+    )
+    assert explained is not None, why
+    overdrafts, given_up = int(explained.group(1)), int(explained.group(2))
+    assert overdrafts + given_up == discarded
+    assert Path(explained.group(3)).name == "ledger-jobs.db"
+    return done, Summary(retries, completed, discarded, overdrafts)
 
 
 def test_ledger_example_runs_and_prints_its_summary(tmp_path: Path) -> None:
-    """examples/ledger.py (the README's first command) exits 0 with its summary
-    line; run again, it finds its ledger finished and prints the same figures."""
+    """examples/ledger.py (the README's first command) exits 0 and prints its
+    summary alone, its expected discards explained there and not logged; run
+    again, it finds its ledger finished and prints the same figures."""
     done, first = run_ledger(cwd=tmp_path)
     assert first.retries > 0
-    assert first.discarded > 0
-    assert "job.discarded" in done.stderr  # the application's own structlog set-up
-    assert (tmp_path / "ledger-data" / "ledger.db").is_file()
-    assert (tmp_path / "ledger-data" / "ledger-jobs.db").is_file()
+    assert 0 < first.overdrafts < first.discarded  # both kinds happen
+    assert done.stderr == ""  # no job.discarded warning for what the summary explains
+    data = tmp_path / "ledger-data"
+    assert done.stdout.endswith(
+        f"; inturn dead {Path('ledger-data', 'ledger-jobs.db')} lists them\n"
+    )
+    assert (data / "ledger.db").is_file()
+    assert (data / "ledger-jobs.db").is_file()
+    listed = subprocess.run(
+        [sys.executable, "-m", "inturn", "dead", str(data / "ledger-jobs.db"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    errors = [info["last_error"] for info in json.loads(listed.stdout)]
+    assert len(errors) == first.discarded
+    assert sum(error.startswith("Overdraft: ") for error in errors) == first.overdrafts
 
     done, again = run_ledger(cwd=tmp_path)
     assert again == attrs.evolve(first, retries=0)  # nothing ran: nothing was left
-    assert "job.discarded" not in done.stderr
+    assert done.stderr == ""
+
+
+def test_ledger_example_still_logs_an_unexpected_discard() -> None:
+    """The example's log filter drops only the discards its summary explains."""
+    ledger = load_ledger()
+    for error, dropped in [
+        ("Overdraft: account-3 #7 would leave -20", True),
+        ("ledger.GatewayUnavailable: gateway timeout on account-3 #7", True),
+        ("KeyError: 'amount'", False),
+        ("app.NotAnOverdraft: no", False),
+    ]:
+        event = {"event": "job.discarded", "error": error, "key": "account-3"}
+        if dropped:
+            with pytest.raises(structlog.DropEvent):
+                ledger.drop_expected_discards(None, "warning", event)
+        else:
+            assert ledger.drop_expected_discards(None, "warning", event) is event
+    other = {"event": "ledger.resumed", "error": "Overdraft: not a discard"}
+    assert ledger.drop_expected_discards(None, "info", other) is other
 
 
 @pytest.mark.parametrize("posted", [1, 2500], ids=["while-sending", "mid-run"])
@@ -152,12 +201,7 @@ def read_postings(db: Path) -> dict[tuple[str, int], tuple[int, int, int]]:
 def check_postings(postings: dict[tuple[str, int], tuple[int, int, int]]) -> None:
     """Each account's postings are its entries' amounts, applied in seq order,
     with running balances that add up and never go below zero."""
-    spec = importlib.util.spec_from_file_location("ledger_example", LEDGER)
-    assert spec is not None
-    assert spec.loader is not None
-    ledger = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ledger)
-    entries = ledger.make_entries(random.Random(2024))
+    entries = load_ledger().make_entries(random.Random(2024))
     by_account: dict[str, list[tuple[int, int, int, int]]] = {}
     for (account, seq), (order, amount, balance) in postings.items():
         by_account.setdefault(account, []).append((order, seq, amount, balance))
@@ -170,6 +214,16 @@ def check_postings(postings: dict[tuple[str, int], tuple[int, int, int]]) -> Non
             assert amount == entries[account][seq].amount
             total += amount
             assert balance == total >= 0, (account, seq)
+
+
+def load_ledger() -> Any:
+    """examples/ledger.py as a module (not run: its main is under ``__name__``)."""
+    spec = importlib.util.spec_from_file_location("ledger_example", LEDGER)
+    assert spec is not None
+    assert spec.loader is not None
+    ledger = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ledger)
+    return ledger
 
 
 def python_blocks(markdown: str) -> list[str]:
@@ -195,7 +249,7 @@ def test_testing_guide_shows_the_code_that_is_tested() -> None:
 
 
 def test_readme_example_runs() -> None:
-    """The README's example runs as it is shown."""
+    """The README's example runs as it is shown and prints its result alone: no log lines."""
     [example] = python_blocks((ROOT / "README.md").read_text(encoding="utf-8"))
     done = subprocess.run(
         [sys.executable, "-c", example],
@@ -205,4 +259,5 @@ def test_readme_example_runs() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "account-42: applied -15" in done.stdout.splitlines()
+    assert done.stdout.splitlines() == ["account-42: applied -15"]
+    assert done.stderr == ""

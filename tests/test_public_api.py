@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
 import inturn
+
+ROOT = Path(__file__).resolve().parents[1]
 
 ERRORS = [
     inturn.InvalidKey,
@@ -124,3 +130,62 @@ def test_importing_inturn_does_not_import_psycopg() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout == "False\n"
+
+
+def test_version_is_the_installed_packages() -> None:
+    """``inturn.__version__`` is what the package's metadata says, a release number."""
+    assert inturn.__version__ == importlib.metadata.version("inturn")
+    assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", inturn.__version__)
+
+
+def test_pyproject_reads_the_version_from_the_package() -> None:
+    """One literal, ``__version__``: pyproject.toml has the build read it, so the two agree."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "version" not in pyproject["project"]
+    assert pyproject["project"]["dynamic"] == ["version"]
+    assert pyproject["tool"]["hatch"]["version"] == {"path": "src/inturn/__init__.py"}
+    source = (ROOT / "src" / "inturn" / "__init__.py").read_text(encoding="utf-8")
+    assert f'__version__ = "{inturn.__version__}"' in source.splitlines()
+
+
+def test_the_license_is_mit_as_the_metadata_says() -> None:
+    """LICENSE is the MIT license that pyproject.toml declares, and the wheel carries it."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert pyproject["project"]["license"] == "MIT"
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License\n\nCopyright (c) 2026 the inturn authors\n")
+    assert 'THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND' in text
+
+
+def test_classifiers_claim_only_python_versions_it_allows() -> None:
+    """Each ``Python :: 3.N`` classifier is at least requires-python's, and 3.11 (CI's) is one."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert project["requires-python"] == ">=3.11"
+    minors = [
+        int(match.group(1))
+        for classifier in project["classifiers"]
+        if (match := re.fullmatch(r"Programming Language :: Python :: 3\.([0-9]+)", classifier))
+    ]
+    assert min(minors) == 11
+
+
+def test_inturn_never_configures_structlog() -> None:
+    """Logging is the application's: running a supervisor leaves structlog unconfigured."""
+    code = """
+import structlog, sys, trio, inturn
+
+async def handler(job):
+    return job.payload
+
+async def main():
+    async with inturn.open_supervisor(handler) as sup:
+        await sup.ask("k", 1)
+
+trio.run(main)
+print(structlog.is_configured(), file=sys.stderr)
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stderr == "False\n"
+    assert "job.completed" in result.stdout  # unconfigured structlog prints debug events

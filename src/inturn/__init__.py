@@ -28,6 +28,9 @@ from .operator import Operator, operate
 from .retry import Retry
 from .supervisor import Supervisor, open_supervisor
 
+__version__ = "0.1.0"
+"""This release's version: the build reads it from here (pyproject.toml's ``tool.hatch.version``)."""
+
 __all__ = [
     "open_supervisor",
     "Supervisor",

@@ -31,17 +31,26 @@ YEAR: Final = 365 * 86400
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in *text*: whole numbers of d, h, m, s in that order (``30s``, ``7d``, ``1h30m``).
+    """Seconds in *text*: whole numbers of d, h, m, s in that order (``30s``, ``7d``, ``1h30m``),
+    or one whole number of seconds (``90``).
 
     Raises:
         ValueError: *text* is not such a duration.
     """
-    match = DURATION.fullmatch(text)
-    if not text or match is None:
-        raise ValueError(f"bad duration {text!r}: use e.g. 30s, 5m, 2h, 7d or 1h30m")
-    return float(
-        sum(int(n) * unit for n, unit in zip(match.groups(), UNITS, strict=True) if n is not None)
-    )
+    if text.isascii() and text.isdigit():
+        seconds = int(text)
+    else:
+        match = DURATION.fullmatch(text)
+        if not text or match is None:
+            raise ValueError(
+                f"bad duration {text!r}: use e.g. 90 (seconds), 30s, 5m, 2h, 7d or 1h30m"
+            )
+        groups = zip(match.groups(), UNITS, strict=True)
+        seconds = sum(int(n) * unit for n, unit in groups if n is not None)
+    try:
+        return float(seconds)
+    except OverflowError:  # hundreds of digits
+        raise ValueError(f"bad duration {text!r}: too long") from None
 
 
 def format_age(seconds: float) -> str:

@@ -127,6 +127,7 @@ class Runtime:
     closed: bool = False
     escalated: BaseException | None = None
     reaper: IdleReaper = attrs.field(factory=lambda: IdleReaper())
+    _nothing_runs: trio.Event | None = None
     log: Logger = attrs.field(factory=lambda: structlog.get_logger("inturn").bind())
     """Bound once, when the supervisor opens: a filtered-out debug call is then
     one call to a no-op, not a trip through structlog's lazy proxy."""
@@ -249,6 +250,20 @@ class Runtime:
             raise TimeoutError(f"job {job.id} ran longer than job_timeout={self.job_timeout}s")
         finally:
             self.running -= 1
+            if not self.running and self._nothing_runs is not None:
+                self._nothing_runs.set()
+
+    async def wait_nothing_runs(self) -> None:
+        """Wait until no handler runs (a graceful shutdown's grace)."""
+        while self.running:
+            self._nothing_runs = trio.Event()
+            await self._nothing_runs.wait()
+
+    def interrupt_all(self) -> None:
+        """Cancel what every actor does now: running attempts give their attempts back."""
+        for actor in self.actors.values():
+            if actor.interruptible is not None:
+                actor.interruptible.cancel()
 
     # -- supervision ---------------------------------------------------------
 

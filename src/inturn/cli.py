@@ -139,11 +139,12 @@ def _seconds(text: str) -> float:
 
 
 def _duration(text: str) -> str:
+    """*text* checked, as messages show it: a bare number of seconds gains its ``s``."""
     try:
         parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    return text
+    return f"{int(text)}s" if text.isdigit() else text
 
 
 # -- opening the file -----------------------------------------------------------
@@ -244,7 +245,7 @@ def _status(args: argparse.Namespace) -> int:
 def _keys(args: argparse.Namespace) -> int:
     reader = _reader(args)
     now = time.time()
-    state: KeyFilter | None = "blocked" if args.blocked else None
+    state: KeyFilter | None = args.state
     keys = reader.keys(state=state, limit=args.limit + 1, now=now)
     more, keys = len(keys) > args.limit, keys[: args.limit]
     if args.json:
@@ -254,7 +255,7 @@ def _keys(args: argparse.Namespace) -> int:
     if more:
         _note(f"showing the first {args.limit} keys; --limit N shows more")
     if not keys:
-        raise _Failed("no blocked keys" if args.blocked else "no keys with work", NOTHING)
+        raise _Failed("no keys with work" if state is None else f"no {state} keys", NOTHING)
     return OK
 
 
@@ -454,6 +455,7 @@ Exit status: 0 done, 1 nothing matched, 2 usage or journal error."""
 
 def _parser() -> _Parser:
     parser = _Parser(prog="inturn", description=_DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {inturn.__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, run: Callable[[argparse.Namespace], int], about: str) -> _Parser:
@@ -483,7 +485,13 @@ def _parser() -> _Parser:
 
     command("status", _status, "totals, and the most blocked keys")
     keys = command("keys", _keys, "the keys that have work, oldest head first")
-    keys.add_argument("--blocked", action="store_true", help="only keys retrying or halted")
+    only = keys.add_mutually_exclusive_group()
+    for state, about in [
+        ("blocked", "only keys whose head is retrying, or that are halted"),
+        ("halted", "only halted keys (by a discard, or paused)"),
+        ("running", "only keys whose head is running (or was, when its process stopped)"),
+    ]:
+        only.add_argument(f"--{state}", dest="state", action="store_const", const=state, help=about)
     keys.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N keys")
     show = command("show", _show, "one unfinished job or dead letter, payload included")
     show.add_argument("job_id", type=_job_id, metavar="JOB_ID")
@@ -503,13 +511,14 @@ def _parser() -> _Parser:
     resume = fix("resume", _resume, "let a paused or halted key run again")
     resume.add_argument("key", metavar="KEY")
     purge = fix("purge", _purge, "delete old dead letters for good")
-    purge.add_argument("--dead", action="store_true", required=True, help="dead letters")
+    # purge deletes dead letters only: --dead is optional, kept so that commands with it still work.
+    purge.add_argument("--dead", action="store_true", help="dead letters: all purge deletes")
     purge.add_argument(
         "--older-than",
         type=_duration,
         required=True,
         metavar="AGE",
-        help="discarded more than AGE ago: 30s, 5m, 2h, 7d, 1h30m",
+        help="discarded more than AGE ago: 90 (seconds), 30s, 5m, 2h, 7d, 1h30m",
     )
     purge.add_argument("--key", metavar="K", help="only the dead letters of key K")
     return parser

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from typing import Final, Protocol
 
 import attrs
@@ -41,8 +42,8 @@ class Codec(Protocol):
         ...
 
 
-def _type_name(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
+_UNSTABLE_MODULES: Final = frozenset({"__main__", "__mp_main__"})
+"""Where a module's name depends on how the program was started, not on the code."""
 
 
 @attrs.define(eq=False, init=False)
@@ -53,6 +54,14 @@ class JSONCodec:
     `list`, `dict` with `str` keys, and instances of registered attrs classes
     (encoded by field, decoded by calling the class).  Exact types only: a
     subclass (an `enum.IntEnum`, say) would come back as its base type.
+
+    *types* maps a stable name to each class, ``{"payment": PaymentEvent}``;
+    the journal stores that name, so the class can move or be renamed.  A
+    plain iterable of classes names each by its ``module.qualname``, which is
+    no name at all for a class defined in ``__main__`` (it changes with how the
+    program is started): that raises `TypeError`.  A payload decodes after its
+    class gains a field with a default; a missing or unknown field is a
+    `DecodeError`.
     """
 
     _by_type: dict[type, str]
@@ -60,23 +69,35 @@ class JSONCodec:
     _encoder: json.JSONEncoder
     _decoder: json.JSONDecoder
 
-    def __init__(self, types: Iterable[type] = ()) -> None:
+    def __init__(self, types: Mapping[str, type] | Iterable[type] = ()) -> None:
         self._by_type = {}
         self._by_name = {}
         # Built once: json.dumps/loads build a new one per call when given options.
         self._encoder = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
         self._decoder = json.JSONDecoder(object_hook=self._from_dict)
-        for cls in types:
-            if not attrs.has(cls):
-                raise TypeError(f"JSONCodec can only register attrs classes, not {cls!r}")
-            if any(not field.init for field in attrs.fields(cls)):
-                raise TypeError(f"{cls.__qualname__} has init=False fields: it cannot be rebuilt")
-            if "__eq__" not in cls.__dict__:
-                raise TypeError(f"{cls.__qualname__} must compare by value (attrs eq=True)")
-            name = _type_name(cls)
-            if self._by_name.setdefault(name, cls) is not cls:
-                raise ValueError(f"two registered classes are both named {name}")
-            self._by_type[cls] = name
+        if isinstance(types, Mapping):
+            for name, cls in types.items():
+                _check_name(name)
+                _check_rebuildable(cls)
+                self._register(name, cls)
+        else:
+            for cls in types:
+                _check_rebuildable(cls)
+                self._register(_qualified_name(cls), cls)
+
+    def _register(self, name: str, cls: type) -> None:
+        known = self._by_name.setdefault(name, cls)
+        if known is not cls:
+            raise ValueError(
+                f"{known.__qualname__} and {cls.__qualname__} are both named {name!r}:"
+                " a payload type name must mean one class"
+            )
+        first = self._by_type.setdefault(cls, name)
+        if first != name:
+            raise ValueError(
+                f"{cls.__qualname__} is registered as both {first!r} and {name!r}:"
+                " it must have one name (a renamed type keeps its old one)"
+            )
 
     def encode(self, payload: object) -> bytes:
         try:
@@ -133,7 +154,7 @@ class JSONCodec:
             return tree
         type_name = self._by_type.get(kind)
         if type_name is None:
-            hint = "; register attrs classes with JSONCodec(types=[...])" if attrs.has(kind) else ""
+            hint = "; register attrs classes with JSONCodec(types=...)" if attrs.has(kind) else ""
             raise EncodeError(f"cannot encode a {kind.__qualname__} payload{hint}")
         tree = {TYPE_TAG: type_name}
         for field in attrs.fields(kind):  # type: ignore[arg-type]
@@ -154,8 +175,48 @@ class JSONCodec:
             return cls(**tree)
         except Exception as exc:
             raise DecodeError(
-                f"cannot rebuild a {type_name} payload: {_refusal(cls, tree, exc)}"
+                f"cannot rebuild a {type_name!r} payload ({cls.__qualname__}):"
+                f" {_refusal(cls, tree, exc)}"
             ) from exc
+
+
+def _check_name(name: object) -> None:
+    # Names are read in dead letters and by the inturn command: no invisible
+    # differences ("payment " is not "payment"), and no lone surrogates, which
+    # could not be encoded.
+    if type(name) is not str:
+        kind = type(name).__name__
+        raise TypeError(f"payload type names must be str, not {kind}: types maps names to classes")
+    if not name or not name.isprintable() or " " in name:
+        raise ValueError(
+            f"payload type name {name!r} must be non-empty, printable, and without spaces"
+        )
+
+
+def _check_rebuildable(cls: object) -> None:
+    if not (isinstance(cls, type) and attrs.has(cls)):
+        raise TypeError(f"JSONCodec can only register attrs classes, not {cls!r}")
+    if any(not field.init for field in attrs.fields(cls)):
+        raise TypeError(f"{cls.__qualname__} has init=False fields: it cannot be rebuilt")
+    if "__eq__" not in cls.__dict__:
+        raise TypeError(f"{cls.__qualname__} must compare by value (attrs eq=True)")
+
+
+def _qualified_name(cls: type) -> str:
+    """*cls*'s ``module.qualname``: stable for a class imported from a module."""
+    module = cls.__module__
+    if module in _UNSTABLE_MODULES:
+        name = cls.__qualname__
+        suggested = re.sub(
+            r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", cls.__name__
+        ).lower()
+        raise TypeError(
+            f"{name} is defined in {module}, so its module.qualname changes with how the"
+            f" program is started; register it with a stable name:"
+            f" JSONCodec(types={{{suggested!r}: {name}}}) (or {{'{module}.{name}': {name}}}"
+            f" to keep decoding payloads already journaled under that name)"
+        )
+    return f"{module}.{cls.__qualname__}"
 
 
 def _refusal(cls: type, tree: dict[str, object], error: Exception) -> str:

@@ -92,6 +92,8 @@ class Core:
     _clock_offset: float = attrs.field(default=0.0, init=False)
     """The shell's clock minus Unix time, as `restore` was told."""
     _discarded: int = attrs.field(default=0, init=False)
+    stopping: bool = attrs.field(default=False, init=False)
+    """Set by `stop`: no job starts any more (read-only outside the core)."""
 
     # -- accepting ---------------------------------------------------------
 
@@ -275,7 +277,8 @@ class Core:
         """
         state = self._lanes[entry.lane]
         if (
-            entry.spilled
+            self.stopping
+            or entry.spilled
             or state.fifo[0] is not entry
             or state.halted
             or entry.exhausted
@@ -292,7 +295,7 @@ class Core:
         this lane's actor pops heads, so the answer holds until it completes.
         """
         state = self._lanes[entry.lane]
-        if state.halted or len(state.fifo) < 2 or (self.ready and state.holding):
+        if self.stopping or state.halted or len(state.fifo) < 2 or (self.ready and state.holding):
             return None  # with lanes waiting for a slot, this one passes its slot on
         after = state.fifo[1]
         return after if after.durable and not (after.exhausted or after.skipped) else None
@@ -335,7 +338,12 @@ class Core:
         a skip that landed meanwhile wins, and the start is taken back
         (`interrupt`), so no handler starts after ``pause`` returned.
         """
-        return entry.running and not entry.skipped and not self.is_halted(entry.lane)
+        return (
+            entry.running
+            and not entry.skipped
+            and not self.stopping
+            and not self.is_halted(entry.lane)
+        )
 
     def take_back_mark(self, lane: Lane) -> Entry | None:
         """The head of halted *lane* if its start was marked early but never ran: unmarked now.
@@ -397,6 +405,14 @@ class Core:
                 self._parked += state.size
 
     # -- halts -------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Start nothing more: a graceful shutdown lets what runs finish, and nothing else.
+
+        Every later `start`, `starts_next` and `successor` says no, and
+        `may_run` says no to a start taken before: its mark is given back.
+        """
+        self.stopping = True
 
     def is_halted(self, lane: Lane) -> bool:
         state = self._lanes.get(lane)
@@ -639,7 +655,7 @@ class Core:
             self._parked += 1
 
     def _startable_head(self, state: LaneState) -> Entry | None:
-        if state.halted or not state.fifo:
+        if self.stopping or state.halted or not state.fifo:
             return None
         head = state.fifo[0]
         if not head.durable or head.running or head.skipped:

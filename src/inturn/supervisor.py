@@ -193,6 +193,31 @@ class Supervisor:
             raise JobDiscarded(entry.id) from waiter.error
         return waiter.result
 
+    async def shutdown(self, grace: float = 30.0) -> None:
+        """Stop gracefully: accept nothing, start nothing, let running handlers finish.
+
+        At once, `send`, `submit`, `ask` and `send_many` raise
+        `SupervisorClosed` (an ``ask`` still waiting is told) and no job
+        starts any more; handlers already running have *grace* seconds to
+        return, and their jobs complete or fail as usual.  Those still
+        running then are cancelled, and their attempts are given back: a
+        restart runs them as the same attempt.  Everything not run stays in
+        the journal.  Returns once no handler runs; leave the ``async with``
+        block next (see docs/operations.md for a SIGTERM recipe).
+        """
+        grace = _number("grace", grace, minimum=0)
+        runtime = self._runtime
+        runtime.close()
+        runtime.core.stop()
+        runtime.log.info("supervisor.stopping", running=runtime.running, grace=grace)
+        with trio.move_on_after(grace):
+            await runtime.wait_nothing_runs()
+        cancelled = runtime.running
+        runtime.interrupt_all()
+        with trio.CancelScope(shield=True):
+            await runtime.wait_nothing_runs()
+        runtime.log.info("supervisor.stopped", cancelled=cancelled)
+
     async def wait_idle(self) -> None:
         """Wait until every accepted job is terminal, or parked on a halted key.
 

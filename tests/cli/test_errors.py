@@ -14,7 +14,14 @@ from .conftest import Cli
 from .scenario import Scenario
 from .test_fix import snapshot
 
-READS = [["status"], ["keys"], ["keys", "--blocked"], ["show", "1"], ["dead"]]
+READS = [
+    ["status"],
+    ["keys"],
+    ["keys", "--blocked"],
+    ["keys", "--halted"],
+    ["show", "1"],
+    ["dead"],
+]
 FIXES = [
     ["requeue", "1"],
     ["requeue", "--all-dead"],
@@ -22,6 +29,7 @@ FIXES = [
     ["pause", "k"],
     ["resume", "k"],
     ["purge", "--dead", "--older-than", "7d"],
+    ["purge", "--older-than", "90"],
 ]
 EVERY = READS + FIXES
 ids = [" ".join(argv) for argv in EVERY]
@@ -179,3 +187,10 @@ def test_help_is_exit_0(cli: Cli, argv: list[str]) -> None:
     result = cli(*argv)
     assert (result.code, result.err) == (0, "")
     assert result.out.startswith("usage: inturn")
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--version", "status"]])
+def test_version_prints_the_packages_version(cli: Cli, argv: list[str]) -> None:
+    """``inturn --version``: the version of the installed inturn, exit 0."""
+    result = cli(*argv)
+    assert (result.code, result.out, result.err) == (0, f"inturn {inturn.__version__}\n", "")

@@ -276,23 +276,52 @@ def test_purge_deletes_dead_letters_older_than_the_age(cli: Cli, scenario: Scena
     assert SQLiteReader(scenario.path).dead_letters() == []
 
 
+def test_purge_needs_no_dead_flag_and_takes_bare_seconds(cli: Cli, scenario: Scenario) -> None:
+    """``--dead`` is optional (dead letters are all purge deletes), and AGE may be plain seconds."""
+    result = cli("purge", scenario.path, "--older-than", "90")
+    assert (result.code, result.out) == (1, "")
+    assert result.err == "inturn: no dead letters discarded more than 90s ago\n"
+    assert len(SQLiteReader(scenario.path).dead_letters()) == 2
+
+    result = cli("purge", scenario.path, "--older-than", "000", "--key", "d")
+    assert (result.code, result.out) == (0, "purged 1 dead letter discarded more than 0s ago\n")
+    result = cli("purge", scenario.path, "--older-than", "0s", "--dead", "--json")
+    assert (result.code, json.loads(result.out)) == (0, {"purged": 1})
+    assert SQLiteReader(scenario.path).dead_letters() == []
+
+    result = cli("purge", scenario.path, "--older-than", "99999999999999999999999")
+    assert (
+        result.err == "inturn: no dead letters discarded more than 99999999999999999999999s ago\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--older-than", "7d"], "the following arguments are required: --dead"),
+        ([], "the following arguments are required: --older-than"),
         (["--dead"], "the following arguments are required: --older-than"),
         (
             ["--dead", "--older-than", "7x"],
-            "argument --older-than: bad duration '7x': use e.g. 30s, 5m, 2h, 7d or 1h30m",
+            "argument --older-than: bad duration '7x':"
+            " use e.g. 90 (seconds), 30s, 5m, 2h, 7d or 1h30m",
+        ),
+        (
+            ["--older-than", "1.5"],
+            "argument --older-than: bad duration '1.5':"
+            " use e.g. 90 (seconds), 30s, 5m, 2h, 7d or 1h30m",
         ),
         (
             ["--dead", "--older-than", "-1d"],
             "argument --older-than: expected one argument",
         ),
+        (
+            ["--older-than", "9" * 400],
+            f"argument --older-than: bad duration '{'9' * 400}': too long",
+        ),
     ],
 )
 def test_purge_usage(cli: Cli, scenario: Scenario, argv: list[str], message: str) -> None:
-    """--dead and a valid --older-than are required; nothing is purged otherwise."""
+    """A valid --older-than is required; nothing is purged otherwise."""
     result = cli("purge", scenario.path, *argv)
     assert (result.code, result.out) == (2, "")
     assert result.err == f"inturn: purge: {message} (see inturn purge --help)\n"

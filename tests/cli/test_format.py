@@ -26,13 +26,29 @@ def test_parse_duration_reads_whole_units_in_order(text: str, seconds: float) ->
     assert parse_duration(text) == seconds
 
 
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("0", 0), ("007", 7), ("86400", 86_400)])
+def test_parse_duration_reads_a_bare_whole_number_as_seconds(text: str, seconds: float) -> None:
+    """``--older-than 90`` means 90 seconds: a number alone needs no unit."""
+    assert parse_duration(text) == seconds
+
+
 @pytest.mark.parametrize(
     "text",
-    ["", "7", "7x", "d", "1m1h", "1h1h", "-5m", "1.5h", " 5m", "5m ", "5 m", "5M", "\uff15m"],
+    [
+        *["", "7x", "d", "1m1h", "1h1h", "-5m", "-5", "1.5h", "1.5", "1e3"],
+        *[" 5m", "5m ", " 5", "5 m", "5M", "\uff15m", "\uff15", "\u0665"],
+    ],
 )
 def test_parse_duration_rejects_anything_else(text: str) -> None:
-    """No bare numbers, signs, fractions, spaces, repeats, other units or non-ASCII digits."""
+    """No signs, fractions, exponents, spaces, repeats, other units or non-ASCII digits."""
     with pytest.raises(ValueError, match="bad duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["9" * 400, "9" * 400 + "d", "1" + "0" * 310 + "s"])
+def test_parse_duration_refuses_what_no_float_holds(text: str) -> None:
+    """A duration of hundreds of digits is a ValueError, not an OverflowError or infinity."""
+    with pytest.raises(ValueError, match="too long"):
         parse_duration(text)
 
 

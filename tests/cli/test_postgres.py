@@ -45,6 +45,7 @@ def both(tmp_path: Path, pg_dsn: str, pg_schema: str) -> tuple[Scenario, Scenari
         ["status"],
         ["keys"],
         ["keys", "--blocked"],
+        ["keys", "--halted"],
         ["dead"],
         ["dead", "--key", "c"],
         ["show", "STUCK"],

@@ -8,6 +8,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 import trio
 
 import inturn
@@ -158,9 +159,8 @@ def test_keys_lists_every_key_with_work_or_halted(cli: Cli, scenario: Scenario) 
     assert {line[start:].split()[0] for line in lines[1:]} == {"1", "3", "0"}
 
 
-def test_keys_blocked_keeps_retrying_and_halted_keys(cli: Cli, tmp_path: Path) -> None:
-    """--blocked leaves out keys that merely have work; none blocked is exit 1."""
-    path = tmp_path / "jobs.db"
+def make_busy(path: Path) -> None:
+    """A journal with one key, "busy", neither retrying nor halted: two jobs, queued."""
 
     async def make() -> None:
         async def slow(job: inturn.Job) -> None:
@@ -173,6 +173,12 @@ def test_keys_blocked_keeps_retrying_and_halted_keys(cli: Cli, tmp_path: Path) -
                 scope.cancel()
 
     trio.run(make)
+
+
+def test_keys_blocked_keeps_retrying_and_halted_keys(cli: Cli, tmp_path: Path) -> None:
+    """--blocked leaves out keys that merely have work; none blocked is exit 1."""
+    path = tmp_path / "jobs.db"
+    make_busy(path)
     assert column(cli("keys", path).out, "KEY") == ["busy"]
     result = cli("keys", path, "--blocked")
     assert (result.code, result.out, result.err) == (1, "", "inturn: no blocked keys\n")
@@ -185,6 +191,71 @@ def test_keys_blocked_in_the_scenario(cli: Cli, scenario: Scenario) -> None:
     result = cli("keys", scenario.path, "--blocked")
     assert result.code == 0
     assert sorted(column(result.out, "KEY")) == ["a", "c", "d"]
+
+
+def test_keys_halted_keeps_halted_keys_only(cli: Cli, scenario: Scenario, tmp_path: Path) -> None:
+    """--halted: "c" and "d", halted by their discards, not "a", which is retrying."""
+    result = cli("keys", scenario.path, "--halted")
+    assert (result.code, result.err) == (0, "")
+    assert column(result.out, "KEY") == ["c", "d"]
+    assert set(column(result.out, "STATE")) == {"halted"}
+    result = cli("keys", scenario.path, "--halted", "--json")
+    assert [(info["key"], info["halted"]) for info in json.loads(result.out)] == [
+        ("c", True),
+        ("d", True),
+    ]
+
+    make_busy(tmp_path / "busy.db")
+    result = cli("keys", tmp_path / "busy.db", "--halted")
+    assert (result.code, result.out, result.err) == (1, "", "inturn: no halted keys\n")
+
+
+async def test_keys_running_keeps_keys_whose_head_is_running(
+    cli: Cli, scenario: Scenario, tmp_path: Path
+) -> None:
+    """--running, beside a live supervisor: the key whose head runs; in the scenario,
+    where nothing runs, exit 1."""
+    path = tmp_path / "live.db"
+
+    async def slow(job: inturn.Job) -> None:
+        await trio.sleep_forever()
+
+    with trio.CancelScope() as scope:
+        async with inturn.open_supervisor(slow, journal=inturn.SQLiteJournal(path)) as sup:
+            await sup.send("busy", 1)
+            await sup.send("busy", 2)
+            # The journal's thread commits the start: there is no event to await.
+            while not SQLiteReader(path).keys(state="running", now=time.time()):  # noqa: ASYNC110
+                await trio.sleep(0.01)
+            result = cli("keys", path, "--running")
+            assert (result.code, result.err) == (0, "")
+            assert column(result.out, "KEY") == ["busy"]
+            assert column(result.out, "STATE") == ["running"]
+            result = cli("keys", path, "--running", "--json")
+            assert [info["head_state"] for info in json.loads(result.out)] == ["running"]
+            assert cli("keys", path, "--blocked").code == 1
+            scope.cancel()
+
+    result = cli("keys", scenario.path, "--running")
+    assert (result.code, result.out, result.err) == (1, "", "inturn: no running keys\n")
+    result = cli("keys", scenario.path, "--running", "--json")
+    assert (result.code, json.loads(result.out)) == (1, [])
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("--blocked", "--halted"), ("--halted", "--running"), ("--running", "--blocked")],
+)
+def test_keys_takes_one_state_filter_at_most(
+    cli: Cli, scenario: Scenario, first: str, second: str
+) -> None:
+    """--blocked, --halted and --running exclude one another: exit 2, one line."""
+    result = cli("keys", scenario.path, first, second)
+    assert (result.code, result.out) == (2, "")
+    assert result.err == (
+        f"inturn: keys: argument {second}: not allowed with argument {first}"
+        " (see inturn keys --help)\n"
+    )
 
 
 def test_keys_limit_shows_the_first_n_and_says_there_are_more(cli: Cli, scenario: Scenario) -> None:

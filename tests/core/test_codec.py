@@ -269,7 +269,9 @@ def test_values_that_would_not_round_trip_are_refused(value: object, message: st
 @pytest.mark.parametrize("value", [Unregistered(1), SubPoint(1, 2, 3), [Box(Unregistered(2))]])
 def test_unregistered_attrs_class_is_refused_with_a_hint(value: object) -> None:
     """An attrs instance of an unregistered class is refused, hinting at types=[...]."""
-    with pytest.raises(inturn.EncodeError, match=r"register attrs classes with JSONCodec\(types"):
+    with pytest.raises(
+        inturn.EncodeError, match=r"register attrs classes with JSONCodec\(types=\.\.\.\)"
+    ):
         CODEC.encode(value)
 
 
@@ -313,7 +315,9 @@ def test_registration_refuses_two_classes_with_one_name() -> None:
     first, second = make_twin(), make_twin()
     assert first is not second
     assert first.__qualname__ == second.__qualname__
-    with pytest.raises(ValueError, match=r"both named .*make_twin\.<locals>\.Twin"):
+    with pytest.raises(
+        ValueError, match=r"both named 'tests\.core\.test_codec\.make_twin\.<locals>\.Twin'"
+    ):
         JSONCodec(types=[first, second])
 
 
@@ -361,3 +365,212 @@ def test_unknown_type_is_a_decode_error() -> None:
         inturn.DecodeError, match=r"'tests\.core\.test_codec\.Point' is not registered"
     ):
         JSONCodec(types=[Box]).decode(data)
+
+
+# Stable names: what the journal stores is the name, not where the class lives.
+
+NAMED = JSONCodec(types={"point": Point, "box": Box, "v2.secret": Secret})
+
+
+def test_a_named_type_round_trips_under_its_name() -> None:
+    """A class registered under a name is stored as that name and rebuilt from it."""
+    value = Box([Point(1, 2), Secret("s")], ["t"])
+    data = NAMED.encode(value)
+    assert b'"$type":"box"' in data
+    assert b'"$type":"point"' in data
+    assert b'"$type":"v2.secret"' in data
+    assert b"test_codec" not in data
+    assert_same(NAMED.decode(data), value)
+
+
+def test_list_form_is_the_mapping_under_module_qualnames() -> None:
+    """types=[Point] stores what types={"tests.core.test_codec.Point": Point} does."""
+    by_qualname = JSONCodec(types={"tests.core.test_codec.Point": Point})
+    data = CODEC.encode(Point(1, 2))
+    assert data == by_qualname.encode(Point(1, 2))
+    assert by_qualname.decode(data) == Point(1, 2)
+
+
+def defined_in(module: str) -> type:
+    @attrs.frozen
+    class PaymentEvent:
+        amount: int
+
+    PaymentEvent.__module__ = module
+    PaymentEvent.__qualname__ = "PaymentEvent"
+    return PaymentEvent
+
+
+@pytest.mark.parametrize("module", ["__main__", "__mp_main__"])
+def test_a_class_from_main_needs_a_name(module: str) -> None:
+    """A __main__ class in list form is refused with a TypeError that shows how to name it."""
+    cls = defined_in(module)
+    with pytest.raises(TypeError) as exc_info:
+        JSONCodec(types=[Point, cls])
+    message = str(exc_info.value)
+    assert f"PaymentEvent is defined in {module}" in message
+    assert "JSONCodec(types={'payment_event': PaymentEvent})" in message
+    assert f"{{'{module}.PaymentEvent': PaymentEvent}}" in message
+
+
+@pytest.mark.parametrize("name", ["payment_event", "__main__.PaymentEvent"])
+def test_a_class_from_main_registers_under_a_name(name: str) -> None:
+    """Named, a __main__ class round-trips, under its old module.qualname too."""
+    cls = defined_in("__main__")
+    codec = JSONCodec(types={name: cls})
+    data = codec.encode(cls(5))
+    assert data == b'{"$type":"%s","amount":5}' % name.encode()
+    assert codec.decode(data) == cls(5)
+
+
+@pytest.mark.parametrize(
+    "name", ["p", "$point", "a.b.C", "\u00e9v\u00e9nement", "x-1/2", "<locals>"]
+)
+def test_names_may_hold_any_printable_character_but_space(name: str) -> None:
+    """Dots (a module.qualname), "$" and non-ASCII letters are all fine in a name."""
+    codec = JSONCodec(types={name: Point})
+    assert codec.decode(codec.encode(Point(1, 2))) == Point(1, 2)
+
+
+@pytest.mark.parametrize(
+    "name", ["", " ", "a b", "tab\t", "line\n", "\x00", "nbsp\u00a0", "\ud800"]
+)
+def test_names_that_would_be_hard_to_read_or_store_are_refused(name: str) -> None:
+    """An empty name, whitespace, control characters or lone surrogates raise ValueError."""
+    with pytest.raises(ValueError, match="must be non-empty, printable, and without spaces"):
+        JSONCodec(types={name: Point})
+
+
+@pytest.mark.parametrize("name", [1, None, b"point", Point])
+def test_a_name_must_be_a_str(name: Any) -> None:
+    """A name that is not a str (a mapping the wrong way round, say) raises TypeError."""
+    with pytest.raises(TypeError, match="payload type names must be str"):
+        JSONCodec(types={name: Point})
+
+
+def test_two_names_for_one_class_are_refused() -> None:
+    """One class under two names raises ValueError: encode could not pick one."""
+    with pytest.raises(ValueError, match="Point is registered as both 'point' and 'old_point'"):
+        JSONCodec(types={"point": Point, "old_point": Point})
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [
+        (Plain, "can only register attrs classes"),
+        (Point(1, 2), "can only register attrs classes"),
+        (HasInitFalse, "init=False fields"),
+        (ComparesByIdentity, "compare by value"),
+    ],
+)
+def test_named_registration_checks_the_class_too(cls: Any, message: str) -> None:
+    """A class that could not be rebuilt equal is refused under a name as in a list."""
+    with pytest.raises(TypeError, match=message):
+        JSONCodec(types={"point": Point, "other": cls})
+
+
+# Evolution: the class a payload was encoded with is not the one that decodes it.
+
+
+@attrs.frozen
+class EntryV1:
+    account: str
+    amount: int
+
+
+@attrs.frozen
+class EntryV2:
+    """EntryV1 with fields added, each with a default."""
+
+    account: str
+    amount: int
+    currency: str = "EUR"
+    tags: list[str] = attrs.Factory(list)
+    note: str | None = attrs.field(default=None, kw_only=True)
+
+
+@attrs.frozen
+class EntryRenamedAttribute:
+    """EntryV1 with ``amount`` renamed ``cents``; its init argument (alias) is still amount."""
+
+    account: str
+    cents: int = attrs.field(alias="amount")
+
+
+@attrs.frozen
+class EntryWithRequiredField:
+    account: str
+    amount: int
+    currency: str
+
+
+@attrs.frozen
+class EntryWithoutAmount:
+    account: str
+
+
+OLD = JSONCodec(types={"entry": EntryV1})
+
+
+def test_a_payload_decodes_after_its_class_gains_fields_with_defaults() -> None:
+    """The fields a payload lacks take their defaults (plain, factory, keyword-only)."""
+    data = OLD.encode(EntryV1("acc", 5))
+    assert JSONCodec(types={"entry": EntryV2}).decode(data) == EntryV2(
+        "acc", 5, "EUR", [], note=None
+    )
+
+
+def test_a_renamed_class_and_attribute_decode_under_their_old_names() -> None:
+    """Renaming a class or an attribute changes nothing stored: old name, old alias."""
+    data = OLD.encode(EntryV1("acc", 5))
+    decoded = JSONCodec(types={"entry": EntryRenamedAttribute}).decode(data)
+    assert isinstance(decoded, EntryRenamedAttribute)
+    assert decoded == EntryRenamedAttribute("acc", amount=5)
+    assert decoded.cents == 5
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [
+        (
+            EntryWithRequiredField,
+            r"cannot rebuild a 'entry' payload \(EntryWithRequiredField\): missing field 'currency'$",
+        ),
+        (
+            EntryWithoutAmount,
+            r"cannot rebuild a 'entry' payload \(EntryWithoutAmount\): unknown field 'amount'$",
+        ),
+    ],
+)
+def test_a_missing_or_unknown_field_is_a_decode_error_naming_it(cls: type, message: str) -> None:
+    """A field the class now requires, or no longer has, is a DecodeError naming field and type."""
+    data = OLD.encode(EntryV1("4111-1111", 987654321))
+    with pytest.raises(inturn.DecodeError, match=message) as exc_info:
+        JSONCodec(types={"entry": cls}).decode(data)
+    assert "4111" not in str(exc_info.value)
+    assert "987654321" not in str(exc_info.value)
+
+
+def valid_name(name: str) -> bool:
+    return name != "" and name.isprintable() and " " not in name
+
+
+@given(st.text(max_size=8))
+def test_a_name_is_accepted_exactly_when_valid(name: str) -> None:
+    """Every non-empty printable name without a space is accepted; every other str is not."""
+    if valid_name(name):
+        codec = JSONCodec(types={name: Point})
+        assert codec.decode(codec.encode(Point(1, 2))) == Point(1, 2)
+    else:
+        with pytest.raises(ValueError, match="must be non-empty"):
+            JSONCodec(types={name: Point})
+
+
+@given(
+    st.lists(st.text(min_size=1).filter(valid_name), min_size=4, max_size=4, unique=True),
+    payloads,
+)
+def test_every_accepted_value_round_trips_under_any_names(names: list[str], value: object) -> None:
+    """decode(encode(x)) equals x, type for type, whatever names the classes are given."""
+    codec = JSONCodec(types=dict(zip(names, [Point, Box, Secret, Wrapper], strict=True)))
+    assert_same(round_trip(value, codec), value)

@@ -146,6 +146,10 @@ async def test_custom_codec_error_becomes_encode_error() -> None:
             b'{"$type": "tests.runtime.test_payloads.LedgerEntry", "nope": 1}',
             id="wrong-fields",
         ),
+        pytest.param(
+            b'{"$type": "tests.runtime.test_payloads.LedgerEntry", "account": "a"}',
+            id="missing-field",
+        ),
     ],
 )
 async def test_undecodable_journaled_payload_is_a_dead_letter(

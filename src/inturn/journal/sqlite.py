@@ -411,9 +411,9 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
             # Running again: no longer waiting to retry.  A start (attempts
             # rising) is superseded on a halted key.
             one(
-                "UPDATE jobs SET attempts = ?1, retry_at = NULL WHERE id = ?2 AND state = 'pending'"
-                " AND (?1 <= attempts OR key IS NULL OR key NOT IN (SELECT key FROM halted))",
-                (change.attempt, change.job_id),
+                "UPDATE jobs SET attempts = ?, retry_at = NULL WHERE id = ? AND state = 'pending'"
+                " AND (? <= attempts OR key IS NULL OR key NOT IN (SELECT key FROM halted))",
+                (change.attempt, change.job_id, change.attempt),
                 change,
                 change.job_id,
             )
