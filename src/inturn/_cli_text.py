@@ -203,6 +203,23 @@ def dead_table(dead: Sequence[JobInfo], now: float) -> None:
     )
 
 
+def queue_table(jobs: Sequence[JobInfo], now: float) -> None:
+    table(
+        ["ID", "STATE", "ATTEMPTS", "ACCEPTED", "NEXT RETRY", "LAST ERROR"],
+        [
+            [
+                str(info.id),
+                info.state,
+                str(info.attempts),
+                since(info.accepted_at, now),
+                "-" if info.retry_at is None else until(info.retry_at, now),
+                first_line(info.last_error),
+            ]
+            for info in jobs
+        ],
+    )
+
+
 def show_job(info: JobInfo, now: float) -> None:
     rows: list[tuple[str, str]] = [
         ("job", str(info.id)),

@@ -166,6 +166,39 @@ class OperatorReadsConformance:
             await session.reopen()
             _expect(await journal.job(1), expected, "job(1) discarded, after a reopen")
 
+    async def test_jobs_lists_a_keys_unfinished_jobs_in_order_page_by_page(
+        self, journal: Journal
+    ) -> None:
+        """jobs(key) is the key's unfinished jobs in id order, each as job() shows it; limit and after page through it; other keys, dead letters and completed jobs are not in it."""
+        async with _session(journal) as session:
+            await session.open()
+            await journal.write(
+                [
+                    Append(job_id=1, key="k", data=b"1"),
+                    Append(job_id=2, key="other", data=b"2"),
+                    Append(job_id=3, key="k", data=b"3", unique="u"),
+                    Append(job_id=4, key="k", data=b"4"),
+                    Append(job_id=5, key="k", data=b"5"),
+                    Append(job_id=6, key=None, data=b"6"),
+                ]
+            )
+            await journal.write([MarkAttempt(1, 1), Retrying(1, "ValueError: x", 1_000.0)])
+            await journal.write([Discard(4, "boom"), Complete(5)])
+            await journal.write([Append(job_id=7, key="k", data=b"7")])
+            for when in ("now", "after a reopen"):
+                expected = [await _info(journal, job_id) for job_id in (1, 3, 7)]
+                _expect(await journal.jobs("k"), expected, f"jobs('k') {when}")
+                _expect(await journal.jobs("k", limit=2), expected[:2], f"jobs limit=2 {when}")
+                _expect(await journal.jobs("k", after=1), expected[1:], f"jobs after=1 {when}")
+                _expect(await journal.jobs("k", after=7), [], f"jobs after the last {when}")
+                _expect(await journal.jobs("nobody"), [], f"jobs of an unknown key {when}")
+                _expect(
+                    [info.state for info in expected],
+                    ["retrying", "queued", "queued"],
+                    f"the states in jobs('k') {when}",
+                )
+                await session.reopen()
+
     async def test_retrying_names_an_unfinished_job(self, journal: Journal) -> None:
         """A Retrying of a completed or discarded job is superseded (returned, not applied), alone or in a batch; of an unknown one it raises JournalError."""
         async with _session(journal) as session:
@@ -499,6 +532,12 @@ class OperatorReadsConformance:
             ("job(1.0)", lambda: loose.job(1.0), TypeError),
             ("job(True)", lambda: loose.job(True), TypeError),
             ("job(None)", lambda: loose.job(None), TypeError),
+            ("jobs(1)", lambda: loose.jobs(1), TypeError),
+            ("jobs(None)", lambda: loose.jobs(None), TypeError),
+            ("jobs('k', limit=0)", lambda: loose.jobs("k", limit=0), ValueError),
+            ("jobs('k', limit=1.0)", lambda: loose.jobs("k", limit=1.0), TypeError),
+            ("jobs('k', after=-1)", lambda: loose.jobs("k", after=-1), ValueError),
+            ("jobs('k', after=True)", lambda: loose.jobs("k", after=True), TypeError),
             ("dead_letters(key=1)", lambda: loose.dead_letters(key=1), TypeError),
             ("dead_letters(key=b'k')", lambda: loose.dead_letters(key=b"k"), TypeError),
             ("dead_letters(limit=0)", lambda: loose.dead_letters(limit=0), ValueError),
@@ -543,12 +582,14 @@ class OperatorReadsConformance:
         async with _session(journal) as session:
             await _raises(JournalError, journal.keys(now=_NOW))
             await _raises(JournalError, journal.job(1))
+            await _raises(JournalError, journal.jobs("k"))
             await _raises(JournalError, journal.dead_letters())
             await session.open()
             await journal.write([Append(job_id=1, key="k", data=b"1"), Discard(1, "boom")])
             await session.close()
             await _raises(JournalError, journal.keys(now=_NOW))
             await _raises(JournalError, journal.job(1))
+            await _raises(JournalError, journal.jobs("k"))
             await _raises(JournalError, journal.dead_letters())
 
     async def test_reads_are_cancellation_points(self, journal: Journal) -> None:
@@ -559,6 +600,7 @@ class OperatorReadsConformance:
             reads: list[Callable[[], Awaitable[object]]] = [
                 lambda: journal.keys(now=_NOW),
                 lambda: journal.job(1),
+                lambda: journal.jobs("k"),
                 lambda: journal.dead_letters(),
             ]
             for read in reads:

@@ -53,6 +53,7 @@ from ._cli_text import (
     out as _out,
     parse_duration,
     print_json as _json,
+    queue_table as _queue_table,
     show_job as _show_job,
     table as _table,
 )
@@ -67,6 +68,7 @@ from .info import JobInfo, KeyFilter
 from .journal import Journal, PostgresReader, SQLiteReader
 from .journal._postgres_schema import check_schema
 from .journal._thread import SyncReads
+from .keys import validate_key
 
 __all__ = ["format_age", "job_json", "key_json", "main", "parse_duration"]
 
@@ -286,6 +288,21 @@ def _dead(args: argparse.Namespace) -> int:
     return OK
 
 
+def _jobs(args: argparse.Namespace) -> int:
+    key = validate_key(args.key)  # InvalidKey: exit 2, one line
+    jobs = _reader(args).jobs(key, limit=args.limit + 1)
+    more, jobs = len(jobs) > args.limit, jobs[: args.limit]
+    if args.json:
+        _json([job_json(info) for info in jobs])
+    elif jobs:
+        _queue_table(jobs, time.time())
+    if more:
+        _note(f"showing the first {args.limit} jobs; --limit N shows more")
+    if not jobs:
+        raise _Failed(f"no unfinished jobs of key {key!r}", NOTHING)
+    return OK
+
+
 def _note(message: str) -> None:
     sys.stderr.write(f"inturn: {message}\n")
 
@@ -495,6 +512,9 @@ def _parser() -> _Parser:
     keys.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N keys")
     show = command("show", _show, "one unfinished job or dead letter, payload included")
     show.add_argument("job_id", type=_job_id, metavar="JOB_ID")
+    jobs = command("jobs", _jobs, "a key's unfinished jobs, in the order they run")
+    jobs.add_argument("key", metavar="KEY")
+    jobs.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N")
     dead = command("dead", _dead, "dead letters, oldest first")
     dead.add_argument("--key", metavar="K", help="only the dead letters of key K")
     dead.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N")

@@ -28,7 +28,7 @@ from typing import Final, Protocol, final
 
 import trio
 
-from ._checks import check_number
+from ._checks import check_count, check_number
 from ._fixes import check_job_id, check_limit, check_purge
 from .actors import Runtime
 from .codec import JSONCodec
@@ -75,6 +75,7 @@ class _Fixer(Protocol):
 
     async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]: ...
     async def job(self, job_id: int) -> JobInfo | None: ...
+    async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]: ...
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
     async def requeue(self, job_id: int) -> int: ...
     async def skip(self, job_id: int) -> None: ...
@@ -105,6 +106,10 @@ class Operator:
     async def job(self, job_id: int) -> JobInfo | None:
         """The unfinished job or dead letter *job_id*, or None."""
         return await self._fixer.job(job_id)
+
+    async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
+        """*key*'s unfinished jobs in the order they run, its head first."""
+        return await self._fixer.jobs(key, limit=limit, after=after)
 
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         """Dead letters, oldest first; of *key* only if given."""
@@ -200,6 +205,13 @@ class _Remote:
 
     async def job(self, job_id: int) -> JobInfo | None:
         return await self._reads.job(check_job_id(job_id))
+
+    async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
+        return await self._reads.jobs(
+            validate_key(key),
+            limit=check_limit(limit),
+            after=check_count("after", after, minimum=0),
+        )
 
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         if key is not None:

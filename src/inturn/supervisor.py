@@ -203,7 +203,7 @@ class Supervisor:
         running then are cancelled, and their attempts are given back: a
         restart runs them as the same attempt.  Everything not run stays in
         the journal.  Returns once no handler runs; leave the ``async with``
-        block next (see docs/operations.md for a SIGTERM recipe).
+        block next (docs/api.md has a recipe for SIGTERM).
         """
         grace = _number("grace", grace, minimum=0)
         runtime = self._runtime
@@ -293,6 +293,31 @@ class Supervisor:
         if info is None or not self._waiting(info.key, info.id, info.state):
             return info
         return attrs.evolve(info, state="queued")
+
+    async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
+        """*key*'s unfinished jobs in the order they run: its head first, then what waits behind it.
+
+        Each with its state, attempts, last error and retry time, read from
+        the journal (the backlog beyond what is in memory included); page on
+        with *after*, the last id seen.
+
+        Raises:
+            TypeError, ValueError: *key*, *limit* (an int >= 1) or *after*
+                (an int >= 0) is invalid.
+            SupervisorClosed: the supervisor has stopped.
+        """
+        self._check_open()
+        key = validate_key(key)
+        found = await self._runtime.journal.jobs(
+            key, limit=check_limit(limit), after=check_count("after", after, minimum=0)
+        )
+        await schedule_point()
+        return [
+            attrs.evolve(info, state="queued")
+            if self._waiting(info.key, info.id, info.state)
+            else info
+            for info in found
+        ]
 
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         """Discarded jobs, oldest first, with their attempts and last error; of *key* if given.

@@ -163,6 +163,9 @@ class FaultyJournal:
     async def job(self, job_id: int) -> JobInfo | None:
         return await self.inner.job(job_id)
 
+    async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
+        return await self.inner.jobs(key, limit=limit, after=after)
+
     async def dead_letters(
         self,
         *,

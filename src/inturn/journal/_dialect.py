@@ -16,7 +16,7 @@ import trio
 
 from ..errors import JournalError
 from ..info import JobInfo, KeyFilter, KeyInfo
-from ._reads import check_dead_letters, check_job_id, check_keys
+from ._reads import check_dead_letters, check_job_id, check_jobs, check_keys
 from ._thread import JournalThread
 from .records import Answer, Change, Command, StoredJob
 
@@ -33,6 +33,7 @@ class Dialect(Generic[_C]):
     select_pending: Callable[[_C, str, int, int], list[StoredJob]]
     select_keys: Callable[[_C, KeyFilter | None, int, float], list[KeyInfo]]
     select_job: Callable[[_C, int], JobInfo | None]
+    select_queue: Callable[[_C, str, int, int], list[JobInfo]]
     select_dead_letters: Callable[[_C, str | None, int, int, float | None], list[JobInfo]]
     take: Callable[[_C], list[Command]] = attrs.field(default=lambda connection: [])
     answer: Callable[[_C, int, Answer], None] = attrs.field(
@@ -72,6 +73,12 @@ class ThreadedJournal(Generic[_C]):
     async def job(self, job_id: int) -> JobInfo | None:
         check_job_id(job_id)
         return await self._read(lambda connection: self.dialect.select_job(connection, job_id))
+
+    async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
+        check_jobs(key, limit, after)
+        return await self._read(
+            lambda connection: self.dialect.select_queue(connection, key, limit, after)
+        )
 
     async def dead_letters(
         self,
@@ -136,6 +143,13 @@ class DialectReader(Generic[_C]):
         """The unfinished job or dead letter *job_id*, as `inturn.Journal.job` returns it."""
         check_job_id(job_id)
         return self._read(lambda connection: self.dialect.select_job(connection, job_id))
+
+    def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
+        """*key*'s unfinished jobs in order, as `inturn.Journal.jobs` returns them."""
+        check_jobs(key, limit, after)
+        return self._read(
+            lambda connection: self.dialect.select_queue(connection, key, limit, after)
+        )
 
     def dead_letters(
         self,

@@ -127,6 +127,20 @@ def select_job(connection: psycopg.Connection[Any], job_id: int) -> JobInfo | No
     return _info(row) if row is not None else None
 
 
+def select_queue(
+    connection: psycopg.Connection[Any], key: str, limit: int, after: int
+) -> list[JobInfo]:
+    """A key's unfinished jobs in id order: the pending-by-key index, from *after*."""
+    if after >= PG_MAX:
+        return []
+    rows = connection.execute(
+        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE key = %s AND state = 'pending' AND id > %s"
+        " ORDER BY id LIMIT %s",
+        (key, after, min(limit, PG_MAX)),
+    ).fetchall()
+    return [_info(row) for row in rows]
+
+
 def select_dead_letters(
     connection: psycopg.Connection[Any],
     key: str | None,
@@ -183,7 +197,9 @@ def _info(row: tuple[Any, ...]) -> JobInfo:
 # -- the reader ----------------------------------------------------------------
 
 
-POSTGRES_READS: Final = Dialect(select_pending, select_keys, select_job, select_dead_letters)
+POSTGRES_READS: Final = Dialect(
+    select_pending, select_keys, select_job, select_queue, select_dead_letters
+)
 
 
 @final

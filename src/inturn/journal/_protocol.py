@@ -20,6 +20,8 @@ class JournalReads(Protocol):
 
     async def job(self, job_id: int) -> JobInfo | None: ...
 
+    async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]: ...
+
     async def dead_letters(
         self,
         *,
@@ -108,6 +110,10 @@ class Journal(Protocol):
 
     async def job(self, job_id: int) -> JobInfo | None:
         """The unfinished job or dead letter *job_id*; None if there is none."""
+        ...
+
+    async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
+        """*key*'s unfinished jobs with ids above *after*, in order (its head first); at most *limit*."""
         ...
 
     async def dead_letters(

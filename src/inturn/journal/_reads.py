@@ -18,6 +18,7 @@ __all__ = [
     "KEY_FILTERS",
     "check_dead_letters",
     "check_job_id",
+    "check_jobs",
     "check_keys",
     "halted_key_info",
     "job_state",
@@ -62,6 +63,14 @@ def check_keys(state: object, limit: object, now: object) -> None:
 def check_job_id(job_id: object) -> None:
     """Raise TypeError unless *job_id* is an int (not a bool)."""
     check_number("job_id", job_id, types=(int,))
+
+
+def check_jobs(key: object, limit: object, after: object) -> None:
+    """Raise TypeError or ValueError for a bad argument of ``Journal.jobs``."""
+    if not isinstance(key, str):
+        raise TypeError(f"key must be a str, not {type(key).__name__}")
+    check_count("limit", limit, minimum=1)
+    check_count("after", after, minimum=0)
 
 
 def check_dead_letters(key: object, limit: object, after: object, finished_before: object) -> None:

@@ -125,6 +125,18 @@ def select_job(connection: sqlite3.Connection, job_id: int) -> JobInfo | None:
     return _info(row) if row is not None else None
 
 
+def select_queue(connection: sqlite3.Connection, key: str, limit: int, after: int) -> list[JobInfo]:
+    """A key's unfinished jobs in id order: the pending-by-key index, from *after*."""
+    if after >= SQLITE_MAX:
+        return []
+    rows = connection.execute(
+        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE key = ? AND state = 'pending' AND id > ?"
+        " ORDER BY id LIMIT ?",
+        (key, after, min(limit, SQLITE_MAX)),
+    ).fetchall()
+    return [_info(row) for row in rows]
+
+
 def select_dead_letters(
     connection: sqlite3.Connection,
     key: str | None,
@@ -198,7 +210,9 @@ def _snapshot(connection: sqlite3.Connection) -> Iterator[None]:
 # -- the read-only reader ----------------------------------------------------
 
 
-SQLITE_READS: Final = Dialect(select_pending, select_keys, select_job, select_dead_letters)
+SQLITE_READS: Final = Dialect(
+    select_pending, select_keys, select_job, select_queue, select_dead_letters
+)
 
 
 @final

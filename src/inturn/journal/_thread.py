@@ -229,6 +229,8 @@ class SyncReads(Protocol):
 
     def job(self, job_id: int) -> JobInfo | None: ...
 
+    def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]: ...
+
     def dead_letters(
         self,
         *,
@@ -254,6 +256,11 @@ class ThreadedReader:
 
     async def job(self, job_id: int) -> JobInfo | None:
         return await trio.to_thread.run_sync(self.reader.job, job_id)
+
+    async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
+        return await trio.to_thread.run_sync(
+            lambda: self.reader.jobs(key, limit=limit, after=after)
+        )
 
     async def dead_letters(
         self,

@@ -22,6 +22,7 @@ from ..info import JobInfo, JobState, KeyFilter, KeyInfo
 from ._reads import (
     check_dead_letters,
     check_job_id,
+    check_jobs,
     check_keys,
     halted_key_info,
     job_state,
@@ -250,6 +251,18 @@ class MemoryJournal:
         self._check_open()
         row = self._jobs.get(job_id) or self._dead.get(job_id)
         return row.info(job_id) if row is not None else None
+
+    async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
+        check_jobs(key, limit, after)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        found: list[JobInfo] = []
+        for job_id in self._by_key.get(key, ()):  # in id order: appended so
+            if len(found) >= limit:
+                break
+            if job_id > after:
+                found.append(self._jobs[job_id].info(job_id))
+        return found
 
     async def dead_letters(
         self,
