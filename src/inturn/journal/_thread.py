@@ -16,10 +16,18 @@ before it, and runs between transactions.
 
 What a database does inside a transaction is the journal's own; this module
 only carries requests and verdicts.
+
+Under trio's autojumping `trio.testing.MockClock`, a task parked on the
+thread counts as idle, so virtual time would jump while the database works,
+and a test's timings would depend on the disk.  There, and only there, a
+waiting task spins on checkpoints instead of parking (`off_thread` does the
+same for one-off calls): the run stays busy, and virtual time moves only when
+the runtime sleeps.
 """
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -28,12 +36,22 @@ from typing import Any, Final, Generic, Protocol, TypeVar, cast
 
 import attrs
 import trio
+import trio.testing
 
 from ..errors import JournalError, LeaseLost
 from ..info import JobInfo, KeyFilter, KeyInfo
 from .records import Change
 
-__all__ = ["JournalThread", "Read", "Request", "SyncReads", "ThreadedReader", "refuse"]
+__all__ = [
+    "JournalThread",
+    "Read",
+    "Request",
+    "SyncReads",
+    "ThreadedReader",
+    "autojumping",
+    "off_thread",
+    "refuse",
+]
 
 _C = TypeVar("_C")
 _T = TypeVar("_T")
@@ -48,6 +66,9 @@ class Request:
     error: BaseException | None = None
     """The verdict, set on the journal's thread: None if committed."""
     superseded: list[Change] = attrs.field(factory=list)
+    spinning: bool = False
+    """Its task spins instead of parking (an autojumping mock clock)."""
+    done: bool = False
 
 
 @attrs.define(eq=False)
@@ -58,6 +79,8 @@ class Read(Generic[_C]):
     task: trio.lowlevel.Task
     result: object = None
     error: BaseException | None = None
+    spinning: bool = False
+    done: bool = False
 
 
 def refuse(group: Sequence[Request], error: JournalError) -> None:
@@ -69,7 +92,9 @@ def refuse(group: Sequence[Request], error: JournalError) -> None:
 def _wake(group: Sequence[Request | Read[Any]]) -> None:
     """Run by trio: let every caller of a finished group go on (one wake-up per group)."""
     for request in group:
-        trio.lowlevel.reschedule(request.task)
+        request.done = True
+        if not request.spinning:
+            trio.lowlevel.reschedule(request.task)
 
 
 def _cannot_abort(raise_cancel: object) -> trio.lowlevel.Abort:
@@ -77,6 +102,39 @@ def _cannot_abort(raise_cancel: object) -> trio.lowlevel.Abort:
 
 
 _STOP: Final = object()
+
+
+def autojumping() -> bool:
+    """Whether the run's clock is a `trio.testing.MockClock` that jumps when the run is idle."""
+    clock = trio.lowlevel.current_clock()
+    return isinstance(clock, trio.testing.MockClock) and clock.autojump_threshold != math.inf
+
+
+async def _wait(request: Request | Read[Any]) -> None:
+    """Until the thread has answered *request*; not abortable."""
+    if not request.spinning:
+        await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
+        return
+    while not request.done:  # busy, so an autojumping clock holds still
+        await trio.lowlevel.cancel_shielded_checkpoint()
+
+
+async def off_thread(fn: Callable[..., _T], *args: object) -> _T:
+    """`trio.to_thread.run_sync`, during which an autojumping mock clock holds still."""
+    if not autojumping():
+        return await trio.to_thread.run_sync(fn, *args)
+    done = False
+
+    async def spin() -> None:
+        while not done:
+            await trio.lowlevel.cancel_shielded_checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(spin)
+        try:
+            return await trio.to_thread.run_sync(fn, *args)
+        finally:
+            done = True
 
 
 @attrs.define(eq=False)
@@ -127,22 +185,22 @@ class JournalThread(Generic[_C]):
     async def write(self, changes: Sequence[Change]) -> list[Change]:
         if self.broken is not None:
             raise self.refusal() from self.broken
-        request = Request(changes, trio.lowlevel.current_task())
+        request = Request(changes, trio.lowlevel.current_task(), spinning=autojumping())
         self._requests.put(request)
         # Once queued, the batch is committed or refused as a whole: wait for
         # the verdict even if cancelled (Abort.FAILED), so the caller never
         # guesses; a cancellation is delivered at its next checkpoint.
-        await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
+        await _wait(request)
         if request.error is not None:
             raise request.error
         return request.superseded
 
     @trio.lowlevel.enable_ki_protection
     async def read(self, run: Callable[[_C], _T]) -> _T:
-        request: Read[_C] = Read(run, trio.lowlevel.current_task())
+        request: Read[_C] = Read(run, trio.lowlevel.current_task(), spinning=autojumping())
         self._requests.put(request)
         # Like a write, a queued read is served whatever happens: wait for it.
-        await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
+        await _wait(request)
         if request.error is not None:
             raise request.error
         return cast(_T, request.result)

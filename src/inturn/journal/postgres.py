@@ -63,7 +63,7 @@ from ._postgres_schema import (
     ensure_schema,
     stored,
 )
-from ._thread import JournalThread, Read, Request, ThreadedReader, refuse
+from ._thread import JournalThread, Read, Request, ThreadedReader, off_thread, refuse
 from .records import (
     Answer,
     Append,
@@ -155,7 +155,7 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
     async def open(self) -> Recovery:
         if self._worker is not None:
             raise JournalError(f"{self.name}: this PostgresJournal is already open")
-        connection, recovery = await trio.to_thread.run_sync(self._open_sync)
+        connection, recovery = await off_thread(self._open_sync)
         self.commits = 0
         self._next_id = recovery.next_id
         self._worker = JournalThread(

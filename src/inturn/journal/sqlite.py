@@ -68,7 +68,7 @@ from ._sqlite_schema import (
     stored,
     upgrade,
 )
-from ._thread import JournalThread, Read, Request, ThreadedReader, refuse
+from ._thread import JournalThread, Read, Request, ThreadedReader, off_thread, refuse
 from .records import (
     Answer,
     Append,
@@ -134,7 +134,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
     async def open(self) -> Recovery:
         if self._worker is not None:
             raise JournalError(f"{self.path}: this SQLiteJournal is already open")
-        connection, recovery = await trio.to_thread.run_sync(self._open_sync)
+        connection, recovery = await off_thread(self._open_sync)
         self.commits = 0
         self._worker = JournalThread(
             name=f"inturn-sqlite:{self.path}",
