@@ -20,6 +20,8 @@ ERRORS = [
     inturn.DuplicateError,
     inturn.JobDiscarded,
     inturn.PermanentError,
+    inturn.RetryAfter,
+    inturn.Snooze,
     inturn.EncodeError,
     inturn.DecodeError,
     inturn.SupervisorClosed,

@@ -18,6 +18,8 @@ from .errors import (
     KeyNotFound,
     LeaseLost,
     PermanentError,
+    RetryAfter,
+    Snooze,
     SupervisorClosed,
 )
 from .events import Event
@@ -53,6 +55,8 @@ __all__ = [
     "DuplicateError",
     "JobDiscarded",
     "PermanentError",
+    "RetryAfter",
+    "Snooze",
     "EncodeError",
     "DecodeError",
     "SupervisorClosed",

@@ -35,6 +35,8 @@ class Entry:
     running: bool = False
     exhausted: bool = False
     """Recovered with every attempt already spent by crashes: discard, don't run."""
+    snoozes: int = 0
+    """`Snooze`s in a row since its last attempt that ran to an outcome."""
     spilled: bool = False
     """Accepted into the journal only: its lane pages it in later."""
     skipped: bool = False
@@ -58,6 +60,8 @@ class Backoff:
     entry: Entry
     at: float
     error: BaseException
+    snooze: bool = False
+    """A `Snooze`: the attempt is given back, not used up."""
 
 
 @attrs.frozen

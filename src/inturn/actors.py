@@ -584,19 +584,23 @@ class Actor:
                     "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
                 )
                 runtime.finished(entry.id, result=result)
-            case Backoff(entry=entry, at=at, error=error):
+            case Backoff(entry=entry, at=at, error=error, snooze=snooze):
                 # Journaled first: an operator reading the journal sees why the
-                # key waits, and until when.
+                # key waits, and until when.  A snooze gives its attempt back
+                # first (a MarkAttempt ends a wait, so it goes before).
                 text = describe(error)
                 retry_at = time.time() + (at - trio.current_time())
-                if await runtime.journal.write([Retrying(entry.id, text, retry_at)]):
+                waiting: list[Change] = [Retrying(entry.id, text, retry_at)]
+                if snooze:
+                    waiting.insert(0, MarkAttempt(entry.id, entry.attempt - 1))
+                if await runtime.journal.write(waiting):
                     self._superseded(entry, "job.superseded")
                     return
-                core.backoff(entry)
+                core.backoff(entry, snooze=snooze)
                 runtime.check_idle()  # paused while it ran: parked now
                 runtime.give_slot(self.lane)  # a slot is for running, not for waiting
                 runtime.log.debug(
-                    "job.retry_scheduled",
+                    "job.snoozed" if snooze else "job.retry_scheduled",
                     key=entry.key,
                     job_id=entry.id,
                     attempt=entry.attempt,

@@ -58,7 +58,7 @@ from typing import Literal
 import attrs
 
 from ._entries import Backoff, Discarding, Entry, Lane, LaneState, Outcome, Page
-from .errors import DecodeError
+from .errors import DecodeError, Snooze
 from .jobs import Stats
 from .journal.records import Recovery, StoredJob
 from .retry import Retry
@@ -78,6 +78,8 @@ class Core:
     """About this many jobs in memory in all (each key's head always is)."""
     max_concurrency: int | None = None
     """At most this many lanes hold a slot (run, or are about to) at once."""
+    max_snoozes: int = 100
+    """A job's `Snooze`s in a row before one more counts as a failed attempt."""
     next_id: int = 1
     _lanes: dict[Lane, LaneState] = attrs.field(factory=dict, init=False)
     _pending: int = attrs.field(default=0, init=False)
@@ -305,6 +307,8 @@ class Core:
     ) -> Outcome:
         """Decide what *entry*'s failed attempt leads to.  Changes nothing."""
         assert entry.running
+        if isinstance(error, Snooze) and entry.snoozes < self.max_snoozes:
+            return Backoff(entry, at=now + error.seconds, error=error, snooze=True)
         if isinstance(error, DecodeError) or entry.exhausted:
             delay = None  # neither a retry nor a restart can change the outcome
         else:
@@ -314,11 +318,18 @@ class Core:
             return Discarding(entry, error, halt=halt)
         return Backoff(entry, at=now + delay, error=error)
 
-    def backoff(self, entry: Entry) -> None:
-        """*entry* waits for its next attempt, still at the head of its lane."""
+    def backoff(self, entry: Entry, *, snooze: bool = False) -> None:
+        """*entry* waits for its next attempt, still at the head of its lane.
+
+        A snooze gives its attempt back: the next one has the same number.
+        """
         assert entry.running
         self._stop(entry)
-        entry.attempt += 1
+        if snooze:
+            entry.snoozes += 1
+        else:
+            entry.snoozes = 0
+            entry.attempt += 1
         entry.marked = False
 
     def interrupt(self, entry: Entry) -> None:

@@ -21,6 +21,8 @@ __all__ = [
     "KeyNotFound",
     "LeaseLost",
     "PermanentError",
+    "RetryAfter",
+    "Snooze",
     "SupervisorClosed",
 ]
 
@@ -82,6 +84,48 @@ class PermanentError(InturnError):
     A permanent failure is not retried: retrying cannot help a job that is
     wrong, and it would hold up its key for nothing.
     """
+
+
+def _seconds(seconds: object) -> float:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise TypeError(f"seconds must be a number, not {type(seconds).__name__}")
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(f"seconds must be finite and >= 0, not {seconds!r}")
+    return float(seconds)
+
+
+class RetryAfter(InturnError):
+    """Raise this from a handler to fail the attempt and retry after exactly *seconds*.
+
+    For a ``Retry-After`` header or a rate limit: the delay replaces the
+    retry policy's backoff (no jitter), and the attempt counts, so
+    ``max_attempts`` still ends a job that never gets through.
+    """
+
+    def __init__(self, seconds: float, reason: str = "") -> None:
+        super().__init__(_seconds(seconds), reason)
+        self.seconds = _seconds(seconds)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"retry after {self.seconds:g} s" + (f": {self.reason}" if self.reason else "")
+
+
+class Snooze(InturnError):
+    """Raise this from a handler to wait *seconds* and run again, without using up an attempt.
+
+    The job keeps its place at the head of its key and its attempt is given
+    back.  A job snoozes at most ``max_snoozes`` times in a row per supervisor
+    (`inturn.open_supervisor`); one more counts as a failed attempt.
+    """
+
+    def __init__(self, seconds: float, reason: str = "") -> None:
+        super().__init__(_seconds(seconds), reason)
+        self.seconds = _seconds(seconds)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"snoozed for {self.seconds:g} s" + (f": {self.reason}" if self.reason else "")
 
 
 class SupervisorClosed(InturnError):

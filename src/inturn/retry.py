@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 
 from ._checks import check_number
-from .errors import PermanentError
+from .errors import PermanentError, RetryAfter
 
 __all__ = ["Retry"]
 
@@ -72,6 +72,8 @@ class Retry:
         """
         if attempt >= self.max_attempts or self.is_permanent(error):
             return None
+        if isinstance(error, RetryAfter):  # the handler knows best
+            return error.seconds
         delay = float(self.initial_delay)
         if delay > 0:
             try:

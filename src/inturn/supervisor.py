@@ -672,6 +672,7 @@ async def open_supervisor(
     window: int = 1000,
     max_buffered: int = 100_000,
     max_payload: int = 16 * 1024 * 1024,
+    max_snoozes: int = 100,
     codec: Codec | None = None,
     max_restarts: int = 3,
     restart_window: float = 5.0,
@@ -703,6 +704,9 @@ async def open_supervisor(
         max_payload: the largest encoded payload `send` accepts, in bytes (16
             MiB by default); a larger one is an `EncodeError` for that send
             alone, before it reaches the journal.
+        max_snoozes: how many times in a row a job may `inturn.Snooze` (wait
+            without using up an attempt) before one more counts as a failed
+            attempt, so no job snoozes forever unseen.
         codec: turns payloads into bytes and back; None means `JSONCodec()`.
         max_restarts: crashes of the runtime around jobs (a journal failing,
             say) tolerated within *restart_window* seconds; one more escalates.
@@ -740,6 +744,7 @@ async def open_supervisor(
     max_buffered = check_count("max_buffered", max_buffered, minimum=1, maximum=MAX_COUNT)
     max_payload = check_count("max_payload", max_payload, minimum=1, maximum=MAX_PAYLOAD)
     max_restarts = check_count("max_restarts", max_restarts, minimum=0, maximum=MAX_COUNT)
+    max_snoozes = check_count("max_snoozes", max_snoozes, minimum=0, maximum=MAX_COUNT)
     restart_window = _number("restart_window", restart_window, minimum=0, inclusive=False)
     if codec is None:
         codec = JSONCodec()
@@ -768,6 +773,7 @@ async def open_supervisor(
             window=window,
             max_buffered=max_buffered,
             max_concurrency=max_concurrency,
+            max_snoozes=max_snoozes,
         )
         lanes = core.restore(recovery, clock=trio.current_time(), wall=time.time())
         runtime = Runtime(
