@@ -56,6 +56,7 @@ import argparse
 import contextlib
 import logging
 import random
+import signal
 import sqlite3
 import sys
 import time
@@ -271,6 +272,15 @@ def drop_expected_discards(
     return event_dict
 
 
+async def stop_on_signal(sup: inturn.Supervisor, stopped: list[int]) -> None:
+    """On SIGTERM or Ctrl-C: stop gracefully, so no running entry uses up an attempt."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            stopped.append(signum)
+            await sup.shutdown(grace=5.0)  # running entries finish; nothing new starts
+            return
+
+
 async def main(directory: Path, latency: float) -> None:
     structlog.configure(
         processors=[drop_expected_discards, *structlog.get_config()["processors"]],
@@ -300,11 +310,22 @@ async def main(directory: Path, latency: float) -> None:
             unsent = [account for account in entries if account not in sent]
             if unfinished or 0 < len(unsent) < len(entries):
                 log.info("ledger.resumed", unfinished_jobs=unfinished, accounts_to_send=len(unsent))
-            for account in unsent:
-                await sup.send_many([(account, entry) for entry in entries[account]])
-                ledger.mark_sent(account)  # a kill before this line sends them again
-            await sup.wait_idle()
+            stopped: list[int] = []
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stop_on_signal, sup, stopped)
+                try:
+                    for account in unsent:
+                        await sup.send_many([(account, entry) for entry in entries[account]])
+                        ledger.mark_sent(account)  # a kill before this line sends them again
+                    await sup.wait_idle()
+                except inturn.SupervisorClosed:  # a signal stopped it: let shutdown finish
+                    pass
+                else:
+                    nursery.cancel_scope.cancel()  # all done: stop listening
             stats = sup.stats()
+        if stopped:
+            print(f"ledger: stopped by {signal.Signals(stopped[0]).name}; run it again to finish")
+            return
         postings = ledger.postings()
         overdrafts = ledger.overdrafts()
     elapsed = time.perf_counter() - started

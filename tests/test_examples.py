@@ -154,6 +154,41 @@ def test_ledger_example_finishes_after_kill_9(tmp_path: Path, posted: int) -> No
     check_postings(postings)
 
 
+def test_ledger_example_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
+    """SIGTERM mid-run: the ledger shuts down (exit 0, saying so), no entry it was applying is
+    cut short, and the next run finishes the rest, each entry posted once, in order."""
+    data = tmp_path / "ledger-data"
+    slow = ("--dir", str(data), "--latency", "0.02")
+    first = subprocess.Popen(
+        [sys.executable, str(LEDGER), *slow],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for_postings(first, data / "ledger.db", at_least=500)  # type: ignore[arg-type]
+    finally:
+        first.send_signal(signal.SIGTERM)
+        out, err = first.communicate(timeout=60)
+    assert (first.returncode, out) == (0, "ledger: stopped by SIGTERM; run it again to finish\n"), (
+        err
+    )
+    at_stop = read_postings(data / "ledger.db")
+    assert 500 <= len(at_stop) < 5000
+    jobs = sqlite3.connect(f"file:{data / 'ledger-jobs.db'}?mode=ro", uri=True)
+    with contextlib.closing(jobs):
+        # An attempt made and never failed is one a stop cut short.
+        [(cut,)] = jobs.execute(
+            "SELECT count(*) FROM jobs WHERE state = 'pending' AND attempts > 0 AND error IS NULL"
+        )
+    assert cut == 0  # jobs that failed keep those attempts; no attempt was cut short
+    _, summary = run_ledger(*slow, cwd=tmp_path)
+    postings = read_postings(data / "ledger.db")
+    assert at_stop.items() <= postings.items()
+    assert summary.completed + summary.discarded == 5000
+    check_postings(postings)
+
+
 def test_ledger_example_ignores_entries_sent_twice(tmp_path: Path) -> None:
     """A kill between an account's send_many and recording it as sent makes
     the next run send its entries again; the copies change nothing."""

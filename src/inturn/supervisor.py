@@ -627,6 +627,9 @@ class Supervisor:
                 return False
             raise
         if runtime.closed:  # stopped (cancelled) while we were journaling
+            # A start journaled with the acceptance never runs now: give it back,
+            # or the next supervisor counts an attempt cut short.
+            await runtime.give_back([entry for entry, mark in starting if mark not in superseded])
             raise SupervisorClosed(
                 f"the supervisor stopped while job {entries[0].id} was journaled;"
                 " it runs when the journal is opened again"
