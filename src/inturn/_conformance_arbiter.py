@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import trio
 
-from ._conformance import BasicConformance, _expect, _raises, _session, _state
+from ._conformance import BasicConformance, _expect, _raises, _replayed, _session, _state
 from .errors import DuplicateError, JournalError
 from .journal import (
     Append,
@@ -25,6 +25,7 @@ from .journal import (
     Requeue,
     Resume,
     Retrying,
+    Revive,
 )
 
 __all__ = ["ArbiterConformance", "JournalConformance"]
@@ -156,6 +157,35 @@ class ArbiterConformance:
             await _raises(JournalError, journal.write([Complete(2), Requeue(1, 2)]))
             _expect(_state(await session.reopen()), before, "the journal after the refusals")
             _expect(list(await journal.write([Complete(2), Requeue(1, 3)])), [], "freed first")
+
+    async def test_revive_puts_a_dead_letter_back_in_its_own_place(self, journal: Journal) -> None:
+        """Revive makes dead letter 1 unfinished again as job 1, before the key's later jobs, attempts reset, and with resume lifts the halt in the same step; a second Revive is superseded; a held unique key is a DuplicateError."""
+        async with _session(journal) as session:
+            await session.open()
+            await journal.write(
+                [_job(1, unique="u"), MarkAttempt(1, 2), Discard(1, "E", halt=True), _job(2)]
+            )
+            _expect(list(await journal.write([Revive(1, resume=True)])), [], "a revive")
+            again = Revive(1)
+            _expect(list(await journal.write([again])), [again], "the same revive again")
+            await _raises(DuplicateError, journal.write([_job(3, unique="u")]))
+            recovery = await _replayed(journal, await session.reopen())
+            info = await journal.job(1)
+            await journal.write([Discard(2, "F"), _job(4, unique="w"), Discard(4, "G")])
+            await journal.write([_job(5, unique="w")])
+            await _raises(DuplicateError, journal.write([Revive(4)]))
+            await _raises(JournalError, journal.write([Revive(99)]))
+        _expect(
+            [(job.id, job.unique, job.attempts) for job in recovery.jobs],
+            [(1, "u", 0), (2, None, 0)],
+            "replayed: job 1 first again",
+        )
+        _expect(recovery.halted, frozenset(), "halted keys (resumed with the revive)")
+        _expect(
+            info is not None and (info.state, info.attempts, info.last_error),
+            ("queued", 0, None),
+            "job(1), revived",
+        )
 
     async def test_purge_of_a_job_that_is_not_dead_is_superseded(self, journal: Journal) -> None:
         """A Purge of a queued, running, completed or requeued job is returned, not applied."""

@@ -368,7 +368,7 @@ def _requeue(args: argparse.Namespace) -> int:
         try:
             for job_id in ids:
                 try:
-                    new_id = await operator.requeue(job_id)
+                    new_id = await operator.requeue(job_id, head=args.head)
                 except DuplicateError as exc:  # its unique key is held again: go on
                     done.append({"id": job_id, "new_id": None, "error": str(exc)})
                 except InturnError as exc:  # the journal failed: report what was done
@@ -385,7 +385,9 @@ def _requeue(args: argparse.Namespace) -> int:
         _json(done)
     else:
         for row in done:
-            if row["error"] is None:
+            if row["error"] is None and args.head:
+                _out(f"requeued job {row['id']} in its own place, its key resumed")
+            elif row["error"] is None:
                 _out(f"requeued job {row['id']} as job {row['new_id']}, at the tail of its key")
     refused = [row for row in done if row["error"] is not None]
     for row in refused:
@@ -523,6 +525,11 @@ def _parser() -> _Parser:
     )
     requeue.add_argument("job_ids", type=_job_id, nargs="*", metavar="JOB_ID")
     requeue.add_argument("--all-dead", action="store_true", help="every dead letter")
+    requeue.add_argument(
+        "--head",
+        action="store_true",
+        help="back in its own place, before the jobs accepted after it, and resume its key",
+    )
     requeue.add_argument("--key", metavar="K", help="with --all-dead: only those of key K")
     skip = fix("skip", _skip, "discard an unfinished job now, unrun, as a dead letter")
     skip.add_argument("job_id", type=_job_id, metavar="JOB_ID")

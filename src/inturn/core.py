@@ -186,6 +186,29 @@ class Core:
                 self._parked += backlog.count
         return [lane for lane, state in self._lanes.items() if self._wants_actor(state)]
 
+    def revive(self, stored: StoredJob) -> bool:
+        """Dead letter *stored* is unfinished again in its own place (`Revive`).
+
+        It goes where its id puts it among its lane's jobs, after a head that
+        is running; a job beyond what the lane holds in memory is paged in
+        with the rest.  Return True if its lane needs an actor.
+        """
+        entry = self._recovered(stored)
+        state = self._lane(entry.lane)
+        if entry.key is not None and entry.id > state.tail and state.disk_tail > state.tail:
+            state.on_disk += 1  # it belongs to the part of the lane still in the journal
+        else:
+            place = 0
+            while place < len(state.fifo) and (
+                state.fifo[place].id < entry.id or state.fifo[place].running
+            ):
+                place += 1
+            state.fifo.insert(place, entry)
+            state.tail = max(state.tail, entry.id)
+            self._buffered += 1
+        self._count(state, entry)
+        return self._wants_actor(state)
+
     # -- paging ------------------------------------------------------------
 
     def page(self, lane: Lane) -> Page | None:

@@ -77,7 +77,7 @@ class _Fixer(Protocol):
     async def job(self, job_id: int) -> JobInfo | None: ...
     async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]: ...
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
-    async def requeue(self, job_id: int) -> int: ...
+    async def requeue(self, job_id: int, *, head: bool = False) -> int: ...
     async def skip(self, job_id: int) -> None: ...
     async def pause(self, key: str) -> None: ...
     async def resume(self, key: str) -> None: ...
@@ -115,9 +115,10 @@ class Operator:
         """Dead letters, oldest first; of *key* only if given."""
         return await self._fixer.dead_letters(key=key, limit=limit)
 
-    async def requeue(self, job_id: int) -> int:
-        """Put dead letter *job_id* back at the tail of its key, attempts reset; return its new id."""
-        return await self._fixer.requeue(job_id)
+    async def requeue(self, job_id: int, *, head: bool = False) -> int:
+        """Put dead letter *job_id* back on its key, attempts reset: at the tail under a new
+        id (returned), or with *head* in its own place, its key resumed."""
+        return await self._fixer.requeue(job_id, head=head)
 
     async def skip(self, job_id: int) -> None:
         """Discard unfinished job *job_id* as a dead letter "skipped by operator"."""
@@ -218,8 +219,9 @@ class _Remote:
             key = validate_key(key)
         return await self._reads.dead_letters(key=key, limit=check_limit(limit))
 
-    async def requeue(self, job_id: int) -> int:
-        result = await self._send(Command(verb="requeue", job_id=check_job_id(job_id)))
+    async def requeue(self, job_id: int, *, head: bool = False) -> int:
+        verb = "requeue_head" if head else "requeue"
+        result = await self._send(Command(verb=verb, job_id=check_job_id(job_id)))
         assert isinstance(result, int)
         return result
 

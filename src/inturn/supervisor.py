@@ -81,6 +81,8 @@ from .journal import (
     MemoryJournal,
     Requeue,
     Resume,
+    Revive,
+    StoredJob,
 )
 from .keys import validate_key, validate_unique
 from .retry import Retry
@@ -332,11 +334,17 @@ class Supervisor:
         await schedule_point()
         return found
 
-    async def requeue(self, job_id: int) -> int:
-        """Put dead letter *job_id* back at the tail of its key, attempts reset.
+    async def requeue(self, job_id: int, *, head: bool = False) -> int:
+        """Put dead letter *job_id* back on its key, attempts reset.
+
+        By default at the tail, under a new id, behind everything sent before.
+        With *head*, in its own place instead, under its own id: before every
+        job of its key accepted after it, so a key its discard halted runs it
+        first again and keeps its order; the key is resumed in the same
+        journaled step (a paused one too).
 
         Returns:
-            The id it runs under now (it queues behind everything sent before).
+            The id it runs under now.
 
         Raises:
             JobNotFound: no unfinished job or dead letter has that id.
@@ -347,6 +355,8 @@ class Supervisor:
         self._check_open()
         journal = self._runtime.journal
         info = await requeue_check(journal, job_id)
+        if head:
+            return await self._revive(info)
         entry = self._runtime.core.reserve(info.key, info.data, info.unique)
         if not await self._journal([entry], requeue_of=info.id):
             await requeue_check(journal, info.id)  # requeued meanwhile: say so
@@ -354,6 +364,28 @@ class Supervisor:
         self._runtime.log.info("job.requeued", key=info.key, job_id=entry.id, was=info.id)
         await schedule_point()
         return entry.id
+
+    async def _revive(self, info: JobInfo) -> int:
+        runtime = self._runtime
+        resume = info.key is not None and runtime.core.is_halted(info.key)
+        if await runtime.journal.write([Revive(info.id, resume=resume)]):
+            await requeue_check(runtime.journal, info.id)  # requeued meanwhile: say so
+            raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
+        stored = StoredJob(id=info.id, key=info.key, data=info.data, unique=info.unique)
+        needs_actor = runtime.core.revive(stored)
+        if resume:
+            assert info.key is not None
+            needs_actor = runtime.core.resume(info.key) or needs_actor
+            runtime.log.info("key.resumed", key=info.key)
+        lane = info.key if info.key is not None else info.id
+        if needs_actor:
+            runtime.spawn(lane)
+        else:
+            runtime.wake(lane)  # its actor may be waiting for work
+        runtime.log.info("job.requeued", key=info.key, job_id=info.id, was=info.id, head=True)
+        runtime.check_idle()
+        await schedule_point()
+        return info.id
 
     async def skip(self, job_id: int) -> None:
         """Discard unfinished job *job_id* without running it any more.
@@ -543,6 +575,8 @@ class Supervisor:
                 return None
             case "requeue":
                 return await self.requeue(_given(command.job_id))
+            case "requeue_head":
+                return await self.requeue(_given(command.job_id), head=True)
             case "pause":
                 await self.pause(_given(command.key))
                 return None

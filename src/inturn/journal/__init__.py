@@ -21,6 +21,7 @@ from .records import (
     Requeue,
     Resume,
     Retrying,
+    Revive,
     StoredJob,
 )
 from .sqlite import SQLiteJournal, SQLiteReader
@@ -46,6 +47,7 @@ __all__ = [
     "Requeue",
     "Resume",
     "Retrying",
+    "Revive",
     "SQLiteJournal",
     "SQLiteReader",
     "StoredJob",

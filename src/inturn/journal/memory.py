@@ -44,6 +44,7 @@ from .records import (
     Requeue,
     Resume,
     Retrying,
+    Revive,
     StoredJob,
 )
 
@@ -418,6 +419,17 @@ class MemoryJournal:
                     appended[change.new_id] = _Row(
                         key=letter.key, data=letter.data, unique=letter.unique, accepted_at=0.0
                     )
+            elif isinstance(change, Revive):
+                job_id = change.job_id
+                if job_id in gone or not (job_id in self._dead or job_id in dead):
+                    self._check_used(job_id, next_id)
+                    superseded.add(position)
+                    continue
+                gone.add(job_id)
+                letter = self._dead.get(job_id) or self._jobs.get(job_id) or appended[job_id]
+                take(letter.unique, job_id)
+                if change.resume and letter.key is not None:
+                    halted[letter.key] = False
             elif isinstance(change, Halt):
                 halted[change.key] = True
             elif isinstance(change, Resume):
@@ -495,12 +507,31 @@ class MemoryJournal:
                 self._apply(
                     Append(job_id=new_id, key=letter.key, data=letter.data, unique=letter.unique)
                 )
+            case Revive(job_id=job_id, resume=resume):
+                self._revive(job_id)
+                letter = self._jobs[job_id]
+                if resume and letter.key is not None:
+                    self._halted.discard(letter.key)
             case Halt(key=key):
                 self._halted.add(key)
             case Resume(key=key):
                 self._halted.discard(key)
             case _:
                 assert_never(change)
+
+    def _revive(self, job_id: int) -> None:
+        """Dead letter *job_id* unfinished again, in id order among its key's jobs."""
+        letter = self._dead.pop(job_id)
+        letter.attempts, letter.last_error, letter.retry_at = 0, None, None
+        letter.finished_at, letter.stopped_during = None, None
+        self._jobs[job_id] = letter
+        if letter.unique is not None:
+            self._unique[letter.unique] = job_id
+        if letter.key is not None:
+            ids = self._by_key.setdefault(letter.key, {})
+            ids[job_id] = None
+            if len(ids) > 1:  # back in its place: keys keep their ids in order
+                self._by_key[letter.key] = dict.fromkeys(sorted(ids))
 
     def _forget(self, job_id: int) -> _Row:
         job = self._jobs.pop(job_id)

@@ -79,6 +79,7 @@ from .records import (
     Requeue,
     Resume,
     Retrying,
+    Revive,
 )
 
 if TYPE_CHECKING:
@@ -622,6 +623,29 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
                 _refuse_duplicate(connection, dead[0])
             connection.execute("DELETE FROM jobs WHERE id = %s", (change.job_id,))
             next_id = change.new_id + 1
+        elif isinstance(change, Revive):
+            dead = connection.execute(
+                "SELECT unique_key, key FROM jobs WHERE id = %s AND state = 'dead' FOR UPDATE",
+                (change.job_id,),
+            ).fetchone()
+            if not settle(dead is not None, change, change.job_id):
+                continue
+            assert dead is not None
+            unique, key = dead
+            if (
+                unique is not None
+                and connection.execute(
+                    "SELECT 1 FROM jobs WHERE unique_key = %s AND state = 'pending'", (unique,)
+                ).fetchone()
+            ):
+                _refuse_duplicate(connection, unique)
+            connection.execute(
+                "UPDATE jobs SET state = 'pending', attempts = 0, error = NULL, retry_at = NULL,"
+                " finished_at = NULL, stopped_during = NULL WHERE id = %s",
+                (change.job_id,),
+            )
+            if change.resume and key is not None:
+                connection.execute("DELETE FROM halted WHERE key = %s", (key,))
         elif isinstance(change, Halt):
             connection.execute(
                 "INSERT INTO halted (key) VALUES (%s) ON CONFLICT DO NOTHING", (change.key,)

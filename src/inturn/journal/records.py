@@ -36,6 +36,7 @@ __all__ = [
     "Requeue",
     "Resume",
     "Retrying",
+    "Revive",
     "StoredJob",
 ]
 
@@ -123,6 +124,21 @@ class Requeue:
 
 
 @attrs.frozen
+class Revive:
+    """Dead letter *job_id* is unfinished again in its own place: same id, attempts reset.
+
+    Its id puts it back where it was accepted, so on a key its discard
+    halted it is the head again, before everything queued behind it.  With
+    *resume*, its key's halt is lifted in the same step.  Only a dead letter
+    can be revived (superseded otherwise); `DuplicateError` if an unfinished
+    job holds its unique key now.
+    """
+
+    job_id: int
+    resume: bool = False
+
+
+@attrs.frozen
 class Halt:
     """*key* is parked: its queued jobs wait until `Resume`."""
 
@@ -137,7 +153,7 @@ class Resume:
 
 
 Change: TypeAlias = (
-    Append | MarkAttempt | Retrying | Complete | Discard | Purge | Requeue | Halt | Resume
+    Append | MarkAttempt | Retrying | Complete | Discard | Purge | Requeue | Revive | Halt | Resume
 )
 
 
@@ -203,7 +219,8 @@ class Recovery:
 class Command:
     """An operator's fix sent through the journal to the supervisor that holds it.
 
-    *verb* is a `Supervisor` method: ``skip`` and ``requeue`` take *job_id*;
+    *verb* is a `Supervisor` method: ``skip``, ``requeue`` and
+    ``requeue_head`` (``requeue(head=True)``) take *job_id*;
     ``pause``, ``resume`` and ``retry_now`` take *key*; ``purge_dead`` takes
     *older_than* and maybe *key*.  The journal gives it its *id* when it is
     submitted.

@@ -84,6 +84,7 @@ from .records import (
     Requeue,
     Resume,
     Retrying,
+    Revive,
 )
 
 __all__ = ["SQLiteJournal", "SQLiteReader"]
@@ -471,6 +472,27 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
             if inserted:
                 connection.execute("DELETE FROM jobs WHERE id = ?", (change.job_id,))
                 next_id = change.new_id + 1
+        elif isinstance(change, Revive):
+            try:
+                revived = one(
+                    "UPDATE jobs SET state = 'pending', attempts = 0, error = NULL,"
+                    " retry_at = NULL, finished_at = NULL, stopped_during = NULL"
+                    " WHERE id = ? AND state = 'dead'",
+                    (change.job_id,),
+                    change,
+                    change.job_id,
+                )
+            except sqlite3.IntegrityError:
+                (unique,) = connection.execute(
+                    "SELECT unique_key FROM jobs WHERE id = ?", (change.job_id,)
+                ).fetchone()
+                _refuse_duplicate(connection, unique)
+                raise
+            if revived and change.resume:
+                connection.execute(
+                    "DELETE FROM halted WHERE key = (SELECT key FROM jobs WHERE id = ?)",
+                    (change.job_id,),
+                )
         elif isinstance(change, Halt):
             connection.execute("INSERT OR IGNORE INTO halted (key) VALUES (?)", (change.key,))
         elif isinstance(change, Resume):
