@@ -273,33 +273,34 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _dead(args: argparse.Namespace) -> int:
-    reader = _reader(args)
-    dead = reader.dead_letters(key=args.key, limit=args.limit + 1)
-    more, dead = len(dead) > args.limit, dead[: args.limit]
-    if args.json:
-        _json([job_json(info) for info in dead])
-    elif dead:
-        _dead_table(dead, time.time())
-    if more:
-        _note(f"showing the first {args.limit} dead letters; --limit N shows more")
-    if not dead:
-        of = "" if args.key is None else f" of key {args.key!r}"
-        raise _Failed(f"no dead letters{of}", NOTHING)
-    return OK
+    of = "" if args.key is None else f" of key {args.key!r}"
+    found = _reader(args).dead_letters(key=args.key, limit=args.limit + 1)
+    return _print_jobs(args, found, _dead_table, "dead letters", f"no dead letters{of}")
 
 
 def _jobs(args: argparse.Namespace) -> int:
     key = validate_key(args.key)  # InvalidKey: exit 2, one line
-    jobs = _reader(args).jobs(key, limit=args.limit + 1)
-    more, jobs = len(jobs) > args.limit, jobs[: args.limit]
+    found = _reader(args).jobs(key, limit=args.limit + 1)
+    return _print_jobs(args, found, _queue_table, "jobs", f"no unfinished jobs of key {key!r}")
+
+
+def _print_jobs(
+    args: argparse.Namespace,
+    found: list[JobInfo],
+    table: Callable[[Sequence[JobInfo], float], None],
+    what: str,
+    none: str,
+) -> int:
+    """Print up to ``args.limit`` of *found* (read with one more, to know if there are more)."""
+    more, shown = len(found) > args.limit, found[: args.limit]
     if args.json:
-        _json([job_json(info) for info in jobs])
-    elif jobs:
-        _queue_table(jobs, time.time())
+        _json([job_json(info) for info in shown])
+    elif shown:
+        table(shown, time.time())
     if more:
-        _note(f"showing the first {args.limit} jobs; --limit N shows more")
-    if not jobs:
-        raise _Failed(f"no unfinished jobs of key {key!r}", NOTHING)
+        _note(f"showing the first {args.limit} {what}; --limit N shows more")
+    if not shown:
+        raise _Failed(none, NOTHING)
     return OK
 
 

@@ -292,9 +292,7 @@ class Supervisor:
         self._check_open()
         info = await self._runtime.journal.job(check_job_id(job_id))
         await schedule_point()
-        if info is None or not self._waiting(info.key, info.id, info.state):
-            return info
-        return attrs.evolve(info, state="queued")
+        return None if info is None else self._live_job(info)
 
     async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
         """*key*'s unfinished jobs in the order they run: its head first, then what waits behind it.
@@ -314,12 +312,7 @@ class Supervisor:
             key, limit=check_limit(limit), after=check_count("after", after, minimum=0)
         )
         await schedule_point()
-        return [
-            attrs.evolve(info, state="queued")
-            if self._waiting(info.key, info.id, info.state)
-            else info
-            for info in found
-        ]
+        return [self._live_job(info) for info in found]
 
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         """Discarded jobs, oldest first, with their attempts and last error; of *key* if given.
@@ -513,6 +506,12 @@ class Supervisor:
         ):
             return info
         return attrs.evolve(info, head_state="queued")
+
+    def _live_job(self, info: JobInfo) -> JobInfo:
+        """*info* as this supervisor sees it: queued if it waits here to run again."""
+        if self._waiting(info.key, info.id, info.state):
+            return attrs.evolve(info, state="queued")
+        return info
 
     def _waiting(self, key: str | None, job_id: int, state: object) -> bool:
         """Whether the journal shows *job_id* as running while it waits here.

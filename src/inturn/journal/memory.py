@@ -403,7 +403,7 @@ class MemoryJournal:
                         dead.add(job_id)
                         if change.halt and found.key is not None:
                             halted[found.key] = True
-            elif isinstance(change, Purge | Requeue):
+            elif isinstance(change, Purge | Requeue | Revive):  # each needs a dead letter
                 job_id = change.job_id
                 if job_id in gone or not (job_id in self._dead or job_id in dead):
                     self._check_used(job_id, next_id)
@@ -412,24 +412,19 @@ class MemoryJournal:
                     superseded.add(position)
                     continue
                 gone.add(job_id)
-                if isinstance(change, Requeue):
-                    next_id = new_id(change.new_id)
-                    letter = self._dead.get(job_id) or self._jobs.get(job_id) or appended[job_id]
-                    take(letter.unique, change.new_id)
-                    appended[change.new_id] = _Row(
-                        key=letter.key, data=letter.data, unique=letter.unique, accepted_at=0.0
-                    )
-            elif isinstance(change, Revive):
-                job_id = change.job_id
-                if job_id in gone or not (job_id in self._dead or job_id in dead):
-                    self._check_used(job_id, next_id)
-                    superseded.add(position)
+                if isinstance(change, Purge):
                     continue
-                gone.add(job_id)
                 letter = self._dead.get(job_id) or self._jobs.get(job_id) or appended[job_id]
-                take(letter.unique, job_id)
-                if change.resume and letter.key is not None:
-                    halted[letter.key] = False
+                if isinstance(change, Revive):
+                    take(letter.unique, job_id)
+                    if change.resume and letter.key is not None:
+                        halted[letter.key] = False
+                    continue
+                next_id = new_id(change.new_id)
+                take(letter.unique, change.new_id)
+                appended[change.new_id] = _Row(
+                    key=letter.key, data=letter.data, unique=letter.unique, accepted_at=0.0
+                )
             elif isinstance(change, Halt):
                 halted[change.key] = True
             elif isinstance(change, Resume):

@@ -132,6 +132,7 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
     """`time.monotonic` when the last renewal that succeeded was sent."""
     _token: int = attrs.field(default=0, init=False)
     """The token the current transaction writes into ``meta``."""
+    _name: str | None = attrs.field(default=None, init=False)
     _fault_hook: Callable[[str], None] | None = attrs.field(default=None, init=False)
     """For fault-injection tests: called on the journal's thread before COMMIT
     (``"commit"``), to end the session there as a failing network would."""
@@ -149,7 +150,9 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
     @property
     def name(self) -> str:
         """How messages name this journal: server, database and schema, never a password."""
-        return describe(self.dsn, self.schema)
+        if self._name is None:  # parsed once: every group commit passes it on
+            self._name = describe(self.dsn, self.schema)
+        return self._name
 
     # -- trio side -----------------------------------------------------------
 

@@ -464,10 +464,7 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
                     change.job_id,
                 )
             except sqlite3.IntegrityError:
-                (unique,) = connection.execute(
-                    "SELECT unique_key FROM jobs WHERE id = ?", (change.job_id,)
-                ).fetchone()
-                _refuse_duplicate(connection, unique)
+                _refuse_duplicate_of(connection, change.job_id)
                 raise
             if inserted:
                 connection.execute("DELETE FROM jobs WHERE id = ?", (change.job_id,))
@@ -483,10 +480,7 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
                     change.job_id,
                 )
             except sqlite3.IntegrityError:
-                (unique,) = connection.execute(
-                    "SELECT unique_key FROM jobs WHERE id = ?", (change.job_id,)
-                ).fetchone()
-                _refuse_duplicate(connection, unique)
+                _refuse_duplicate_of(connection, change.job_id)
                 raise
             if revived and change.resume:
                 connection.execute(
@@ -500,6 +494,12 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
         else:
             raise _Refused(JournalError(f"{path}: not a journal change: {change!r}"))
     return next_id
+
+
+def _refuse_duplicate_of(connection: sqlite3.Connection, job_id: int) -> None:
+    """Raise `_Refused` for the unique key dead letter *job_id* would take back, if held."""
+    (unique,) = connection.execute("SELECT unique_key FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    _refuse_duplicate(connection, unique)
 
 
 def _refuse_duplicate(connection: sqlite3.Connection, unique: str | None) -> None:
