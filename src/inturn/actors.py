@@ -46,7 +46,6 @@ giving back the attempt the handler did not finish.
 from __future__ import annotations
 
 import math
-import time
 import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -589,7 +588,7 @@ class Actor:
                 # key waits, and until when.  A snooze gives its attempt back
                 # first (a MarkAttempt ends a wait, so it goes before).
                 text = describe(error)
-                retry_at = time.time() + (at - trio.current_time())
+                retry_at = core.unix_time(at)
                 waiting: list[Change] = [Retrying(entry.id, text, retry_at)]
                 if snooze:
                     waiting.insert(0, MarkAttempt(entry.id, entry.attempt - 1))

@@ -209,6 +209,18 @@ class Core:
         self._count(state, entry)
         return self._wants_actor(state)
 
+    def unix_time(self, clock: float) -> float:
+        """The Unix time of the shell's *clock* reading, as `restore` set them side by side.
+
+        Times the journal keeps (retries, due times) are Unix times; measured
+        from the shell's clock, they elapse in virtual time under a mock clock.
+        """
+        return clock - self._clock_offset
+
+    def clock_time(self, unix: float) -> float:
+        """The shell's clock reading at Unix time *unix* (the inverse of `unix_time`)."""
+        return unix + self._clock_offset
+
     # -- paging ------------------------------------------------------------
 
     def page(self, lane: Lane) -> Page | None:
@@ -674,7 +686,7 @@ class Core:
             durable=True,
             exhausted=exhausted,
             last_error=stored.error,
-            not_before=None if stored.retry_at is None else stored.retry_at + self._clock_offset,
+            not_before=None if stored.retry_at is None else self.clock_time(stored.retry_at),
         )
 
     def _buffer(self, state: LaneState, entry: Entry) -> None:
