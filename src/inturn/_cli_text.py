@@ -220,6 +220,22 @@ def queue_table(jobs: Sequence[JobInfo], now: float) -> None:
     )
 
 
+def scheduled_table(jobs: Sequence[JobInfo], now: float) -> None:
+    table(
+        ["ID", "KEY", "DUE", "DUE AT", "ACCEPTED"],
+        [
+            [
+                str(info.id),
+                cell(info.key),
+                "-" if info.due_at is None else until(info.due_at, now),
+                "-" if info.due_at is None else stamp(info.due_at),
+                since(info.accepted_at, now),
+            ]
+            for info in jobs
+        ],
+    )
+
+
 def show_job(info: JobInfo, now: float) -> None:
     rows: list[tuple[str, str]] = [
         ("job", str(info.id)),
@@ -229,6 +245,8 @@ def show_job(info: JobInfo, now: float) -> None:
         ("unique", cell(info.unique)),
         ("accepted", f"{since(info.accepted_at, now)} ({stamp(info.accepted_at)})"),
     ]
+    if info.due_at is not None:
+        rows.append(("due", f"{until(info.due_at, now)} ({stamp(info.due_at)})"))
     if info.retry_at is not None:
         rows.append(("next retry", f"{until(info.retry_at, now)} ({stamp(info.retry_at)})"))
     if info.finished_at is not None:

@@ -61,27 +61,29 @@ async def _raises(error: type[_E], call: Awaitable[object]) -> _E:
 async def _replayed(journal: Journal, recovery: Recovery) -> Recovery:
     """*recovery* with every key's backlog paged in with ``load``, checked on the way."""
     jobs = list(recovery.jobs)
-    ids = [job.id for job in jobs]
-    _expect(ids, sorted(set(ids)), "Recovery.jobs ids (rising, no repeats)")
+    places = [job.place for job in jobs]
+    _expect(places, sorted(set(places)), "Recovery.jobs places (rising, no repeats)")
     for key, backlog in recovery.backlog.items():
-        known = [job.id for job in jobs if job.key == key]
+        known = [job.place for job in jobs if job.key == key]
         assert known, f"Recovery.backlog names {key!r}, but Recovery.jobs has none of its jobs"
         rest: list[StoredJob] = []
         for _ in range(backlog.count + 1):  # a load that never runs out fails, not hangs
-            page = await journal.load(key, known[-1] if not rest else rest[-1].id, 2)
+            page = await journal.load(key, known[-1] if not rest else rest[-1].place, 2)
             if not page:
                 break
             assert len(page) <= 2, f"load({key!r}, ..., 2) returned {len(page)} jobs"
             rest.extend(page)
         _expect(
-            (len(rest), rest[-1].id if rest else None),
+            (len(rest), rest[-1].place if rest else None),
             (backlog.count, backlog.last_id),
-            f"jobs paged in for {key!r} (count, last id) against its Backlog",
+            f"jobs paged in for {key!r} (count, last place) against its Backlog",
         )
         assert all(job.key == key for job in rest), f"load({key!r}) returned another key's job"
         jobs.extend(rest)
-    jobs.sort(key=lambda job: job.id)
-    return Recovery(next_id=recovery.next_id, jobs=jobs, halted=recovery.halted)
+    jobs.sort(key=lambda job: job.place)
+    return Recovery(
+        next_id=recovery.next_id, jobs=jobs, halted=recovery.halted, scheduled=recovery.scheduled
+    )
 
 
 async def unfinished_jobs(journal: Journal) -> list[StoredJob]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import trio
 
 from ._conformance import BasicConformance, _expect, _raises, _replayed, _session, _state
+from ._conformance_schedule import ScheduleConformance
 from .errors import DuplicateError, JournalError
 from .journal import (
     Append,
@@ -281,7 +282,7 @@ class ArbiterConformance:
                 assert scope.cancelled_caught
 
 
-class JournalConformance(BasicConformance, ArbiterConformance):
+class JournalConformance(BasicConformance, ArbiterConformance, ScheduleConformance):
     """Tests every `inturn.Journal` must pass; mix into a test class.
 
     The class provides a ``journal`` fixture that returns (or yields) a fresh,

@@ -124,6 +124,7 @@ class OperatorReadsConformance:
                 last_error=None,
                 retry_at=None,
                 data=b"\x00data",
+                place=1,
             )
             _expect(info, expected, "job(1) once appended")
             steps: list[tuple[Change, dict[str, Any]]] = [

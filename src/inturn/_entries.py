@@ -24,6 +24,8 @@ class Entry:
     """An accepted job as the core tracks it (mutable; never handed to users)."""
 
     id: int
+    place: int
+    """Where it runs in its lane: its id, or for a scheduled job the number it got when due."""
     key: str | None
     data: bytes
     unique: str | None = None
@@ -78,7 +80,10 @@ Outcome: TypeAlias = Backoff | Discarding
 
 @attrs.frozen
 class Page:
-    """Read up to *limit* jobs of *key* after id *after* (`Journal.load`); keep those up to *upto*."""
+    """Read up to *limit* jobs of *key* after place *after* (`Journal.load`); keep those up to *upto*.
+
+    Places are `Entry.place` values: a job's id, unless it was scheduled.
+    """
 
     key: str
     after: int
@@ -102,17 +107,17 @@ class LaneState:
     on_disk: int = 0
     """Unfinished jobs of the lane that are not in `fifo` (spilled, or being spilled)."""
     tail: int = 0
-    """The id of the newest job that entered `fifo`: the next page starts after it."""
+    """The place (`Entry.place`) of the newest job that entered `fifo`: the next page starts after it."""
     disk_tail: int = 0
-    """The id of the newest spilled job known durable: page in up to it."""
+    """The place of the newest spilled job known durable: page in up to it."""
     spilling: list[int] | None = None
-    """Ids of spilled jobs still being journaled, oldest first."""
+    """Places of spilled jobs still being journaled, oldest first."""
     skipped: set[int] | None = None
     """Ids of spilled jobs an operator skipped: marked when paged in."""
-    forgotten: dict[int, int] | None = None
-    """Ids of spilled jobs forgotten (skipped) while on disk, each with the
-    serial of the last page asked for then: a page asked for earlier may
-    still bring the job back, and it is dropped."""
+    forgotten: dict[int, tuple[int, int]] | None = None
+    """Ids of spilled jobs forgotten (skipped) while on disk, each with its
+    place and the serial of the last page asked for then: a page asked for
+    earlier may still bring the job back, and it is dropped."""
     pages: int = 0
     """Serial of the last page asked for."""
 

@@ -55,6 +55,7 @@ import attrs
 import structlog
 import trio
 
+from ._schedule import Schedule
 from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
 from .errors import DecodeError, LeaseLost, PermanentError
@@ -126,6 +127,7 @@ class Runtime:
     closed: bool = False
     escalated: BaseException | None = None
     reaper: IdleReaper = attrs.field(factory=lambda: IdleReaper())
+    schedule: Schedule = attrs.field(factory=Schedule)
     _nothing_runs: trio.Event | None = None
     log: Logger = attrs.field(factory=lambda: structlog.get_logger("inturn").bind())
     """Bound once, when the supervisor opens: a filtered-out debug call is then

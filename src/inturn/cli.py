@@ -54,6 +54,7 @@ from ._cli_text import (
     parse_duration,
     print_json as _json,
     queue_table as _queue_table,
+    scheduled_table as _scheduled_table,
     show_job as _show_job,
     table as _table,
 )
@@ -282,6 +283,13 @@ def _jobs(args: argparse.Namespace) -> int:
     key = validate_key(args.key)  # InvalidKey: exit 2, one line
     found = _reader(args).jobs(key, limit=args.limit + 1)
     return _print_jobs(args, found, _queue_table, "jobs", f"no unfinished jobs of key {key!r}")
+
+
+def _scheduled(args: argparse.Namespace) -> int:
+    key = None if args.key is None else validate_key(args.key)
+    of = "" if key is None else f" of key {key!r}"
+    found = _reader(args).scheduled(key=key, limit=args.limit + 1)
+    return _print_jobs(args, found, _scheduled_table, "scheduled jobs", f"no scheduled jobs{of}")
 
 
 def _print_jobs(
@@ -518,6 +526,9 @@ def _parser() -> _Parser:
     jobs = command("jobs", _jobs, "a key's unfinished jobs, in the order they run")
     jobs.add_argument("key", metavar="KEY")
     jobs.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N")
+    scheduled = command("scheduled", _scheduled, "scheduled jobs not due yet, the earliest first")
+    scheduled.add_argument("--key", metavar="K", help="only the scheduled jobs of key K")
+    scheduled.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N")
     dead = command("dead", _dead, "dead letters, oldest first")
     dead.add_argument("--key", metavar="K", help="only the dead letters of key K")
     dead.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N")

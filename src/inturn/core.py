@@ -94,6 +94,8 @@ class Core:
     _clock_offset: float = attrs.field(default=0.0, init=False)
     """The shell's clock minus Unix time, as `restore` was told."""
     _discarded: int = attrs.field(default=0, init=False)
+    _waiting_due: int = attrs.field(default=0, init=False)
+    """Scheduled jobs not due yet (in the journal only)."""
     stopping: bool = attrs.field(default=False, init=False)
     """Set by `stop`: no job starts any more (read-only outside the core)."""
 
@@ -106,8 +108,52 @@ class Core:
         enforce: it refuses the job's `Append` with `DuplicateError`, and the
         shell then calls `retract`.
         """
-        entry = Entry(id=self.next_id, key=key, data=data, unique=unique)
+        entry = Entry(id=self.next_id, place=self.next_id, key=key, data=data, unique=unique)
         self.next_id += 1
+        self._place(entry)
+        return entry
+
+    def schedule(self) -> int:
+        """Give a scheduled job its id: it joins its lane only when due (`promote`).
+
+        Until then the core holds nothing of it but a count (for `idle`), so
+        any number of scheduled jobs costs no memory here.  The shell
+        journals its `Append` and then calls `scheduled` (or `unschedule`,
+        if the journal refused it).
+        """
+        job_id = self.next_id
+        self.next_id += 1
+        return job_id
+
+    def scheduled(self, count: int = 1) -> None:
+        """*count* scheduled jobs are journaled (or recovered): they wait for their due time."""
+        self._waiting_due += count
+
+    def promote(self, stored: StoredJob) -> Entry:
+        """Scheduled job *stored* is due: it joins its lane behind everything there now.
+
+        Its place is a fresh number, above every id and place before, and
+        the shell journals it (`Due`), then calls `commit`, or `retract` if
+        the journal superseded it (it was skipped).  Either way it waits
+        for its due time no more: call `unschedule`.
+        """
+        entry = self._recovered(stored)
+        entry.durable = False
+        entry.place = self.next_id
+        self.next_id += 1
+        self._place(entry)
+        return entry
+
+    def unschedule(self, *, discarded: bool = False) -> None:
+        """A scheduled job waits no more: due, or (*discarded*) skipped by an operator."""
+        assert self._waiting_due > 0
+        self._waiting_due -= 1
+        if discarded:
+            self._discarded += 1
+
+    def _place(self, entry: Entry) -> None:
+        """Put a new *entry* at the end of its lane: in the FIFO, or spilled."""
+        key = entry.key
         state = self._lane(entry.lane)
         if key is not None and (
             state.on_disk
@@ -118,11 +164,10 @@ class Core:
             state.on_disk += 1
             if state.spilling is None:
                 state.spilling = []
-            state.spilling.append(entry.id)
+            state.spilling.append(entry.place)
         else:
             self._buffer(state, entry)
         self._count(state, entry)
-        return entry
 
     def commit(self, entry: Entry) -> bool:
         """*entry* is durable.  Return True if its lane needs a new actor."""
@@ -130,7 +175,7 @@ class Core:
         state = self._lanes[entry.lane]
         if entry.spilled:
             self._settled(state, entry)
-            state.disk_tail = max(state.disk_tail, entry.id)
+            state.disk_tail = max(state.disk_tail, entry.place)
         return self._wants_actor(state)
 
     def retract(self, entry: Entry) -> Lane | None:
@@ -165,17 +210,20 @@ class Core:
         for key in recovery.halted:
             self._lanes[key] = LaneState(halted=True)
         for stored in recovery.jobs:
-            self.next_id = max(self.next_id, stored.id + 1)  # never trust one field alone
+            self.next_id = max(
+                self.next_id, stored.id + 1, stored.place + 1
+            )  # trust no field alone
             entry = self._recovered(stored)
             state = self._lane(entry.lane)
             if entry.key is not None and len(state.fifo) >= self.window:
                 # a journal that hands back more than the window: page it in later
                 entry.spilled = True
                 state.on_disk += 1
-                state.disk_tail = entry.id
+                state.disk_tail = entry.place
             else:
                 self._buffer(state, entry)
             self._count(state, entry)
+        self._waiting_due += recovery.scheduled
         for key, backlog in recovery.backlog.items():
             self.next_id = max(self.next_id, backlog.last_id + 1)
             state = self._lane(key)
@@ -195,16 +243,16 @@ class Core:
         """
         entry = self._recovered(stored)
         state = self._lane(entry.lane)
-        if entry.key is not None and entry.id > state.tail and state.disk_tail > state.tail:
+        if entry.key is not None and entry.place > state.tail and state.disk_tail > state.tail:
             state.on_disk += 1  # it belongs to the part of the lane still in the journal
         else:
             place = 0
             while place < len(state.fifo) and (
-                state.fifo[place].id < entry.id or state.fifo[place].running
+                state.fifo[place].place < entry.place or state.fifo[place].running
             ):
                 place += 1
             state.fifo.insert(place, entry)
-            state.tail = max(state.tail, entry.id)
+            state.tail = max(state.tail, entry.place)
             self._buffered += 1
         self._count(state, entry)
         return self._wants_actor(state)
@@ -264,12 +312,12 @@ class Core:
         """Append what `Journal.load` returned for *page*."""
         state = self._lanes[page.key]
         for stored in jobs:
-            if stored.id > page.upto:
+            if stored.place > page.upto:
                 break  # sent after the page was asked for: the next page's
             if state.fifo and self._buffered >= self.max_buffered:
                 return  # other keys paged in meanwhile: the rest waits its turn
             assert stored.key == page.key, "a page holds its key's jobs only"
-            assert stored.id > state.tail, "a page holds jobs after its start only"
+            assert stored.place > state.tail, "a page holds jobs after its start only"
             if state.forgotten is not None and state.forgotten.pop(stored.id, None) is not None:
                 continue  # read before its skip was journaled: it is gone
             entry = self._recovered(stored)
@@ -278,12 +326,12 @@ class Core:
                 entry.skipped = True
             self._buffer(state, entry)
             state.on_disk -= 1
-        if len(jobs) < page.limit or (jobs and jobs[-1].id >= page.upto):
+        if len(jobs) < page.limit or (jobs and jobs[-1].place >= page.upto):
             state.tail = max(state.tail, page.upto)  # the whole range is in
         if state.forgotten:
             # A page asked for after the forget cannot bring it back.
-            for job_id, serial in list(state.forgotten.items()):
-                if job_id <= state.tail and serial < page.serial:
+            for job_id, (place, serial) in list(state.forgotten.items()):
+                if place <= state.tail and serial < page.serial:
                     del state.forgotten[job_id]
             if not state.forgotten:
                 state.forgotten = None
@@ -515,8 +563,8 @@ class Core:
         state.skipped.add(job_id)  # on disk: marked if a page brings it in meanwhile
         return None
 
-    def skipped(self, job_id: int, key: str | None) -> None:
-        """The journal discarded skipped, not running *job_id*: forget it."""
+    def skipped(self, job_id: int, key: str | None, place: int) -> None:
+        """The journal discarded skipped, not running *job_id* (at *place*): forget it."""
         lane: Lane = job_id if key is None else key
         state = self._lanes[lane]
         self._discarded += 1
@@ -526,7 +574,7 @@ class Core:
         if entry is None:  # it never left the journal: a page read before may bring it
             if state.forgotten is None:
                 state.forgotten = {}
-            state.forgotten[job_id] = state.pages
+            state.forgotten[job_id] = (place, state.pages)
         self._forget(lane, state, entry)
 
     def unskip(self, job_id: int, key: str | None) -> None:
@@ -632,8 +680,8 @@ class Core:
 
     @property
     def idle(self) -> bool:
-        """Every job is terminal or parked on a halted key."""
-        return self._pending == self._parked
+        """Every job is terminal or parked on a halted key: none runs, none is queued or scheduled."""
+        return self._pending == self._parked and not self._waiting_due
 
     def stats(self, *, actors: int, running: int) -> Stats:
         """A snapshot; the shell knows the live actors and running handlers."""
@@ -648,6 +696,7 @@ class Core:
                 for lane, state in self._lanes.items()
                 if state.halted and isinstance(lane, str)
             ),
+            scheduled=self._waiting_due,
         )
 
     def marked_heads(self) -> list[Entry]:
@@ -679,6 +728,7 @@ class Core:
         exhausted = stored.attempts >= self.retry.max_attempts
         return Entry(
             id=stored.id,
+            place=stored.place,
             key=stored.key,
             data=stored.data,
             unique=stored.unique,
@@ -691,7 +741,7 @@ class Core:
 
     def _buffer(self, state: LaneState, entry: Entry) -> None:
         state.fifo.append(entry)
-        state.tail = entry.id
+        state.tail = entry.place
         self._buffered += 1
 
     def _count(self, state: LaneState, entry: Entry) -> None:
@@ -717,7 +767,7 @@ class Core:
     def _settled(self, state: LaneState, entry: Entry) -> None:
         """Spilled *entry*'s journal write returned."""
         assert state.spilling is not None
-        state.spilling.remove(entry.id)
+        state.spilling.remove(entry.place)
         if not state.spilling:
             state.spilling = None
 

@@ -14,8 +14,8 @@ import attrs
 
 __all__ = ["JobInfo", "JobState", "KeyFilter", "KeyInfo"]
 
-JobState: TypeAlias = Literal["queued", "running", "retrying", "dead"]
-"""``queued``: waiting its turn; ``running``: an attempt started (read from a
+JobState: TypeAlias = Literal["scheduled", "queued", "running", "retrying", "dead"]
+"""``scheduled``: not due yet, in no key's sequence; ``queued``: waiting its turn; ``running``: an attempt started (read from a
 journal alone: or the process stopped during it); ``retrying``: its last
 attempt failed and it waits for the next; ``dead``: discarded, a dead letter."""
 
@@ -45,6 +45,11 @@ class JobInfo:
     """Unix time of its next attempt, while ``retrying``."""
     data: bytes
     """The payload as the codec encoded it."""
+    place: int | None = None
+    """Where it runs among its key's jobs (they run in the order of their
+    places): its id, unless it was scheduled; None while scheduled."""
+    due_at: float | None = None
+    """Unix time a scheduled job falls due (while ``scheduled``)."""
     stopped_during: int | None = None
     """For a dead letter that ran out of attempts because its process stopped
     (killed, crashed) during the last one: that attempt's number.

@@ -45,3 +45,5 @@ class Stats:
     """Jobs discarded since the supervisor opened."""
     halted_keys: frozenset[str]
     """Keys parked by a discard under ``on_discard="halt"``."""
+    scheduled: int = 0
+    """Scheduled jobs not due yet: not in ``queued``; they join their keys when due."""

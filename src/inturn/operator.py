@@ -76,6 +76,7 @@ class _Fixer(Protocol):
     async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]: ...
     async def job(self, job_id: int) -> JobInfo | None: ...
     async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]: ...
+    async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
     async def requeue(self, job_id: int, *, head: bool = False) -> int: ...
     async def skip(self, job_id: int) -> None: ...
@@ -110,6 +111,10 @@ class Operator:
     async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
         """*key*'s unfinished jobs in the order they run, its head first."""
         return await self._fixer.jobs(key, limit=limit, after=after)
+
+    async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
+        """Scheduled jobs not due yet, the earliest due first; of *key* only if given."""
+        return await self._fixer.scheduled(key=key, limit=limit)
 
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         """Dead letters, oldest first; of *key* only if given."""
@@ -213,6 +218,11 @@ class _Remote:
             limit=check_limit(limit),
             after=check_count("after", after, minimum=0),
         )
+
+    async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
+        if key is not None:
+            key = validate_key(key)
+        return await self._reads.scheduled(key=key, limit=check_limit(limit))
 
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         if key is not None:

@@ -35,6 +35,8 @@ and carries out while the supervisor runs.
 
 from __future__ import annotations
 
+import datetime
+import math
 import random as _random
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
@@ -54,6 +56,7 @@ from ._fixes import (
     schedule_point,
     skip_check,
 )
+from ._schedule import PAGE, due_time
 from .actors import Handler, Runtime, Waiter, describe
 from .codec import Codec, JSONCodec
 from .core import Core, Entry, Lane
@@ -75,6 +78,7 @@ from .journal import (
     Change,
     Command,
     Discard,
+    Due,
     Halt,
     Journal,
     MarkAttempt,
@@ -102,14 +106,30 @@ class Supervisor:
         self._skipping: dict[int, trio.Event] = {}
         """Skips under way, by job id."""
 
-    async def send(self, key: str, payload: object, *, unique: str | None = None) -> int:
+    async def send(
+        self,
+        key: str,
+        payload: object,
+        *,
+        unique: str | None = None,
+        delay: float | None = None,
+        at: float | datetime.datetime | None = None,
+    ) -> int:
         """Accept a job for sequence *key*; return its id once it is journaled.
 
         It runs after every job accepted before it for *key* is terminal, and
         never blocks because *key* is busy: the backlog has no limit.
 
+        With *delay* (seconds) or *at* (a Unix time, or an aware `datetime`)
+        the job is *scheduled*: journaled now, holding its unique key, it
+        joins *key*'s sequence only when it falls due, behind whatever is
+        queued for *key* then, and blocks nothing until then.  Due times are
+        durable and measured on trio's clock, so they elapse in virtual time
+        under a mock clock; one in the past is due at once.
+
         Raises:
-            TypeError: *key* or *unique* is not a `str`.
+            TypeError: *key* or *unique* is not a `str`, *delay* or *at* of a wrong type.
+            ValueError: *delay* and *at* both given, or out of range (see `due_time`).
             InvalidKey: *key* or *unique* breaks a key rule.
             EncodeError: the codec cannot round-trip *payload*.
             DuplicateError: an unfinished job holds *unique*.
@@ -122,9 +142,9 @@ class Supervisor:
         the next supervisor opened on it finds it.
         """
         key = validate_key(key)
-        entry = await self._accept(key, payload, unique)
+        job_id = await self._accept(key, payload, unique, delay, at)
         await schedule_point()
-        return entry.id
+        return job_id
 
     async def send_many(self, jobs: Iterable[tuple[str, object]]) -> list[int]:
         """Accept several sequenced jobs at once, all or none, in one journal write.
@@ -161,16 +181,31 @@ class Supervisor:
         await schedule_point()
         return [entry.id for entry in entries]
 
-    async def submit(self, payload: object, *, unique: str | None = None) -> int:
+    async def submit(
+        self,
+        payload: object,
+        *,
+        unique: str | None = None,
+        delay: float | None = None,
+        at: float | datetime.datetime | None = None,
+    ) -> int:
         """Accept a job with no key: it runs concurrently with everything else.
 
-        Raises the same errors as `send`.
+        Takes *delay* and *at* as `send` does, and raises the same errors.
         """
-        entry = await self._accept(None, payload, unique)
+        job_id = await self._accept(None, payload, unique, delay, at)
         await schedule_point()
-        return entry.id
+        return job_id
 
-    async def ask(self, key: str, payload: object, *, unique: str | None = None) -> object:
+    async def ask(
+        self,
+        key: str,
+        payload: object,
+        *,
+        unique: str | None = None,
+        delay: float | None = None,
+        at: float | datetime.datetime | None = None,
+    ) -> object:
         """`send` a job, wait for it, and return what its handler returned.
 
         Raises:
@@ -181,18 +216,18 @@ class Supervisor:
         still runs: it was accepted.
         """
         key = validate_key(key)
-        entry = await self._accept(key, payload, unique)
+        job_id = await self._accept(key, payload, unique, delay, at)
         # _accept has no schedule point after the commit: the job cannot have
         # finished before its waiter is registered.
-        waiter = self._runtime.waiters[entry.id] = Waiter()
+        waiter = self._runtime.waiters[job_id] = Waiter()
         try:
             await waiter.event.wait()
         finally:
-            self._runtime.waiters.pop(entry.id, None)
+            self._runtime.waiters.pop(job_id, None)
         if waiter.closed:
-            raise SupervisorClosed(f"the supervisor stopped before job {entry.id} finished")
+            raise SupervisorClosed(f"the supervisor stopped before job {job_id} finished")
         if waiter.error is not None:
-            raise JobDiscarded(entry.id) from waiter.error
+            raise JobDiscarded(job_id) from waiter.error
         return waiter.result
 
     async def shutdown(self, grace: float = 30.0) -> None:
@@ -314,6 +349,22 @@ class Supervisor:
         await schedule_point()
         return [self._live_job(info) for info in found]
 
+    async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
+        """Scheduled jobs not due yet, the earliest due first (of *key*, if given).
+
+        Each with its ``due_at``; `skip` cancels one before it is due.
+
+        Raises:
+            TypeError, ValueError: *key* or *limit* (an int >= 1) is invalid.
+            SupervisorClosed: the supervisor has stopped.
+        """
+        self._check_open()
+        if key is not None:
+            key = validate_key(key)
+        found = await self._runtime.journal.scheduled(key=key, limit=check_limit(limit))
+        await schedule_point()
+        return found
+
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         """Discarded jobs, oldest first, with their attempts and last error; of *key* if given.
 
@@ -380,6 +431,23 @@ class Supervisor:
         await schedule_point()
         return info.id
 
+    async def _skip_scheduled(self, info: JobInfo) -> bool:
+        """Skip *info* if it is still scheduled (the scheduler may promote it meanwhile).
+
+        Returns False if it is in its key's sequence now: skip it there.
+        """
+        runtime = self._runtime
+        async with runtime.schedule.lock:
+            info = await skip_check(runtime.journal, info.id)
+            if info.state != "scheduled":
+                return False
+            await runtime.journal.write([Discard(info.id, SKIPPED_TEXT)])
+            runtime.core.unschedule(discarded=True)
+        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
+        runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
+        runtime.check_idle()
+        return True
+
     async def skip(self, job_id: int) -> None:
         """Discard unfinished job *job_id* without running it any more.
 
@@ -405,7 +473,9 @@ class Supervisor:
             await other.wait()  # one skip of a job at a time; the next one sees its outcome
         self._skipping[checked] = done = trio.Event()
         try:
-            await self._skip(await skip_check(runtime.journal, checked))
+            info = await skip_check(runtime.journal, checked)
+            if info.state != "scheduled" or not await self._skip_scheduled(info):
+                await self._skip(await skip_check(runtime.journal, checked))
         finally:
             del self._skipping[checked]
             done.set()
@@ -432,7 +502,7 @@ class Supervisor:
         if superseded:  # another writer finished it first: it keeps that outcome
             await skip_check(runtime.journal, info.id)
             raise JobStateError(info.id, "dead", "another writer discarded it first")
-        core.skipped(info.id, info.key)
+        core.skipped(info.id, info.key, info.id if info.place is None else info.place)
         runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
         runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
         if waiting_head:
@@ -602,13 +672,84 @@ class Supervisor:
         if self._runtime.closed:
             raise SupervisorClosed("the supervisor has stopped")
 
-    async def _accept(self, key: str | None, payload: object, unique: object) -> Entry:
+    async def _accept(
+        self, key: str | None, payload: object, unique: object, delay: object, at: object
+    ) -> int:
         self._check_open()
+        core = self._runtime.core
         unique = validate_unique(unique)
+        due = due_time(delay, at, core.unix_time(trio.current_time()))
         data = self._encode(payload)
-        entry = self._runtime.core.reserve(key, data, unique)
+        if due is not None:
+            return await self._schedule(key, data, unique, due)
+        entry = core.reserve(key, data, unique)
         await self._journal([entry])
-        return entry
+        return entry.id
+
+    async def _schedule(self, key: str | None, data: bytes, unique: str | None, due: float) -> int:
+        """Journal a scheduled job; the scheduler task promotes it when it is due."""
+        runtime = self._runtime
+        job_id = runtime.core.schedule()
+        await runtime.journal.write(
+            [Append(job_id=job_id, key=key, data=data, unique=unique, due_at=due)]
+        )
+        runtime.core.scheduled()
+        runtime.schedule.noticed(runtime.core.clock_time(due))
+        if runtime.closed:
+            raise SupervisorClosed(
+                f"the supervisor stopped while job {job_id} was journaled;"
+                " it is scheduled when the journal is opened again"
+            )
+        runtime.log.debug("job.scheduled", key=key, job_id=job_id, due_at=due)
+        return job_id
+
+    async def run_schedule(self) -> None:
+        """Promote scheduled jobs as they fall due, the earliest first, for as long as the supervisor runs.
+
+        A journal failing to read or promote them is logged and asked again a
+        second later; the jobs stay scheduled meanwhile.
+        """
+        runtime = self._runtime
+        schedule, core = runtime.schedule, runtime.core
+        while not core.stopping:
+            schedule.reading()
+            try:
+                async with schedule.lock:
+                    found = await runtime.journal.scheduled(limit=PAGE)
+                    now = core.unix_time(trio.current_time())
+                    # (a hand-made row may lack its due time: due at once)
+                    due = [info for info in found if info.due_at is None or info.due_at <= now]
+                    if due:
+                        await self._promote(due)
+            except Exception as exc:
+                runtime.log.error(
+                    "schedule.failed", error=describe(exc), exception=exception_text(exc)
+                )
+                await trio.sleep(1.0)
+                continue
+            if due:
+                await schedule_point()
+                continue
+            later = [info.due_at for info in found if info.due_at is not None]
+            await schedule.wait(core.clock_time(min(later)) if later else math.inf)
+
+    async def _promote(self, due: list[JobInfo]) -> None:
+        """Due scheduled jobs join their keys' sequences, in one write."""
+        runtime = self._runtime
+        entries = [
+            runtime.core.promote(
+                StoredJob(
+                    id=info.id,
+                    key=info.key,
+                    data=info.data,
+                    unique=info.unique,
+                    attempts=info.attempts,
+                )
+            )
+            for info in due
+        ]
+        await self._journal(entries, due=True)
+        runtime.check_idle()
 
     def _encode(self, payload: object) -> bytes:
         runtime = self._runtime
@@ -626,23 +767,32 @@ class Supervisor:
             )
         return data
 
-    async def _journal(self, entries: list[Entry], *, requeue_of: int | None = None) -> bool:
+    async def _journal(
+        self, entries: list[Entry], *, requeue_of: int | None = None, due: bool = False
+    ) -> bool:
         """Journal reserved *entries* in one write, then commit them; or retract them all.
 
         With *requeue_of*, the one entry is dead letter *requeue_of* going back
         (`Requeue`); False if the journal superseded that (it is no dead
-        letter now), with the entry retracted.
+        letter now), with the entry retracted.  With *due*, the entries are
+        scheduled jobs joining their keys (`Due`), which wait for their due
+        time no more; one the journal superseded is retracted alone (it was
+        finished meanwhile, by a writer that counted it).
         """
         runtime = self._runtime
         changes: list[Change] = []
+        firsts: list[Change] = []  # each entry's own change
         starting: list[tuple[Entry, MarkAttempt]] = []
         for entry in entries:
-            if requeue_of is None:
-                changes.append(
-                    Append(job_id=entry.id, key=entry.key, data=entry.data, unique=entry.unique)
-                )
+            first: Change
+            if due:
+                first = Due(entry.id, entry.place)
+            elif requeue_of is None:
+                first = Append(job_id=entry.id, key=entry.key, data=entry.data, unique=entry.unique)
             else:
-                changes.append(Requeue(requeue_of, entry.id))
+                first = Requeue(requeue_of, entry.id)
+            changes.append(first)
+            firsts.append(first)
             if runtime.core.starts_next(entry):  # its start goes in the same write
                 mark = MarkAttempt(entry.id, entry.attempt)
                 changes.append(mark)
@@ -674,7 +824,12 @@ class Supervisor:
             runtime.start_holding(free)
             if returned:
                 give_back.append(entry)
-        for entry in entries:
+        for entry, first in zip(entries, firsts, strict=True):
+            if due and first in superseded:
+                runtime.start_holding(runtime.core.retract(entry))
+                continue
+            if due:
+                runtime.core.unschedule()
             runtime.committed(entry)
             runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
         if give_back:
@@ -833,6 +988,7 @@ async def open_supervisor(
                 supervisor = Supervisor(runtime)
                 if callable(getattr(journal, "commands", None)):
                     nursery.start_soon(supervisor.serve_commands, name="inturn.commands")
+                nursery.start_soon(supervisor.run_schedule, name="inturn.schedule")
                 yield supervisor
                 await runtime.wait_idle()
                 runtime.close()

@@ -166,6 +166,9 @@ class FaultyJournal:
     async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
         return await self.inner.jobs(key, limit=limit, after=after)
 
+    async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
+        return await self.inner.scheduled(key=key, limit=limit)
+
     async def dead_letters(
         self,
         *,

@@ -156,7 +156,7 @@ def test_text_in_the_data_column_shows_as_its_bytes(cli: Cli, tmp_path: Path) ->
     path = tmp_path / "jobs.db"
     make(
         path,
-        f"{SCHEMA} INSERT INTO jobs (key, data, accepted_at) VALUES ('k', 'some text', 0.0);"
+        f"{SCHEMA} INSERT INTO jobs (key, data, accepted_at, seq) VALUES ('k', 'some text', 0.0, 1);"
         f" PRAGMA user_version = {SCHEMA_VERSION};",
     )
     result = cli("show", path, 1)

@@ -373,6 +373,8 @@ def test_show_json_is_the_job_object(cli: Cli, scenario: Scenario) -> None:
         "last_error",
         "retry_at",
         "stopped_during",
+        "place",
+        "due_at",
         "data",
         "data_encoding",
     }

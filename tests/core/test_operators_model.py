@@ -132,7 +132,7 @@ class SlotsAndOperators(RuleBasedStateMachine):
     # -- operators and other writers ----------------------------------------------
 
     def _skipped(self, entry: Entry) -> None:
-        self.core.skipped(entry.id, entry.key)
+        self.core.skipped(entry.id, entry.key, entry.place)
         del self.live[entry.id]
 
     def _queued(self) -> list[Entry]:

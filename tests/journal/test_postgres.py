@@ -45,7 +45,7 @@ async def test_open_creates_the_schema_and_its_tables(pg_dsn: str, pg_schema: st
     await journal.open()
     await journal.aclose()
     assert tables(pg_dsn, pg_schema) == ["commands", "halted", "jobs", "meta", "processes"]
-    assert sql(pg_dsn, f"SELECT version, high_id, owner FROM {pg_schema}.meta") == [(2, 0, None)]
+    assert sql(pg_dsn, f"SELECT version, high_id, owner FROM {pg_schema}.meta") == [(3, 0, None)]
 
 
 async def test_ids_never_repeat_after_the_newest_job_is_deleted(
@@ -329,7 +329,7 @@ async def test_a_version_1_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     await journal.aclose()
     assert ([job.data for job in recovery.jobs], recovery.next_id) == ([b"old"], 8)
     assert "processes" in tables(pg_dsn, pg_schema)
-    assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(2,)]
+    assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(3,)]
 
 
 @pytest.mark.parametrize(

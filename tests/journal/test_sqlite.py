@@ -408,17 +408,17 @@ def version_and_columns(path: Path) -> tuple[int, list[str]]:
 
 
 async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path: Path) -> None:
-    """Opening a version-1 journal adds retry_at and stopped_during and sets version 3; its jobs, dead letters and halts are kept."""
+    """Opening a version-1 journal adds the columns of versions 2 to 4 and sets version 4; its jobs, dead letters and halts are kept, in id order."""
     path = tmp_path / "jobs.db"
     make_version_1_file(path)
     journal = inturn.SQLiteJournal(path)
     recovery = await journal.open()
     try:
         assert version_and_columns(path) == (
-            3,
+            4,
             [
                 *("id", "key", "unique_key", "data", "attempts", "state", "error"),
-                *("accepted_at", "finished_at", "retry_at", "stopped_during"),
+                *("accepted_at", "finished_at", "retry_at", "stopped_during", "seq", "due_at"),
             ],
         )
         assert [(job.id, job.attempts, job.unique) for job in recovery.jobs] == [
@@ -458,11 +458,11 @@ async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path:
     recovery = await journal.open()  # version 3 now: opens as it is
     await journal.aclose()
     assert [job.id for job in recovery.jobs] == [1, 4]
-    assert version_and_columns(path)[0] == 3
+    assert version_and_columns(path)[0] == 4
 
 
 async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
-    """Opening a version-2 journal adds stopped_during (version 3); a reader reads version 2 as it is."""
+    """Opening a version-2 journal adds stopped_during (version 3) and seq and due_at (version 4); a reader reads version 2 as it is."""
     path = tmp_path / "jobs.db"
     make_version_1_file(path)
     connection = sqlite3.connect(path, isolation_level=None)
@@ -475,14 +475,14 @@ async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
     journal = inturn.SQLiteJournal(path)
     await journal.open()
     try:
-        assert version_and_columns(path)[1][-1] == "stopped_during"
+        assert version_and_columns(path)[1][-3:] == ["stopped_during", "seq", "due_at"]
         await journal.write([MarkAttempt(1, 3), Discard(1, "E", stopped_during=3)])
         info = await journal.job(1)
         assert info is not None
         assert (info.state, info.stopped_during, info.last_error) == ("dead", 3, "E")
     finally:
         await journal.aclose()
-    assert version_and_columns(path)[0] == 3
+    assert version_and_columns(path)[0] == 4
 
 
 async def test_a_reader_reads_a_version_1_file_without_upgrading_it(tmp_path: Path) -> None:

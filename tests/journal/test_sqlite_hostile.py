@@ -128,7 +128,8 @@ async def test_values_of_other_types_in_typed_columns_read_as_the_types_inturn_s
     await journal.aclose()
     with sqlite3.connect(path) as connection:
         connection.executescript(
-            "INSERT INTO jobs (key, data, attempts, accepted_at) VALUES (7, '\"seven\"', '0', '5');"
+            "INSERT INTO jobs (key, data, attempts, accepted_at, seq)"
+            " VALUES (7, '\"seven\"', '0', '5', '1');"
             "INSERT INTO jobs (key, data, attempts, state, accepted_at, finished_at)"
             " VALUES ('d', 'dead text', '3', 'dead', 1.0, '2');"
         )

@@ -16,7 +16,7 @@ import trio
 
 from ..errors import JournalError
 from ..info import JobInfo, KeyFilter, KeyInfo
-from ._reads import check_dead_letters, check_job_id, check_jobs, check_keys
+from ._reads import check_dead_letters, check_job_id, check_jobs, check_keys, check_scheduled
 from ._thread import JournalThread
 from .records import Answer, Change, Command, StoredJob
 
@@ -35,6 +35,7 @@ class Dialect(Generic[_C]):
     select_job: Callable[[_C, int], JobInfo | None]
     select_queue: Callable[[_C, str, int, int], list[JobInfo]]
     select_dead_letters: Callable[[_C, str | None, int, int, float | None], list[JobInfo]]
+    select_scheduled: Callable[[_C, str | None, int], list[JobInfo]]
     take: Callable[[_C], list[Command]] = attrs.field(default=lambda connection: [])
     answer: Callable[[_C, int, Answer], None] = attrs.field(
         default=lambda connection, command_id, answer: None
@@ -78,6 +79,12 @@ class ThreadedJournal(Generic[_C]):
         check_jobs(key, limit, after)
         return await self._read(
             lambda connection: self.dialect.select_queue(connection, key, limit, after)
+        )
+
+    async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
+        check_scheduled(key, limit)
+        return await self._read(
+            lambda connection: self.dialect.select_scheduled(connection, key, limit)
         )
 
     async def dead_letters(
@@ -150,6 +157,11 @@ class DialectReader(Generic[_C]):
         return self._read(
             lambda connection: self.dialect.select_queue(connection, key, limit, after)
         )
+
+    def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
+        """Scheduled jobs, the earliest due first, as `inturn.Journal.scheduled` returns them."""
+        check_scheduled(key, limit)
+        return self._read(lambda connection: self.dialect.select_scheduled(connection, key, limit))
 
     def dead_letters(
         self,

@@ -31,7 +31,7 @@ from ._postgres_schema import (
 )
 from ._reads import (
     halted_key_info,
-    job_state,
+    info,
     key_info,
     key_matches,
 )
@@ -47,13 +47,14 @@ __all__ = [
     "select_job",
     "select_keys",
     "select_pending",
+    "select_scheduled",
 ]
 
 _T = TypeVar("_T")
 
 _INFO_COLUMNS: Final = (
     "id, key, unique_key, data, attempts, state, error, accepted_at, finished_at, retry_at,"
-    " stopped_during"
+    " stopped_during, seq, due_at"
 )
 
 
@@ -63,8 +64,8 @@ def select_pending(
     if after >= PG_MAX:
         return []
     rows = connection.execute(
-        f"SELECT {COLUMNS} FROM jobs WHERE key = %s AND state = 'pending' AND id > %s"
-        " ORDER BY id LIMIT %s",
+        f"SELECT {COLUMNS} FROM jobs WHERE key = %s AND state = 'pending' AND seq > %s"
+        " ORDER BY seq LIMIT %s",
         (key, after, min(limit, PG_MAX)),
     ).fetchall()
     return [stored(row) for row in rows]
@@ -87,17 +88,20 @@ def select_keys(
         rows = connection.execute(
             f"SELECT heads.key, heads.queued, {halted}, head.id, head.attempts,"
             " head.retry_at, head.error, head.accepted_at"
-            " FROM (SELECT key, MIN(id) AS id, COUNT(*) AS queued FROM jobs"
-            "       WHERE state = 'pending' AND key IS NOT NULL GROUP BY key) AS heads"
-            f" JOIN jobs AS head ON head.id = heads.id {where}"
-            " ORDER BY heads.id LIMIT %s",
+            " FROM (SELECT key, MIN(seq) AS seq, COUNT(*) AS queued FROM jobs"
+            "       WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL"
+            "       GROUP BY key) AS heads"
+            " JOIN jobs AS head ON head.key = heads.key AND head.seq = heads.seq"
+            f" AND head.state = 'pending' {where}"
+            " ORDER BY heads.seq LIMIT %s",
             (limit,),
         ).fetchall()
         idle: list[tuple[str]] = []
         if len(rows) < limit and key_matches(state, None, True):
             idle = connection.execute(  # halted keys without unfinished jobs
                 "SELECT key FROM halted WHERE NOT EXISTS (SELECT 1 FROM jobs"
-                " WHERE state = 'pending' AND jobs.key = halted.key) ORDER BY key LIMIT %s",
+                " WHERE state = 'pending' AND seq IS NOT NULL AND jobs.key = halted.key)"
+                " ORDER BY key LIMIT %s",
                 (limit - len(rows),),
             ).fetchall()
     found = [
@@ -124,21 +128,34 @@ def select_job(connection: psycopg.Connection[Any], job_id: int) -> JobInfo | No
     row = connection.execute(
         f"SELECT {_INFO_COLUMNS} FROM jobs WHERE id = %s", (job_id,)
     ).fetchone()
-    return _info(row) if row is not None else None
+    return info(row) if row is not None else None
 
 
 def select_queue(
     connection: psycopg.Connection[Any], key: str, limit: int, after: int
 ) -> list[JobInfo]:
-    """A key's unfinished jobs in id order: the pending-by-key index, from *after*."""
+    """A key's unfinished jobs in place order: the queued-by-key index, from *after*."""
     if after >= PG_MAX:
         return []
     rows = connection.execute(
-        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE key = %s AND state = 'pending' AND id > %s"
-        " ORDER BY id LIMIT %s",
+        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE key = %s AND state = 'pending' AND seq > %s"
+        " ORDER BY seq LIMIT %s",
         (key, after, min(limit, PG_MAX)),
     ).fetchall()
-    return [_info(row) for row in rows]
+    return [info(row) for row in rows]
+
+
+def select_scheduled(
+    connection: psycopg.Connection[Any], key: str | None, limit: int
+) -> list[JobInfo]:
+    """Scheduled jobs, the earliest due first: the scheduled index."""
+    where, parameters = ("", ()) if key is None else (" AND key = %s", (key,))
+    rows = connection.execute(
+        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE state = 'pending' AND seq IS NULL{where}"
+        " ORDER BY due_at, id LIMIT %s",
+        (*parameters, min(limit, PG_MAX)),
+    ).fetchall()
+    return [info(row) for row in rows]
 
 
 def select_dead_letters(
@@ -162,43 +179,14 @@ def select_dead_letters(
         f"SELECT {_INFO_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT %s",
         (*parameters, min(limit, PG_MAX)),
     ).fetchall()
-    return [_info(row) for row in rows]
-
-
-def _info(row: tuple[Any, ...]) -> JobInfo:
-    (
-        job_id,
-        key,
-        unique,
-        data,
-        attempts,
-        state,
-        error,
-        accepted_at,
-        finished_at,
-        retry_at,
-        stopped_during,
-    ) = row
-    return JobInfo(
-        id=job_id,
-        key=key,
-        state=job_state(dead=state == "dead", attempts=attempts, retry_at=retry_at),
-        attempts=attempts,
-        unique=unique,
-        accepted_at=accepted_at,
-        finished_at=finished_at,
-        last_error=error,
-        retry_at=retry_at,
-        data=bytes(data),
-        stopped_during=stopped_during,
-    )
+    return [info(row) for row in rows]
 
 
 # -- the reader ----------------------------------------------------------------
 
 
 POSTGRES_READS: Final = Dialect(
-    select_pending, select_keys, select_job, select_queue, select_dead_letters
+    select_pending, select_keys, select_job, select_queue, select_dead_letters, select_scheduled
 )
 
 

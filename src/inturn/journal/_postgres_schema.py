@@ -18,8 +18,11 @@ opened the journal, with the time (the server's clock) its lease expires;
 counts the takeovers, so a holder that stalled past its lease and woke up
 finds another owner or epoch there, and writes nothing (`PostgresJournal`).
 
+``jobs.seq`` is a job's place in its key's sequence (its id, or the number
+a `Due` gave it), NULL while the job is scheduled (``due_at`` set).
+
 ``meta.version`` is the schema version: 1 had no lease (an advisory lock
-held the journal), and is upgraded in place; a schema of a version this code
+held the journal), 2 no ``seq`` and ``due_at``; both are upgraded in place; a schema of a version this code
 does not know is refused untouched, with the version in the message.
 
 psycopg is an extra (``pip install 'inturn[postgres]'``): it is imported here,
@@ -52,7 +55,7 @@ __all__ = [
     "schema_version",
 ]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -79,11 +82,14 @@ CREATE TABLE jobs (
     accepted_at double precision NOT NULL,
     finished_at double precision,
     retry_at double precision,
-    stopped_during integer
+    stopped_during integer,
+    seq bigint,
+    due_at double precision
 );
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
-CREATE INDEX jobs_pending_by_key ON jobs (key, id) WHERE state = 'pending';
+CREATE INDEX jobs_queued ON jobs (key, seq) WHERE state = 'pending' AND seq IS NOT NULL;
+CREATE INDEX jobs_scheduled ON jobs (due_at, id) WHERE state = 'pending' AND seq IS NULL;
 CREATE INDEX jobs_dead ON jobs (id) WHERE state = 'dead';
 CREATE INDEX jobs_dead_by_key ON jobs (key, id) WHERE state = 'dead';
 CREATE TABLE halted (key text PRIMARY KEY);
@@ -108,10 +114,17 @@ _UPGRADES: Final = {
         " started_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
         " expires_at timestamptz NOT NULL)",
     ),
+    2: (
+        "ALTER TABLE jobs ADD COLUMN seq bigint, ADD COLUMN due_at double precision",
+        "UPDATE jobs SET seq = id",  # every job so far runs in id order
+        "DROP INDEX IF EXISTS jobs_pending_by_key",
+        "CREATE INDEX jobs_queued ON jobs (key, seq) WHERE state = 'pending' AND seq IS NOT NULL",
+        "CREATE INDEX jobs_scheduled ON jobs (due_at, id) WHERE state = 'pending' AND seq IS NULL",
+    ),
 }
 """What turns each version into the next."""
 
-COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at"
+COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at, seq, due_at"
 
 PG_MAX: Final = 2**63 - 1
 """The largest bigint: no id is above it, and a larger limit means no limit."""
@@ -203,7 +216,9 @@ def schema_version(connection: psycopg.Connection[Any], schema: str, name: str) 
         raise JournalCorrupt(name, "not an inturn journal (the schema has other tables)")
     row = connection.execute("SELECT version FROM meta").fetchone()
     version = None if row is None else row[0]
-    if version == SCHEMA_VERSION or (version in _UPGRADES and "processes" not in tables):
+    if version == SCHEMA_VERSION or (
+        version in _UPGRADES and ("processes" in tables) == (version >= 2)
+    ):
         return int(version)
     raise JournalCorrupt(
         name,

@@ -22,6 +22,8 @@ class JournalReads(Protocol):
 
     async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]: ...
 
+    async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
+
     async def dead_letters(
         self,
         *,
@@ -61,6 +63,13 @@ class Journal(Protocol):
       (with their last error and when they were discarded) until a `Purge`.
       A `Retrying` or `MarkAttempt` names an unfinished job and a `Purge` a
       dead letter; any other is superseded.
+    * A job appended with a due time is *scheduled*: unfinished (it holds
+      its unique key, ``Discard`` applies to it) but in no key's sequence:
+      ``open``, ``load``, ``keys`` and ``jobs`` leave it out and
+      ``Recovery.scheduled`` counts it, until a `Due` gives it a place.
+      Within a key, jobs run in the order of their places (`StoredJob.place`),
+      which ``load`` and ``jobs`` page by: a job's id, or the ``seq`` its
+      `Due` gave it.
 
     Every method is a cancellation point: if the caller is cancelled before
     anything is stored, it raises `trio.Cancelled` and stores nothing.  A
@@ -113,7 +122,16 @@ class Journal(Protocol):
         ...
 
     async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
-        """*key*'s unfinished jobs with ids above *after*, in order (its head first); at most *limit*."""
+        """*key*'s unfinished jobs in its sequence with places above *after*, in order
+        (its head first); at most *limit*.  Scheduled jobs are in no sequence yet."""
+        ...
+
+    async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
+        """Scheduled jobs (of *key*, if given), the earliest due first (by due time, then id); at most *limit*.
+
+        The runtime reads them to promote those due (`Due`); an operator, to
+        see what is to come.
+        """
         ...
 
     async def dead_letters(

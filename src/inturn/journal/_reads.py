@@ -8,10 +8,10 @@ keys by state in SQL, for speed; the conformance kit holds it to this rule.)
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from .._checks import check_count, check_number
-from ..info import JobState, KeyFilter, KeyInfo
+from ..info import JobInfo, JobState, KeyFilter, KeyInfo
 from .records import StoredJob
 
 __all__ = [
@@ -20,7 +20,9 @@ __all__ = [
     "check_job_id",
     "check_jobs",
     "check_keys",
+    "check_scheduled",
     "halted_key_info",
+    "info",
     "job_state",
     "key_info",
     "key_matches",
@@ -30,10 +32,14 @@ __all__ = [
 KEY_FILTERS: Final[tuple[KeyFilter, ...]] = ("blocked", "running", "halted")
 
 
-def job_state(*, dead: bool, attempts: int, retry_at: float | None) -> JobState:
+def job_state(
+    *, dead: bool, attempts: int, retry_at: float | None, scheduled: bool = False
+) -> JobState:
     """The state of a job, from what a journal stores about it."""
     if dead:
         return "dead"
+    if scheduled:
+        return "scheduled"
     if retry_at is not None:
         return "retrying"  # its last attempt failed; the next MarkAttempt clears retry_at
     if attempts > 0:
@@ -71,6 +77,13 @@ def check_jobs(key: object, limit: object, after: object) -> None:
         raise TypeError(f"key must be a str, not {type(key).__name__}")
     check_count("limit", limit, minimum=1)
     check_count("after", after, minimum=0)
+
+
+def check_scheduled(key: object, limit: object) -> None:
+    """Raise TypeError or ValueError for a bad argument of ``Journal.scheduled``."""
+    if key is not None and not isinstance(key, str):
+        raise TypeError(f"key must be a str or None, not {type(key).__name__}")
+    check_count("limit", limit, minimum=1)
 
 
 def check_dead_letters(key: object, limit: object, after: object, finished_before: object) -> None:
@@ -125,10 +138,12 @@ def halted_key_info(key: str) -> KeyInfo:
 
 
 def stored(
-    row: tuple[int, str | None, str | None, bytes, int, str | None, float | None],
+    row: tuple[
+        int, str | None, str | None, bytes, int, str | None, float | None, int | None, float | None
+    ],
 ) -> StoredJob:
     """The `StoredJob` of a row of the SQL journals' ``COLUMNS``."""
-    job_id, key, unique, data, attempts, error, retry_at = row
+    job_id, key, unique, data, attempts, error, retry_at, seq, due_at = row
     return StoredJob(
         id=job_id,
         key=key,
@@ -137,4 +152,42 @@ def stored(
         attempts=attempts,
         error=error,
         retry_at=retry_at,
+        seq=None if seq == job_id else seq,  # a job's place is its id unless it says otherwise
+        due_at=due_at,
+    )
+
+
+def info(row: tuple[Any, ...]) -> JobInfo:
+    """The `JobInfo` of a row of the SQL journals' info columns (``INFO_COLUMNS``)."""
+    (
+        job_id,
+        key,
+        unique,
+        data,
+        attempts,
+        state,
+        error,
+        accepted_at,
+        finished_at,
+        retry_at,
+        stopped_during,
+        seq,
+        due_at,
+    ) = row
+    dead = state == "dead"
+    scheduled = seq is None and not dead
+    return JobInfo(
+        id=job_id,
+        key=key,
+        state=job_state(dead=dead, attempts=attempts, retry_at=retry_at, scheduled=scheduled),
+        attempts=attempts,
+        unique=unique,
+        accepted_at=accepted_at,
+        finished_at=finished_at,
+        last_error=error,
+        retry_at=retry_at,
+        data=bytes(data),
+        place=None if scheduled else job_id if seq is None else seq,
+        due_at=due_at,
+        stopped_during=stopped_during,
     )

@@ -25,7 +25,7 @@ from ..info import JobInfo, KeyFilter, KeyInfo
 from ._dialect import Dialect, DialectReader
 from ._reads import (
     halted_key_info,
-    job_state,
+    info,
     key_info,
     key_matches,
 )
@@ -47,6 +47,7 @@ __all__ = [
     "select_job",
     "select_keys",
     "select_pending",
+    "select_scheduled",
 ]
 
 _T = TypeVar("_T")
@@ -54,7 +55,8 @@ _T = TypeVar("_T")
 _INFO_COLUMNS: Final = (
     "id, CAST(key AS TEXT), CAST(unique_key AS TEXT), CAST(data AS BLOB),"
     " CAST(attempts AS INTEGER), state, CAST(error AS TEXT), CAST(accepted_at AS REAL),"
-    " CAST(finished_at AS REAL), CAST(retry_at AS REAL), CAST(stopped_during AS INTEGER)"
+    " CAST(finished_at AS REAL), CAST(retry_at AS REAL), CAST(stopped_during AS INTEGER),"
+    " CAST(seq AS INTEGER), CAST(due_at AS REAL)"
 )
 """The columns of a `JobInfo`, cast as `COLUMNS` are."""
 
@@ -63,8 +65,8 @@ def select_pending(
     connection: sqlite3.Connection, key: str, after: int, limit: int
 ) -> list[StoredJob]:
     rows = connection.execute(
-        f"SELECT {COLUMNS} FROM jobs WHERE key = ? AND state = 'pending' AND id > ?"
-        " ORDER BY id LIMIT ?",
+        f"SELECT {COLUMNS} FROM jobs WHERE key = ? AND state = 'pending' AND seq > ?"
+        " ORDER BY seq LIMIT ?",
         (key, after, limit),
     ).fetchall()
     return [stored(row) for row in rows]
@@ -87,17 +89,20 @@ def select_keys(
             f"SELECT CAST(heads.key AS TEXT), heads.queued, {halted}, head.id,"
             " CAST(head.attempts AS INTEGER), CAST(head.retry_at AS REAL),"
             " CAST(head.error AS TEXT), CAST(head.accepted_at AS REAL)"
-            " FROM (SELECT key, MIN(id) AS id, COUNT(*) AS queued FROM jobs"
-            "       WHERE state = 'pending' AND key IS NOT NULL GROUP BY key) AS heads"
-            f" JOIN jobs AS head ON head.id = heads.id {where}"
-            " ORDER BY heads.id LIMIT ?",
+            " FROM (SELECT key, MIN(seq) AS seq, COUNT(*) AS queued FROM jobs"
+            "       WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL"
+            "       GROUP BY key) AS heads"
+            " JOIN jobs AS head ON head.key = heads.key AND head.seq = heads.seq"
+            f" AND head.state = 'pending' {where}"
+            " ORDER BY heads.seq LIMIT ?",
             (limit,),
         ).fetchall()
         idle: list[tuple[str]] = []
         if len(rows) < limit and key_matches(state, None, True):
             idle = connection.execute(  # halted keys without unfinished jobs
                 "SELECT CAST(key AS TEXT) FROM halted WHERE NOT EXISTS (SELECT 1 FROM jobs"
-                " WHERE state = 'pending' AND jobs.key = halted.key) ORDER BY key LIMIT ?",
+                " WHERE state = 'pending' AND seq IS NOT NULL AND jobs.key = halted.key)"
+                " ORDER BY key LIMIT ?",
                 (limit - len(rows),),
             ).fetchall()
     found = [
@@ -122,19 +127,30 @@ def select_job(connection: sqlite3.Connection, job_id: int) -> JobInfo | None:
     if not 0 < job_id <= SQLITE_MAX:
         return None
     row = connection.execute(f"SELECT {_INFO_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    return _info(row) if row is not None else None
+    return info(row) if row is not None else None
 
 
 def select_queue(connection: sqlite3.Connection, key: str, limit: int, after: int) -> list[JobInfo]:
-    """A key's unfinished jobs in id order: the pending-by-key index, from *after*."""
+    """A key's unfinished jobs in place order: the queued-by-key index, from *after*."""
     if after >= SQLITE_MAX:
         return []
     rows = connection.execute(
-        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE key = ? AND state = 'pending' AND id > ?"
-        " ORDER BY id LIMIT ?",
+        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE key = ? AND state = 'pending' AND seq > ?"
+        " ORDER BY seq LIMIT ?",
         (key, after, min(limit, SQLITE_MAX)),
     ).fetchall()
-    return [_info(row) for row in rows]
+    return [info(row) for row in rows]
+
+
+def select_scheduled(connection: sqlite3.Connection, key: str | None, limit: int) -> list[JobInfo]:
+    """Scheduled jobs, the earliest due first: the scheduled index."""
+    where, parameters = ("", ()) if key is None else (" AND key = ?", (key,))
+    rows = connection.execute(
+        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE state = 'pending' AND seq IS NULL{where}"
+        " ORDER BY due_at, id LIMIT ?",
+        (*parameters, min(limit, SQLITE_MAX)),
+    ).fetchall()
+    return [info(row) for row in rows]
 
 
 def select_dead_letters(
@@ -158,41 +174,7 @@ def select_dead_letters(
         f"SELECT {_INFO_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT ?",
         (*parameters, min(limit, SQLITE_MAX)),
     ).fetchall()
-    return [_info(row) for row in rows]
-
-
-def _info(
-    row: tuple[
-        int,
-        str | None,
-        str | None,
-        bytes,
-        int,
-        str,
-        str | None,
-        float,
-        float | None,
-        float | None,
-        int | None,
-    ],
-) -> JobInfo:
-    (job_id, key, unique, data, attempts, state, error, accepted_at, finished_at, retry_at) = row[
-        :10
-    ]
-    stopped_during = row[10]
-    return JobInfo(
-        id=job_id,
-        key=key,
-        state=job_state(dead=state == "dead", attempts=attempts, retry_at=retry_at),
-        attempts=attempts,
-        unique=unique,
-        accepted_at=accepted_at,
-        finished_at=finished_at,
-        last_error=error,
-        retry_at=retry_at,
-        data=bytes(data),
-        stopped_during=stopped_during,
-    )
+    return [info(row) for row in rows]
 
 
 @contextlib.contextmanager
@@ -211,7 +193,7 @@ def _snapshot(connection: sqlite3.Connection) -> Iterator[None]:
 
 
 SQLITE_READS: Final = Dialect(
-    select_pending, select_keys, select_job, select_queue, select_dead_letters
+    select_pending, select_keys, select_job, select_queue, select_dead_letters, select_scheduled
 )
 
 
@@ -284,8 +266,14 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
             version = schema_version(connection, self.path)
             if version == 0:
                 raise JournalCorrupt(self.path, "not an inturn journal (an empty file or database)")
-            missing = {1: "NULL AS retry_at, NULL AS stopped_during", 2: "NULL AS stopped_during"}
-            if version in missing:  # an older file: what it never recorded reads as NULL
+            # An older file: what it never recorded reads as NULL, and its
+            # jobs run in id order.
+            missing = {
+                1: "NULL AS retry_at, NULL AS stopped_during, id AS seq, NULL AS due_at",
+                2: "NULL AS stopped_during, id AS seq, NULL AS due_at",
+                3: "id AS seq, NULL AS due_at",
+            }
+            if version in missing:
                 connection.execute(
                     f"CREATE TEMP VIEW jobs AS SELECT *, {missing[version]} FROM main.jobs"
                 )

@@ -10,8 +10,12 @@ ever run.  A partial unique index over pending jobs makes "check the unique
 key and insert" one atomic step.  ``AUTOINCREMENT`` records the highest id
 ever used, so ids never repeat even after the newest row is deleted.
 
+``seq`` is a job's place in its key's sequence (its id, or the number a
+`Due` gave it), NULL while the job is scheduled (``due_at`` set).
+
 Schema versions (``PRAGMA user_version``): 1 had no ``retry_at``, 2 no
-``stopped_during`` and no ``commands`` (the operators' inbox, `_sqlite_inbox`); `SQLiteJournal.open` upgrades them in one transaction.
+``stopped_during`` and no ``commands`` (the operators' inbox, `_sqlite_inbox`),
+3 no ``seq`` and ``due_at``; `SQLiteJournal.open` upgrades them in one transaction.
 Any other version is refused untouched.
 """
 
@@ -39,7 +43,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 SCHEMA: Final = """
 CREATE TABLE jobs (
@@ -53,7 +57,9 @@ CREATE TABLE jobs (
     accepted_at REAL NOT NULL,
     finished_at REAL,
     retry_at REAL,
-    stopped_during INTEGER
+    stopped_during INTEGER,
+    seq INTEGER,
+    due_at REAL
 );
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
@@ -86,6 +92,8 @@ _JOBS: Final[tuple[_Column, ...]] = (
     ("finished_at", "REAL", False, False),
     ("retry_at", "REAL", False, False),  # version 2
     ("stopped_during", "INTEGER", False, False),  # version 3
+    ("seq", "INTEGER", False, False),  # version 4
+    ("due_at", "REAL", False, False),  # version 4
 )
 _HALTED: Final[tuple[_Column, ...]] = (("key", "TEXT", False, True),)
 _COMMANDS: Final[tuple[_Column, ...]] = (
@@ -103,7 +111,8 @@ _COMMANDS: Final[tuple[_Column, ...]] = (
 _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
     1: {"jobs": _JOBS[:9], "halted": _HALTED},
     2: {"jobs": _JOBS[:10], "halted": _HALTED},
-    3: {"jobs": _JOBS, "halted": _HALTED, "commands": _COMMANDS},
+    3: {"jobs": _JOBS[:11], "halted": _HALTED, "commands": _COMMANDS},
+    4: {"jobs": _JOBS, "halted": _HALTED, "commands": _COMMANDS},
 }
 """The tables of each schema version this code reads, column by column: a
 file that has them reads as inturn expects, while a view or another type
@@ -113,8 +122,12 @@ _HEADER: Final = b"SQLite format 3\x00"
 """How every SQLite database file begins."""
 
 INDEXES: Final = (
-    # `load`, recovery, and the heads of keys (`keys`)
-    "CREATE INDEX IF NOT EXISTS jobs_pending_by_key ON jobs (key, id) WHERE state = 'pending'",
+    # `load`, recovery, and the heads of keys (`keys`): jobs in their sequences
+    "CREATE INDEX IF NOT EXISTS jobs_queued ON jobs (key, seq)"
+    " WHERE state = 'pending' AND seq IS NOT NULL",
+    # scheduled jobs, the earliest due first
+    "CREATE INDEX IF NOT EXISTS jobs_scheduled ON jobs (due_at, id)"
+    " WHERE state = 'pending' AND seq IS NULL",
     # `dead_letters`, with and without a key
     "CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead'",
     "CREATE INDEX IF NOT EXISTS jobs_dead_by_key ON jobs (key, id) WHERE state = 'dead'",
@@ -124,7 +137,8 @@ an index changes no row, so it needs no version bump."""
 
 COLUMNS: Final = (
     "id, CAST(key AS TEXT), CAST(unique_key AS TEXT), CAST(data AS BLOB),"
-    " CAST(attempts AS INTEGER), CAST(error AS TEXT), CAST(retry_at AS REAL)"
+    " CAST(attempts AS INTEGER), CAST(error AS TEXT), CAST(retry_at AS REAL),"
+    " CAST(seq AS INTEGER), CAST(due_at AS REAL)"
 )
 """The columns of a `StoredJob`.  Cast, as a declared type only prefers a type
 (SQLite stores text in a BLOB column): a hand-made row still reads as the types
@@ -206,6 +220,12 @@ _UPGRADES: Final = {
         "CREATE TABLE commands (id INTEGER PRIMARY KEY AUTOINCREMENT, verb TEXT NOT NULL,"
         " job_id INTEGER, key TEXT, older_than REAL, submitted_at REAL NOT NULL,"
         " taken_at REAL, answered_at REAL, answer TEXT)",
+    ),
+    3: (
+        "ALTER TABLE jobs ADD COLUMN seq INTEGER",
+        "ALTER TABLE jobs ADD COLUMN due_at REAL",
+        "UPDATE jobs SET seq = id",  # every job so far runs in id order
+        "DROP INDEX IF EXISTS jobs_pending_by_key",  # by (key, seq) now: `INDEXES`
     ),
 }
 """What turns each version into the next."""

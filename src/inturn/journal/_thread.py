@@ -289,6 +289,8 @@ class SyncReads(Protocol):
 
     def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]: ...
 
+    def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
+
     def dead_letters(
         self,
         *,
@@ -319,6 +321,9 @@ class ThreadedReader:
         return await trio.to_thread.run_sync(
             lambda: self.reader.jobs(key, limit=limit, after=after)
         )
+
+    async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
+        return await trio.to_thread.run_sync(lambda: self.reader.scheduled(key=key, limit=limit))
 
     async def dead_letters(
         self,

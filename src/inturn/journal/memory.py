@@ -24,6 +24,7 @@ from ._reads import (
     check_job_id,
     check_jobs,
     check_keys,
+    check_scheduled,
     halted_key_info,
     job_state,
     key_info,
@@ -37,6 +38,7 @@ from .records import (
     Command,
     Complete,
     Discard,
+    Due,
     Halt,
     MarkAttempt,
     Purge,
@@ -49,6 +51,11 @@ from .records import (
 )
 
 __all__ = ["MemoryJournal"]
+
+
+def _by_place(job: StoredJob) -> int:
+    return job.place
+
 
 _NONE: tuple[Change, ...] = ()
 """What ``write`` returns when nothing was superseded (the usual answer, not a new list)."""
@@ -67,6 +74,10 @@ class _Row:
     finished_at: float | None = None
     """Set when discarded: the row is a dead letter then."""
     stopped_during: int | None = None
+    seq: int | None = None
+    """Its place, if not its id (given by `Due`)."""
+    due_at: float | None = None
+    """Set while it is scheduled."""
 
     def stored(self, job_id: int) -> StoredJob:
         return StoredJob(
@@ -77,11 +88,19 @@ class _Row:
             attempts=self.attempts,
             error=self.last_error,
             retry_at=self.retry_at,
+            seq=self.seq,
+            due_at=self.due_at,
         )
+
+    def place(self, job_id: int) -> int:
+        return job_id if self.seq is None else self.seq
 
     def state(self) -> JobState:
         return job_state(
-            dead=self.finished_at is not None, attempts=self.attempts, retry_at=self.retry_at
+            dead=self.finished_at is not None,
+            attempts=self.attempts,
+            retry_at=self.retry_at,
+            scheduled=self.due_at is not None,
         )
 
     def info(self, job_id: int) -> JobInfo:
@@ -96,6 +115,8 @@ class _Row:
             last_error=self.last_error,
             retry_at=self.retry_at,
             data=self.data,
+            place=None if self.due_at is not None else self.place(job_id),
+            due_at=self.due_at,
             stopped_during=self.stopped_during,
         )
 
@@ -109,7 +130,10 @@ class MemoryJournal:
 
     _jobs: dict[int, _Row] = attrs.field(factory=dict, init=False)
     _by_key: dict[str, dict[int, None]] = attrs.field(factory=dict, init=False)
-    """Each key's unfinished job ids, oldest first (ids rise, dicts keep order)."""
+    """Each key's unfinished job ids in its sequence, in place order (places
+    rise, dicts keep order)."""
+    _scheduled: dict[int, None] = attrs.field(factory=dict, init=False)
+    """Ids of scheduled jobs (in no sequence yet)."""
     _unique: dict[str, int] = attrs.field(factory=dict, init=False)
     _dead: dict[int, _Row] = attrs.field(factory=dict, init=False)
     """Dead letters, in the order they were discarded."""
@@ -133,17 +157,24 @@ class MemoryJournal:
         self._commands = {**self._taken, **self._commands}
         self._taken.clear()
         # Like a durable journal: each key's head, and a backlog for the rest.
-        heads = [job_id for job_id, row in self._jobs.items() if row.key is None]
+        heads = [
+            job_id
+            for job_id, row in self._jobs.items()
+            if row.key is None and job_id not in self._scheduled
+        ]
         backlog: dict[str, Backlog] = {}
         for key, ids in self._by_key.items():
             heads.append(next(iter(ids)))
             if len(ids) > 1:
-                backlog[key] = Backlog(count=len(ids) - 1, last_id=next(reversed(ids)))
+                last = next(reversed(ids))
+                backlog[key] = Backlog(count=len(ids) - 1, last_id=self._jobs[last].place(last))
+        jobs = sorted((self._jobs[job_id].stored(job_id) for job_id in heads), key=_by_place)
         return Recovery(
             next_id=self._next_id,
-            jobs=[self._jobs[job_id].stored(job_id) for job_id in sorted(heads)],
+            jobs=jobs,
             backlog=backlog,
             halted=frozenset(self._halted),
+            scheduled=len(self._scheduled),
         )
 
     async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
@@ -154,8 +185,9 @@ class MemoryJournal:
         for job_id in self._by_key.get(key, ()):
             if len(page) >= limit:
                 break
-            if job_id > after:
-                page.append(self._jobs[job_id].stored(job_id))
+            row = self._jobs[job_id]
+            if row.place(job_id) > after:
+                page.append(row.stored(job_id))
         return page
 
     async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
@@ -258,12 +290,24 @@ class MemoryJournal:
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
         found: list[JobInfo] = []
-        for job_id in self._by_key.get(key, ()):  # in id order: appended so
+        for job_id in self._by_key.get(key, ()):  # in place order: appended so
             if len(found) >= limit:
                 break
-            if job_id > after:
-                found.append(self._jobs[job_id].info(job_id))
+            row = self._jobs[job_id]
+            if row.place(job_id) > after:
+                found.append(row.info(job_id))
         return found
+
+    async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
+        check_scheduled(key, limit)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        rows = ((self._jobs[job_id], job_id) for job_id in self._scheduled)
+        earliest = heapq.nsmallest(
+            limit,
+            ((row.due_at or 0.0, job_id) for row, job_id in rows if key is None or row.key == key),
+        )
+        return [self._jobs[job_id].info(job_id) for _, job_id in earliest]
 
     async def dead_letters(
         self,
@@ -349,6 +393,7 @@ class MemoryJournal:
         gone: set[int] = set()  # dead letters this batch purges or requeues
         attempts: dict[int, int] = {}
         halted: dict[str, bool] = {}
+        scheduled: dict[int, bool] = {}  # job id -> still scheduled, as this batch leaves it
         taken: dict[str, int] = {}
         freed: set[str] = set()
         superseded: set[int] = set()
@@ -380,6 +425,17 @@ class MemoryJournal:
                 appended[change.job_id] = _Row(
                     key=change.key, data=change.data, unique=change.unique, accepted_at=0.0
                 )
+                if change.due_at is not None:
+                    scheduled[change.job_id] = True
+            elif isinstance(change, Due):
+                job_id = change.job_id
+                if row(job_id) is None or not scheduled.get(job_id, job_id in self._scheduled):
+                    self._check_used(job_id, next_id)
+                    new_id(change.seq)  # checked, not taken
+                    superseded.add(position)
+                    continue
+                next_id = new_id(change.seq)
+                scheduled[job_id] = False
             elif isinstance(change, MarkAttempt | Retrying | Complete | Discard):
                 job_id = change.job_id
                 found = row(job_id)
@@ -467,15 +523,24 @@ class MemoryJournal:
 
     def _apply(self, change: Change) -> None:
         match change:
-            case Append(job_id=job_id, key=key, data=data, unique=unique):
+            case Append(job_id=job_id, key=key, data=data, unique=unique, due_at=due_at):
                 self._jobs[job_id] = _Row(
-                    key=key, data=data, unique=unique, accepted_at=time.time()
+                    key=key, data=data, unique=unique, accepted_at=time.time(), due_at=due_at
                 )
-                if key is not None:
+                if due_at is not None:
+                    self._scheduled[job_id] = None
+                elif key is not None:
                     self._by_key.setdefault(key, {})[job_id] = None
                 if unique is not None:
                     self._unique[unique] = job_id
                 self._next_id = max(self._next_id, job_id + 1)
+            case Due(job_id=job_id, seq=seq):
+                del self._scheduled[job_id]
+                row = self._jobs[job_id]
+                row.due_at, row.seq = None, seq
+                if row.key is not None:
+                    self._by_key.setdefault(row.key, {})[job_id] = None  # its place is the highest
+                self._next_id = max(self._next_id, seq + 1)
             case MarkAttempt(job_id=job_id, attempt=attempt):
                 row = self._jobs[job_id]
                 row.attempts = attempt
@@ -525,14 +590,19 @@ class MemoryJournal:
         if letter.key is not None:
             ids = self._by_key.setdefault(letter.key, {})
             ids[job_id] = None
-            if len(ids) > 1:  # back in its place: keys keep their ids in order
-                self._by_key[letter.key] = dict.fromkeys(sorted(ids))
+            if len(ids) > 1:  # back in its place: keys keep their jobs in place order
+                self._by_key[letter.key] = dict.fromkeys(
+                    sorted(ids, key=lambda job_id: self._jobs[job_id].place(job_id))
+                )
 
     def _forget(self, job_id: int) -> _Row:
         job = self._jobs.pop(job_id)
         if job.unique is not None:
             del self._unique[job.unique]
-        if job.key is not None:
+        if job_id in self._scheduled:
+            del self._scheduled[job_id]
+            job.due_at = None
+        elif job.key is not None:
             ids = self._by_key[job.key]
             del ids[job_id]
             if not ids:

@@ -72,6 +72,7 @@ from .records import (
     Command,
     Complete,
     Discard,
+    Due,
     Halt,
     MarkAttempt,
     Purge,
@@ -503,17 +504,21 @@ def _recover(connection: psycopg.Connection[Any]) -> Recovery:
     with connection.transaction():
         connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         counts = connection.execute(
-            "SELECT key, COUNT(*), MIN(id), MAX(id) FROM jobs"
-            " WHERE state = 'pending' AND key IS NOT NULL GROUP BY key"
+            "SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM jobs"
+            " WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL GROUP BY key"
         ).fetchall()
-        heads = [row[2] for row in counts]
+        heads = [(row[0], row[2]) for row in counts]
         rows = connection.execute(
-            f"SELECT {COLUMNS} FROM jobs WHERE state = 'pending'"
-            " AND (key IS NULL OR id = ANY(%s)) ORDER BY id",
-            (heads,),
+            f"SELECT {COLUMNS} FROM jobs WHERE state = 'pending' AND seq IS NOT NULL"
+            " AND (key IS NULL OR (key, seq) IN (SELECT * FROM unnest(%s::text[], %s::bigint[])))"
+            " ORDER BY seq",
+            ([key for key, _ in heads], [seq for _, seq in heads]),
         ).fetchall()
         halted = frozenset(row[0] for row in connection.execute("SELECT key FROM halted"))
         (high_id,) = connection.execute("SELECT high_id FROM meta").fetchone() or (0,)
+        (scheduled,) = connection.execute(
+            "SELECT COUNT(*) FROM jobs WHERE state = 'pending' AND seq IS NULL"
+        ).fetchone() or (0,)
     backlog = {
         key: Backlog(count=count - 1, last_id=last) for key, count, _, last in counts if count > 1
     }
@@ -522,6 +527,7 @@ def _recover(connection: psycopg.Connection[Any]) -> Recovery:
         jobs=[stored(row) for row in rows],
         backlog=backlog,
         halted=halted,
+        scheduled=scheduled,
     )
 
 
@@ -551,15 +557,34 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
     for change in request.changes:
         if isinstance(change, Append):
             new_id(change.job_id)
+            scheduled = change.due_at is not None
             inserted = connection.execute(
-                "INSERT INTO jobs (id, key, unique_key, data, accepted_at)"
-                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (unique_key)"
+                "INSERT INTO jobs (id, key, unique_key, data, accepted_at, seq, due_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (unique_key)"
                 " WHERE state = 'pending' AND unique_key IS NOT NULL DO NOTHING",
-                (change.job_id, change.key, change.unique, change.data, now),
+                (
+                    change.job_id,
+                    change.key,
+                    change.unique,
+                    change.data,
+                    now,
+                    None if scheduled else change.job_id,
+                    change.due_at,
+                ),
             ).rowcount
             if not inserted:
                 _refuse_duplicate(connection, change.unique)
             next_id = change.job_id + 1
+        elif isinstance(change, Due):
+            new_id(change.seq)
+            if one(
+                "UPDATE jobs SET seq = %s, due_at = NULL"
+                " WHERE id = %s AND state = 'pending' AND seq IS NULL",
+                (change.seq, change.job_id),
+                change,
+                change.job_id,
+            ):
+                next_id = change.seq + 1  # taken from the ids: none is handed out again
         elif isinstance(change, MarkAttempt):
             # Running again: no longer waiting to retry.  A start (attempts
             # rising) is superseded on a halted key.
@@ -588,7 +613,7 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
         elif isinstance(change, Discard):
             discarded = one(
                 "UPDATE jobs SET state = 'dead', error = %s, finished_at = %s, retry_at = NULL,"
-                " stopped_during = %s WHERE id = %s AND state = 'pending'",
+                " due_at = NULL, stopped_during = %s WHERE id = %s AND state = 'pending'",
                 (change.error, now, change.stopped_during, change.job_id),
                 change,
                 change.job_id,
@@ -616,11 +641,11 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
                 continue
             assert dead is not None
             inserted = connection.execute(
-                "INSERT INTO jobs (id, key, unique_key, data, accepted_at)"
-                " SELECT %s, key, unique_key, data, %s FROM jobs WHERE id = %s"
+                "INSERT INTO jobs (id, key, unique_key, data, accepted_at, seq)"
+                " SELECT %s, key, unique_key, data, %s, %s FROM jobs WHERE id = %s"
                 " ON CONFLICT (unique_key) WHERE state = 'pending' AND unique_key IS NOT NULL"
                 " DO NOTHING",
-                (change.new_id, now, change.job_id),
+                (change.new_id, now, change.new_id, change.job_id),
             ).rowcount
             if not inserted:
                 _refuse_duplicate(connection, dead[0])
@@ -644,7 +669,8 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
                 _refuse_duplicate(connection, unique)
             connection.execute(
                 "UPDATE jobs SET state = 'pending', attempts = 0, error = NULL, retry_at = NULL,"
-                " finished_at = NULL, stopped_during = NULL WHERE id = %s",
+                " finished_at = NULL, stopped_during = NULL, seq = COALESCE(seq, id), due_at = NULL"
+                " WHERE id = %s",
                 (change.job_id,),
             )
             if change.resume and key is not None:

@@ -29,6 +29,7 @@ __all__ = [
     "Complete",
     "DeadLetter",
     "Discard",
+    "Due",
     "Halt",
     "MarkAttempt",
     "Purge",
@@ -49,6 +50,22 @@ class Append:
     key: str | None
     data: bytes
     unique: str | None = None
+    due_at: float | None = None
+    """Unix time a *scheduled* job falls due: until a `Due` it holds its
+    unique key but is in no key's sequence, so it blocks nothing."""
+
+
+@attrs.frozen
+class Due:
+    """Scheduled job *job_id* fell due: it joins its key's sequence at place *seq*.
+
+    A fresh number, following the rule of an `Append`'s id (above every id
+    and place before), so the job runs behind whatever its key holds now.
+    Superseded unless the job is still scheduled.
+    """
+
+    job_id: int
+    seq: int
 
 
 @attrs.frozen
@@ -153,7 +170,17 @@ class Resume:
 
 
 Change: TypeAlias = (
-    Append | MarkAttempt | Retrying | Complete | Discard | Purge | Requeue | Revive | Halt | Resume
+    Append
+    | Due
+    | MarkAttempt
+    | Retrying
+    | Complete
+    | Discard
+    | Purge
+    | Requeue
+    | Revive
+    | Halt
+    | Resume
 )
 
 
@@ -171,6 +198,15 @@ class StoredJob:
     """Its last failure's text (`Retrying`), if any."""
     retry_at: float | None = None
     """Unix time its next attempt is due, while it waits out a backoff."""
+    seq: int | None = None
+    """Its place in its key's sequence, if not its id: the number a `Due` gave it."""
+    due_at: float | None = None
+    """Unix time a scheduled job falls due (`Journal.scheduled` only)."""
+
+    @property
+    def place(self) -> int:
+        """Where it runs among its key's jobs: they run in the order of their places."""
+        return self.id if self.seq is None else self.seq
 
 
 @attrs.frozen(kw_only=True)
@@ -213,6 +249,8 @@ class Recovery:
     """Per key: the unfinished jobs that follow those in ``jobs``."""
     halted: frozenset[str] = frozenset()
     """Keys parked by `Halt` and not resumed."""
+    scheduled: int = 0
+    """Scheduled jobs not due yet: `Journal.scheduled` hands them out."""
 
 
 @attrs.frozen(kw_only=True)

@@ -77,6 +77,7 @@ from .records import (
     Command,
     Complete,
     Discard,
+    Due,
     Halt,
     MarkAttempt,
     Purge,
@@ -270,16 +271,19 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             connection.execute("BEGIN")  # one snapshot for the three reads
             try:
                 counts = connection.execute(
-                    "SELECT key, COUNT(*), MIN(id), MAX(id) FROM jobs"
-                    " WHERE state = 'pending' AND key IS NOT NULL GROUP BY key"
+                    "SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM jobs"
+                    " WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL GROUP BY key"
                 ).fetchall()
-                heads = [row[2] for row in counts]
+                heads = [row[2] for row in counts]  # places are unique, as ids are
                 rows = connection.execute(
-                    f"SELECT {COLUMNS} FROM jobs WHERE state = 'pending'"
-                    " AND (key IS NULL OR id IN (SELECT value FROM json_each(?))) ORDER BY id",
+                    f"SELECT {COLUMNS} FROM jobs WHERE state = 'pending' AND seq IS NOT NULL"
+                    " AND (key IS NULL OR seq IN (SELECT value FROM json_each(?))) ORDER BY seq",
                     (json.dumps(heads),),
                 ).fetchall()
                 halted = frozenset(row[0] for row in connection.execute("SELECT key FROM halted"))
+                (scheduled,) = connection.execute(
+                    "SELECT COUNT(*) FROM jobs WHERE state = 'pending' AND seq IS NULL"
+                ).fetchone()
             finally:
                 connection.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
@@ -298,6 +302,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             jobs=[stored(row) for row in rows],
             backlog=backlog,
             halted=halted,
+            scheduled=scheduled,
         )
 
     def _serve_read(
@@ -398,16 +403,40 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
     for change in request.changes:
         if isinstance(change, Append):
             new_id(change.job_id)
+            scheduled = change.due_at is not None
             try:
                 connection.execute(
-                    "INSERT INTO jobs (id, key, unique_key, data, accepted_at)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (change.job_id, change.key, change.unique, change.data, now),
+                    "INSERT INTO jobs (id, key, unique_key, data, accepted_at, seq, due_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        change.job_id,
+                        change.key,
+                        change.unique,
+                        change.data,
+                        now,
+                        None if scheduled else change.job_id,
+                        change.due_at,
+                    ),
                 )
             except sqlite3.IntegrityError:
                 _refuse_duplicate(connection, change.unique)
                 raise
             next_id = change.job_id + 1
+        elif isinstance(change, Due):
+            new_id(change.seq)
+            if one(
+                "UPDATE jobs SET seq = ?, due_at = NULL"
+                " WHERE id = ? AND state = 'pending' AND seq IS NULL",
+                (change.seq, change.job_id),
+                change,
+                change.job_id,
+            ):
+                # The place is taken from the ids: none is handed out again.
+                connection.execute(
+                    "UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'jobs'",
+                    (change.seq,),
+                )
+                next_id = change.seq + 1
         elif isinstance(change, MarkAttempt):
             # Running again: no longer waiting to retry.  A start (attempts
             # rising) is superseded on a halted key.
@@ -435,7 +464,7 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
         elif isinstance(change, Discard):
             discarded = one(
                 "UPDATE jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL,"
-                " stopped_during = ? WHERE id = ? AND state = 'pending'",
+                " due_at = NULL, stopped_during = ? WHERE id = ? AND state = 'pending'",
                 (change.error, now, change.stopped_during, change.job_id),
                 change,
                 change.job_id,
@@ -457,9 +486,10 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
             new_id(change.new_id)
             try:
                 inserted = one(
-                    "INSERT INTO jobs (id, key, unique_key, data, accepted_at)"
-                    " SELECT ?, key, unique_key, data, ? FROM jobs WHERE id = ? AND state = 'dead'",
-                    (change.new_id, now, change.job_id),
+                    "INSERT INTO jobs (id, key, unique_key, data, accepted_at, seq)"
+                    " SELECT ?, key, unique_key, data, ?, ? FROM jobs"
+                    " WHERE id = ? AND state = 'dead'",
+                    (change.new_id, now, change.new_id, change.job_id),
                     change,
                     change.job_id,
                 )
@@ -473,8 +503,8 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
             try:
                 revived = one(
                     "UPDATE jobs SET state = 'pending', attempts = 0, error = NULL,"
-                    " retry_at = NULL, finished_at = NULL, stopped_during = NULL"
-                    " WHERE id = ? AND state = 'dead'",
+                    " retry_at = NULL, finished_at = NULL, stopped_during = NULL,"
+                    " seq = COALESCE(seq, id), due_at = NULL WHERE id = ? AND state = 'dead'",
                     (change.job_id,),
                     change,
                     change.job_id,
