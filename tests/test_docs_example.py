@@ -69,6 +69,25 @@ async def test_backoff_elapses_in_virtual_time(autojump_clock: trio.testing.Mock
 
 
 # docs/testing.md: begin
+async def test_a_scheduled_job_waits_in_virtual_time(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    recorder = Recorder()
+    async with inturn.open_supervisor(recorder) as sup:
+        await sup.send("account-42", "reminder", delay=3600)  # in an hour
+        await sup.send("account-42", "now")  # not blocked by the scheduled one
+        await sup.wait_idle()  # waits for scheduled jobs too: an hour, virtually
+
+    assert [(call.job.payload, call.start) for call in recorder.calls] == [
+        ("now", 0.0),
+        ("reminder", 3600.0),
+    ]
+
+
+# docs/testing.md: end
+
+
+# docs/testing.md: begin
 async def test_exhausted_job_is_a_dead_letter(autojump_clock: trio.testing.MockClock) -> None:
     async def broken(job: inturn.Job) -> object:
         raise ConnectionError("still down")

@@ -290,3 +290,39 @@ async def test_shutdown_leaves_scheduled_jobs_in_the_journal(
         await sup.shutdown(grace=5)
     assert trio.current_time() == start
     assert [info.state for info in SQLiteReader(path).scheduled()] == ["scheduled"]
+
+
+async def test_a_due_job_on_a_key_whose_backlog_waits_in_the_journal_keeps_its_place(
+    make_journal: MakeJournal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """With a window of 2 the key's backlog is paged in by place: the due job comes after the 30 queued before it, before those after."""
+    handler = Timeline(busy={0: 10.0})
+    journal = make_journal()
+    async with inturn.open_supervisor(handler, journal=journal, window=2, max_buffered=4) as sup:
+        await sup.send("k", "due", delay=5)
+        for n in range(30):
+            await sup.send("k", n)
+        await trio.sleep(6)  # due, while job 0 runs and 29 wait, most in the journal
+        for n in range(30, 40):
+            await sup.send("k", n)
+    assert handler.order == [*range(30), "due", *range(30, 40)]
+
+
+async def test_a_restart_replays_a_due_job_in_its_place(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Its place is durable: a supervisor stopped after the due job joined finds it behind the jobs queued before it."""
+    path = tmp_path / "jobs.db"
+    handler = Timeline(busy={0: 100.0})
+    with trio.CancelScope() as scope:
+        async with inturn.open_supervisor(handler, journal=inturn.SQLiteJournal(path)) as sup:
+            await sup.send("k", "due", delay=5)
+            for n in range(3):
+                await sup.send("k", n)
+            await trio.sleep(10)
+            assert [info.id for info in await sup.jobs("k")] == [2, 3, 4, 1]
+            scope.cancel()
+    handler.busy.clear()
+    async with inturn.open_supervisor(handler, journal=inturn.SQLiteJournal(path)):
+        pass
+    assert handler.order == [0, 0, 1, 2, "due"]
