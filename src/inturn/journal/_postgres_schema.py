@@ -19,7 +19,8 @@ counts the takeovers, so a holder that stalled past its lease and woke up
 finds another owner or epoch there, and writes nothing (`PostgresJournal`).
 
 ``meta.version`` is the schema version: 1 had no lease (an advisory lock
-held the journal), and is upgraded in place; a schema of a version this code
+held the journal), 2 did not record which job's discard halted a key
+(``halted.job_id`` and ``halted.error``); both are upgraded in place; a schema of a version this code
 does not know is refused untouched, with the version in the message.
 
 psycopg is an extra (``pip install 'inturn[postgres]'``): it is imported here,
@@ -52,7 +53,7 @@ __all__ = [
     "schema_version",
 ]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -86,7 +87,7 @@ CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
 CREATE INDEX jobs_pending_by_key ON jobs (key, id) WHERE state = 'pending';
 CREATE INDEX jobs_dead ON jobs (id) WHERE state = 'dead';
 CREATE INDEX jobs_dead_by_key ON jobs (key, id) WHERE state = 'dead';
-CREATE TABLE halted (key text PRIMARY KEY);
+CREATE TABLE halted (key text PRIMARY KEY, job_id bigint, error text);
 CREATE TABLE commands (
     id bigserial PRIMARY KEY,
     verb text NOT NULL,
@@ -108,8 +109,14 @@ _UPGRADES: Final = {
         " started_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
         " expires_at timestamptz NOT NULL)",
     ),
+    2: (  # version 3: what halted a key
+        "ALTER TABLE halted ADD COLUMN job_id bigint, ADD COLUMN error text",
+    ),
 }
 """What turns each version into the next."""
+
+_TABLES_ADDED: Final = {2: {"processes"}}
+"""The tables each version added: a schema of an older version has none of them."""
 
 COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at"
 
@@ -203,7 +210,10 @@ def schema_version(connection: psycopg.Connection[Any], schema: str, name: str) 
         raise JournalCorrupt(name, "not an inturn journal (the schema has other tables)")
     row = connection.execute("SELECT version FROM meta").fetchone()
     version = None if row is None else row[0]
-    if version == SCHEMA_VERSION or (version in _UPGRADES and "processes" not in tables):
+    if version == SCHEMA_VERSION or (
+        version in _UPGRADES
+        and not any(tables & added for since, added in _TABLES_ADDED.items() if since > version)
+    ):
         return int(version)
     raise JournalCorrupt(
         name,
