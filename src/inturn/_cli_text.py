@@ -160,11 +160,19 @@ def key_json(info: KeyInfo) -> dict[str, Any]:
 
 
 def key_state(info: KeyInfo) -> str:
+    """The head's state, or ``halted``, naming the job whose discard halted the key."""
+    if info.halted and info.halted_by is not None:
+        return f"halted by job {info.halted_by}"
     return "halted" if info.halted else info.head_state or "-"
 
 
 def blocked(info: KeyInfo) -> bool:
     return info.halted or info.head_state == "retrying"
+
+
+def key_error(info: KeyInfo) -> str:
+    """The error a key waits on: the halting job's (see `key_state`), else its head's last one."""
+    return first_line(info.halt_error if info.halted_by is not None else info.last_error)
 
 
 def keys_table(keys: Sequence[KeyInfo], now: float) -> None:
@@ -179,7 +187,7 @@ def keys_table(keys: Sequence[KeyInfo], now: float) -> None:
                 cell(info.head_attempt),
                 "-" if info.head_age is None else format_age(info.head_age),
                 "-" if info.next_retry_at is None else until(info.next_retry_at, now),
-                first_line(info.last_error),
+                key_error(info),
             ]
             for info in keys
         ],

@@ -28,7 +28,9 @@ from .journal import (
     Journal,
     MarkAttempt,
     Purge,
+    Resume,
     Retrying,
+    Revive,
 )
 
 __all__ = ["OperatorReadsConformance"]
@@ -344,6 +346,55 @@ class OperatorReadsConformance:
                     [k.head_age + 60 if k.head_age is not None else None for k in expected],
                     f"head ages a minute later {when}",
                 )
+                await session.reopen()
+
+    async def test_keys_name_the_discard_that_halted_a_key(self, journal: Journal) -> None:
+        """A Discard(halt=True) records its job and error on the key (halted_by, halt_error); the first one stays while the key is halted, over a pause's none; a Halt records none; Resume and Revive(resume=True) clear it, Revive alone does not."""
+
+        def why(info: KeyInfo | None) -> tuple[bool, int | None, str | None] | None:
+            return None if info is None else (info.halted, info.halted_by, info.halt_error)
+
+        async def halts() -> dict[str, tuple[bool, int | None, str | None] | None]:
+            found = {info.key: info for info in await journal.keys(now=_NOW)}
+            return {key: why(found.get(key)) for key in ("a", "b", "c", "p")}
+
+        async with _session(journal) as session:
+            await session.open()
+            await journal.write(
+                [Append(job_id=n, key=key, data=b"") for n, key in enumerate("aabcpp", start=1)]
+            )
+            await journal.write([Discard(1, "ValueError: one", halt=True), Halt("a")])
+            await journal.write([Discard(3, "ValueError: three")])  # no halt: b has no jobs left
+            await journal.write([Halt("c"), Halt("p")])
+            await journal.write([Discard(5, "ValueError: five", halt=True)])  # paused first
+            expected = {
+                "a": (True, 1, "ValueError: one"),
+                "b": None,
+                "c": (True, None, None),
+                "p": (True, 5, "ValueError: five"),
+            }
+            for when in ("as written", "after a reopen"):
+                _expect(await halts(), expected, f"keys (halted, halted_by, halt_error) {when}")
+                await session.reopen()
+            [head] = [info for info in await journal.keys(now=_NOW) if info.key == "a"]
+            _expect(
+                head,
+                attrs.evolve(
+                    await _key(journal, "a", 2, queued=1, halted=True),
+                    halted_by=1,
+                    halt_error="ValueError: one",
+                ),
+                "keys()'s entry for a",
+            )
+
+            await journal.write([Discard(2, "ValueError: two", halt=True)])  # halted already
+            await journal.write([Revive(5), Resume("c")])
+            expected.update(c=(False, None, None))
+            _expect(await halts(), expected, "after a second halting discard and a Revive")
+            await journal.write([Revive(1, resume=True), Resume("p"), Halt("p")])
+            expected.update(a=(False, None, None), p=(True, None, None))
+            for when in ("as written", "after a reopen"):
+                _expect(await halts(), expected, f"after Revive(resume=True), Resume, Halt {when}")
                 await session.reopen()
 
     async def test_keys_filters_by_the_state_of_the_head_and_halts(self, journal: Journal) -> None:

@@ -76,3 +76,9 @@ class KeyInfo:
     """Unix time of the head's next attempt, while it is ``retrying``."""
     last_error: str | None
     """The text of the head's last failure, if any."""
+    halted_by: int | None = None
+    """The job whose discard halted the key (its dead letter, unless requeued
+    or purged since): None if the key is not halted, or was halted by an
+    operator's pause (or before inturn recorded halts)."""
+    halt_error: str | None = None
+    """That job's error, as its dead letter kept it: why the key is halted."""

@@ -299,7 +299,8 @@ class Supervisor:
         """Keys with unfinished jobs, or halted: the oldest head first, so a stuck key leads.
 
         *state* keeps only ``"blocked"`` keys (head retrying, or key halted),
-        ``"running"`` ones, or ``"halted"`` ones.
+        ``"running"`` ones, or ``"halted"`` ones.  A key a discard halted
+        names that job and its error (``halted_by``, ``halt_error``).
 
         Raises:
             TypeError, ValueError: *state* or *limit* (an int >= 1) is invalid.

@@ -27,6 +27,7 @@ def test_the_runbook_shows_every_command() -> None:
         "requeue",
         "pause",
         "resume",
+        "scheduled",
         "purge",
     }
 

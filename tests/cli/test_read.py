@@ -69,11 +69,18 @@ def test_status_prints_totals_then_the_most_blocked_keys(cli: Cli, scenario: Sce
     title, table = keys.split("\n", 1)
     assert title.startswith("MOST BLOCKED KEYS")
     assert column(table, "KEY") == ["c", "a", "d"]
-    assert column(table, "STATE") == ["halted", "retrying", "halted"]
+    assert column(table, "STATE") == [
+        f"halted by job {scenario.dead}",  # the job whose discard halted it
+        "retrying",
+        f"halted by job {scenario.poison}",
+    ]
     assert column(table, "QUEUED") == ["1", "3", "0"]
     assert column(table, "HEAD") == [str(scenario.held), str(scenario.stuck), "-"]
     assert column(table, "NEXT RETRY") == ["-", "in 11d13h", "-"]
-    assert "card declined" in column(table, "LAST ERROR")[1]
+    errors = column(table, "LAST ERROR")  # of the head; of the halting job on a halted key
+    assert errors[0].endswith("Boom: card declined")
+    assert "card declined" in errors[1]
+    assert errors[2] == "inturn.errors.PermanentError: malformed entry"
 
 
 def test_status_json_has_the_totals_and_key_objects(cli: Cli, scenario: Scenario) -> None:
@@ -104,6 +111,8 @@ def test_status_json_has_the_totals_and_key_objects(cli: Cli, scenario: Scenario
         "head_age",
         "next_retry_at",
         "last_error",
+        "halted_by",
+        "halt_error",
     }
     assert (a["head_job_id"], a["head_state"], a["head_attempt"], a["halted"]) == (
         scenario.stuck,
@@ -198,16 +207,42 @@ def test_keys_halted_keeps_halted_keys_only(cli: Cli, scenario: Scenario, tmp_pa
     result = cli("keys", scenario.path, "--halted")
     assert (result.code, result.err) == (0, "")
     assert column(result.out, "KEY") == ["c", "d"]
-    assert set(column(result.out, "STATE")) == {"halted"}
+    assert column(result.out, "STATE") == [
+        f"halted by job {scenario.dead}",
+        f"halted by job {scenario.poison}",
+    ]
     result = cli("keys", scenario.path, "--halted", "--json")
-    assert [(info["key"], info["halted"]) for info in json.loads(result.out)] == [
-        ("c", True),
-        ("d", True),
+    assert [
+        (info["key"], info["halted"], info["halted_by"], info["halt_error"])
+        for info in json.loads(result.out)
+    ] == [
+        ("c", True, scenario.dead, "tests.cli.scenario.Boom: card declined"),
+        ("d", True, scenario.poison, "inturn.errors.PermanentError: malformed entry"),
     ]
 
     make_busy(tmp_path / "busy.db")
     result = cli("keys", tmp_path / "busy.db", "--halted")
     assert (result.code, result.out, result.err) == (1, "", "inturn: no halted keys\n")
+
+
+def test_keys_shows_which_job_halted_a_key_and_none_for_a_pause(
+    cli: Cli, scenario: Scenario
+) -> None:
+    """A key halted by a discard names the job and shows its error; a paused key is "halted", with its head's error; a resumed key neither."""
+    assert cli("pause", scenario.path, "a").code == 0
+    assert cli("resume", scenario.path, "c").code == 0
+    result = cli("keys", scenario.path)
+    assert result.code == 0
+    assert column(result.out, "KEY") == ["c", "a", "d"]
+    assert column(result.out, "STATE") == ["queued", "halted", f"halted by job {scenario.poison}"]
+    errors = column(result.out, "LAST ERROR")
+    assert errors[0] == "-"
+    assert errors[1].endswith("Boom: card declined")  # the head's own: a pause has none
+    assert errors[2] == "inturn.errors.PermanentError: malformed entry"
+    [a] = [
+        info for info in json.loads(cli("keys", scenario.path, "--json").out) if info["key"] == "a"
+    ]
+    assert (a["halted"], a["halted_by"], a["halt_error"]) == (True, None, None)
 
 
 async def test_keys_running_keeps_keys_whose_head_is_running(
@@ -287,6 +322,8 @@ def test_keys_json_is_a_list_of_key_objects(cli: Cli, scenario: Scenario) -> Non
             "head_attempt": info.head_attempt,
             "next_retry_at": info.next_retry_at,
             "last_error": info.last_error,
+            "halted_by": info.halted_by,
+            "halt_error": info.halt_error,
         }
 
 

@@ -332,6 +332,99 @@ async def test_a_version_1_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(3,)]
 
 
+V2 = (
+    """
+CREATE SCHEMA {s};
+SET search_path TO {s};
+"""
+    + """CREATE TABLE meta (
+    version integer NOT NULL,
+    high_id bigint NOT NULL DEFAULT 0,
+    owner bigint,
+    epoch bigint NOT NULL DEFAULT 0,
+    token bigint
+);
+CREATE TABLE processes (
+    id bigserial PRIMARY KEY,
+    name text NOT NULL,
+    started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    expires_at timestamptz NOT NULL
+);
+CREATE TABLE jobs (
+    id bigint PRIMARY KEY,
+    key text,
+    unique_key text,
+    data bytea NOT NULL,
+    attempts integer NOT NULL DEFAULT 0,
+    state text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'dead')),
+    error text,
+    accepted_at double precision NOT NULL,
+    finished_at double precision,
+    retry_at double precision,
+    stopped_during integer
+);
+CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
+    WHERE state = 'pending' AND unique_key IS NOT NULL;
+CREATE INDEX jobs_pending_by_key ON jobs (key, id) WHERE state = 'pending';
+CREATE INDEX jobs_dead ON jobs (id) WHERE state = 'dead';
+CREATE INDEX jobs_dead_by_key ON jobs (key, id) WHERE state = 'dead';
+CREATE TABLE halted (key text PRIMARY KEY);
+CREATE TABLE commands (
+    id bigserial PRIMARY KEY,
+    verb text NOT NULL,
+    job_id bigint,
+    key text,
+    older_than double precision,
+    submitted_at double precision NOT NULL,
+    taken_at double precision,
+    answered_at double precision,
+    answer text
+);
+"""
+    + """
+INSERT INTO meta (version, high_id) VALUES (2, 4);
+INSERT INTO jobs (id, key, unique_key, data, state, error, accepted_at, finished_at)
+    VALUES (1, 'k', 'u-1', 'one', 'dead', 'ValueError: one', 0, 1);
+INSERT INTO jobs (id, key, unique_key, data, accepted_at) VALUES (2, 'k', 'u-2', 'two', 0);
+INSERT INTO jobs (id, key, data, accepted_at) VALUES (4, 'p', 'four', 0);
+INSERT INTO halted VALUES ('k'), ('p'), ('idle');
+"""
+)
+"""A journal of schema version 2, its tables as inturn made them (commit 9ec8634):
+key "k" halted by the discard of job 1, job 2 queued behind it; "p" paused with
+job 4; "idle" paused with no jobs."""
+
+
+async def test_a_version_2_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: str) -> None:
+    """Opening a version 2 schema records what halts a key from then on (version 3); its jobs, dead letters and halts are kept, naming no job; a reader reads version 2 as it is."""
+    sql(pg_dsn, V2.format(s=pg_schema))
+    reader = PostgresReader(pg_dsn, schema=pg_schema)
+    assert [(k.key, k.halted, k.halted_by) for k in reader.keys(now=0.0)] == [
+        ("k", True, None),
+        ("p", True, None),
+        ("idle", True, None),
+    ]
+    assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(2,)]
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    recovery = await journal.open()
+    try:
+        assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(3,)]
+        assert ([job.id for job in recovery.jobs], recovery.next_id) == ([2, 4], 5)
+        assert recovery.halted == frozenset({"k", "p", "idle"})
+        [dead] = await journal.dead_letters()
+        assert (dead.id, dead.unique, dead.last_error) == (1, "u-1", "ValueError: one")
+        await journal.write([Discard(4, "E: four", halt=True)])
+        keys = await journal.keys(now=0.0)
+        assert [(k.key, k.halted_by, k.halt_error) for k in keys] == [
+            ("k", None, None),
+            ("idle", None, None),
+            ("p", 4, "E: four"),
+        ]
+    finally:
+        await journal.aclose()
+    assert [k.key for k in reader.keys(now=0.0)] == ["k", "idle", "p"]
+
+
 @pytest.mark.parametrize(
     ("ttl", "error"), [("10", TypeError), (True, TypeError), (0.5, ValueError), (1e6, ValueError)]
 )

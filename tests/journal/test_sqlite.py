@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sqlite3
 import stat
 import time
@@ -23,6 +24,7 @@ from inturn.journal import (
     Halt,
     MarkAttempt,
     Purge,
+    Resume,
     Retrying,
     SQLiteReader,
     _sqlite_reads,
@@ -111,7 +113,7 @@ OTHER_DATABASES = [
     "CREATE TABLE jobs (id INTEGER); PRAGMA user_version = 99;",
     # version 1 in name only: not the tables version 1 had
     "CREATE TABLE jobs (id INTEGER); CREATE TABLE halted (key TEXT); PRAGMA user_version = 1;",
-    f"{V1_SCHEMA} PRAGMA user_version = 4;",  # a version from the future
+    f"{V1_SCHEMA} PRAGMA user_version = 5;",  # a version from the future
 ]
 
 
@@ -408,7 +410,7 @@ def version_and_columns(path: Path) -> tuple[int, list[str]]:
 
 
 async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path: Path) -> None:
-    """Opening a version-1 journal adds the columns of versions 2 to 4 and sets version 4; its jobs, dead letters and halts are kept, in id order."""
+    """Opening a version-1 journal adds the columns of versions 2 to 4 (what halted a key, places and due times) and sets version 4; its jobs, dead letters and halts are kept, in id order."""
     path = tmp_path / "jobs.db"
     make_version_1_file(path)
     journal = inturn.SQLiteJournal(path)
@@ -455,14 +457,14 @@ async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path:
         assert idle.key == "idle"
     finally:
         await journal.aclose()
-    recovery = await journal.open()  # version 3 now: opens as it is
+    recovery = await journal.open()  # version 4 now: opens as it is
     await journal.aclose()
     assert [job.id for job in recovery.jobs] == [1, 4]
     assert version_and_columns(path)[0] == 4
 
 
 async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
-    """Opening a version-2 journal adds stopped_during (version 3) and seq and due_at (version 4); a reader reads version 2 as it is."""
+    """Opening a version-2 journal adds stopped_during, places, due times and what halted a key (version 4); a reader reads version 2 as it is."""
     path = tmp_path / "jobs.db"
     make_version_1_file(path)
     connection = sqlite3.connect(path, isolation_level=None)
@@ -504,6 +506,67 @@ async def test_a_reader_reads_a_version_1_file_without_upgrading_it(tmp_path: Pa
         (2, "ValueError: boom")
     ]
     assert version_and_columns(path) == before
+
+
+# -- schema version 3 -------------------------------------------------------
+
+VERSION_3 = Path(__file__).parent / "data" / "version-3.db"
+"""A journal file inturn wrote at schema version 3 (commit 9ec8634), with its own
+`SQLiteJournal`: key "k" halted by the discard of job 1 ("ValueError: one"),
+job 2 queued behind it; key "p" paused, job 3 queued; keyless job 4; job 5
+completed; dead letter 6 of key "d".  Jobs 1 to 6 hold unique keys "u-1" to
+"u-6"."""
+
+
+def version_3_file(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.db"
+    shutil.copyfile(VERSION_3, path)
+    return path
+
+
+async def test_a_version_3_file_is_upgraded_on_open(tmp_path: Path) -> None:
+    """Opening a version-3 journal (a real file) sets version 4 and keeps its jobs, dead letters and halts; its halts name no job, a new halting discard does."""
+    path = version_3_file(tmp_path)
+    journal = inturn.SQLiteJournal(path)
+    recovery = await journal.open()
+    try:
+        assert version_and_columns(path)[0] == 4
+        assert [(job.id, job.unique) for job in recovery.jobs] == [
+            (2, "u-2"),
+            (3, "u-3"),
+            (4, "u-4"),
+        ]
+        assert (recovery.next_id, recovery.halted) == (7, frozenset({"k", "p"}))
+        assert [(info.id, info.last_error) for info in await journal.dead_letters()] == [
+            (1, "ValueError: one"),
+            (6, "ValueError: six"),
+        ]
+        keys = await journal.keys(now=0.0)
+        assert [(k.key, k.halted, k.halted_by, k.halt_error) for k in keys] == [
+            ("k", True, None, None),  # version 3 did not record it
+            ("p", True, None, None),
+        ]
+        await journal.write([Resume("k"), MarkAttempt(2, 1), Discard(2, "E: two", halt=True)])
+        [_, halted] = await journal.keys(state="halted", now=0.0)  # k has no jobs left
+        assert (halted.key, halted.halted_by, halted.halt_error) == ("k", 2, "E: two")
+    finally:
+        await journal.aclose()
+    assert [(k.key, k.halted_by) for k in SQLiteReader(path).keys(now=0.0)] == [
+        ("p", None),
+        ("k", 2),
+    ]
+
+
+def test_a_reader_reads_a_version_3_file_without_upgrading_it(tmp_path: Path) -> None:
+    """SQLiteReader reads a version-3 journal as it is: its halted keys name no job."""
+    path = version_3_file(tmp_path)
+    before = path.read_bytes()
+    keys = SQLiteReader(path).keys(now=0.0)
+    assert [(k.key, k.head_job_id, k.halted, k.halted_by, k.halt_error) for k in keys] == [
+        ("k", 2, True, None, None),
+        ("p", 3, True, None, None),
+    ]
+    assert path.read_bytes() == before
 
 
 # -- SQLiteReader -------------------------------------------------------------

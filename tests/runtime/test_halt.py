@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import trio
 import trio.testing
 
@@ -221,3 +222,28 @@ async def test_leaving_the_body_with_a_halted_key_leaves_its_jobs_in_the_journal
         parked = await sup.send("a", "parked")
     assert trio.current_time() == 0.0
     assert [parked] == [job.id for job in journal.unfinished()]
+
+
+async def test_keys_say_which_discard_halted_a_key(
+    journal: inturn.Journal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Supervisor.keys names the job whose discard halted a key and its error; a pause names none; resume clears it."""
+    async with inturn.open_supervisor(fail_bad, journal=journal, on_discard="halt") as sup:
+        bad = await sup.send("a", "bad")
+        behind = await sup.send("a", "ok")
+        await sup.send("b", "ok")
+        await sup.pause("b")  # paused before its job starts
+        await sup.wait_idle()
+        keys = {info.key: info for info in await sup.keys()}
+        assert (keys["a"].halted, keys["a"].head_job_id, keys["a"].halted_by) == (True, behind, bad)
+        assert keys["a"].halt_error is not None
+        assert keys["a"].halt_error.endswith("PermanentError: bad payload")
+        assert keys["a"].last_error is None  # the head's own: it never ran
+        assert (keys["b"].halted, keys["b"].halted_by, keys["b"].halt_error) == (True, None, None)
+        [halted] = await sup.keys(state="halted", limit=1)
+        assert attrs.evolve(halted, head_age=None) == attrs.evolve(keys["a"], head_age=None)
+
+        await sup.resume("a")
+        await sup.resume("b")
+        await sup.wait_idle()
+        assert await sup.keys() == []

@@ -29,12 +29,7 @@ from ._postgres_schema import (
     schema_version,
     stored,
 )
-from ._reads import (
-    halted_key_info,
-    info,
-    key_info,
-    key_matches,
-)
+from ._reads import info, key_infos, key_matches
 from .records import StoredJob
 
 if TYPE_CHECKING:
@@ -76,7 +71,7 @@ def select_keys(
 ) -> list[KeyInfo]:
     """One pass over the pending-by-key index: O(pending jobs), sorting only the heads."""
     limit = min(limit, PG_MAX)
-    halted = "EXISTS (SELECT 1 FROM halted WHERE halted.key = heads.key)"
+    halted = "halted.key IS NOT NULL"
     where = {
         None: "",
         "blocked": f"WHERE head.retry_at IS NOT NULL OR {halted}",
@@ -87,39 +82,25 @@ def select_keys(
         connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         rows = connection.execute(
             f"SELECT heads.key, heads.queued, {halted}, head.id, head.attempts,"
-            " head.retry_at, head.error, head.accepted_at"
+            " head.retry_at, head.error, head.accepted_at, halted.job_id, halted.error"
             " FROM (SELECT key, MIN(seq) AS seq, COUNT(*) AS queued FROM jobs"
             "       WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL"
             "       GROUP BY key) AS heads"
             " JOIN jobs AS head ON head.key = heads.key AND head.seq = heads.seq"
-            f" AND head.state = 'pending' {where}"
+            " AND head.state = 'pending'"
+            f" LEFT JOIN halted ON halted.key = heads.key {where}"
             " ORDER BY heads.seq LIMIT %s",
             (limit,),
         ).fetchall()
-        idle: list[tuple[str]] = []
+        idle: list[tuple[str, int | None, str | None]] = []
         if len(rows) < limit and key_matches(state, None, True):
             idle = connection.execute(  # halted keys without unfinished jobs
-                "SELECT key FROM halted WHERE NOT EXISTS (SELECT 1 FROM jobs"
+                "SELECT key, job_id, error FROM halted WHERE NOT EXISTS (SELECT 1 FROM jobs"
                 " WHERE state = 'pending' AND seq IS NOT NULL AND jobs.key = halted.key)"
                 " ORDER BY key LIMIT %s",
                 (limit - len(rows),),
             ).fetchall()
-    found = [
-        key_info(
-            key=key,
-            queued=queued,
-            halted=is_halted,
-            head_id=head_id,
-            attempts=attempts,
-            retry_at=retry_at,
-            error=error,
-            accepted_at=accepted_at,
-            now=now,
-        )
-        for key, queued, is_halted, head_id, attempts, retry_at, error, accepted_at in rows
-    ]
-    found.extend(halted_key_info(key) for (key,) in idle)
-    return found
+    return key_infos(rows, idle, now)
 
 
 def select_job(connection: psycopg.Connection[Any], job_id: int) -> JobInfo | None:
@@ -198,7 +179,8 @@ class PostgresReader(DialectReader["psycopg.Connection[Any]"]):
     For the ``inturn`` command line and scripts.  Each call connects, reads,
     and closes; it takes no lock, so it works while a supervisor holds the
     journal, and sees what that supervisor has committed.  It never writes and
-    creates nothing: a schema without a journal is an error.
+    creates nothing (but, on a journal of an older version, a temporary view
+    of its session): a schema without a journal is an error.
 
     Every method raises:
         JournalError: the server cannot be reached, or the schema holds no journal.
@@ -216,8 +198,18 @@ class PostgresReader(DialectReader["psycopg.Connection[Any]"]):
         name = describe(self.dsn, self.schema)
         connection = connect(self.dsn, self.schema, name)
         try:
-            if schema_version(connection, self.schema, name) == 0:
+            version = schema_version(connection, self.schema, name)
+            if version == 0:
                 raise JournalError(f"{name}: no journal here (schema {self.schema} is empty)")
+            if version < 3:  # an older journal: jobs in id order, halts naming no job
+                connection.execute(
+                    "CREATE TEMP VIEW halted AS SELECT key, NULL::bigint AS job_id,"
+                    f" NULL::text AS error FROM {self.schema}.halted"
+                )
+                connection.execute(
+                    "CREATE TEMP VIEW jobs AS SELECT *, id AS seq,"
+                    f" NULL::double precision AS due_at FROM {self.schema}.jobs"
+                )
             return run(connection)
         except psycopg.Error as exc:
             raise database_error(name, exc, "read") from exc

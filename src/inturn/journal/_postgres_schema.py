@@ -22,7 +22,8 @@ finds another owner or epoch there, and writes nothing (`PostgresJournal`).
 a `Due` gave it), NULL while the job is scheduled (``due_at`` set).
 
 ``meta.version`` is the schema version: 1 had no lease (an advisory lock
-held the journal), 2 no ``seq`` and ``due_at``; both are upgraded in place; a schema of a version this code
+held the journal), 2 no ``seq`` and ``due_at`` and did not record which job's
+discard halted a key (``halted.job_id`` and ``halted.error``); both are upgraded in place; a schema of a version this code
 does not know is refused untouched, with the version in the message.
 
 psycopg is an extra (``pip install 'inturn[postgres]'``): it is imported here,
@@ -92,7 +93,7 @@ CREATE INDEX jobs_queued ON jobs (key, seq) WHERE state = 'pending' AND seq IS N
 CREATE INDEX jobs_scheduled ON jobs (due_at, id) WHERE state = 'pending' AND seq IS NULL;
 CREATE INDEX jobs_dead ON jobs (id) WHERE state = 'dead';
 CREATE INDEX jobs_dead_by_key ON jobs (key, id) WHERE state = 'dead';
-CREATE TABLE halted (key text PRIMARY KEY);
+CREATE TABLE halted (key text PRIMARY KEY, job_id bigint, error text);
 CREATE TABLE commands (
     id bigserial PRIMARY KEY,
     verb text NOT NULL,
@@ -114,15 +115,19 @@ _UPGRADES: Final = {
         " started_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
         " expires_at timestamptz NOT NULL)",
     ),
-    2: (
+    2: (  # version 3: places and due times; what halted a key
         "ALTER TABLE jobs ADD COLUMN seq bigint, ADD COLUMN due_at double precision",
         "UPDATE jobs SET seq = id",  # every job so far runs in id order
         "DROP INDEX IF EXISTS jobs_pending_by_key",
         "CREATE INDEX jobs_queued ON jobs (key, seq) WHERE state = 'pending' AND seq IS NOT NULL",
         "CREATE INDEX jobs_scheduled ON jobs (due_at, id) WHERE state = 'pending' AND seq IS NULL",
+        "ALTER TABLE halted ADD COLUMN job_id bigint, ADD COLUMN error text",
     ),
 }
 """What turns each version into the next."""
+
+_TABLES_ADDED: Final = {2: {"processes"}}
+"""The tables each version added: a schema of an older version has none of them."""
 
 COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at, seq, due_at"
 
@@ -217,7 +222,8 @@ def schema_version(connection: psycopg.Connection[Any], schema: str, name: str) 
     row = connection.execute("SELECT version FROM meta").fetchone()
     version = None if row is None else row[0]
     if version == SCHEMA_VERSION or (
-        version in _UPGRADES and ("processes" in tables) == (version >= 2)
+        version in _UPGRADES
+        and not any(tables & added for since, added in _TABLES_ADDED.items() if since > version)
     ):
         return int(version)
     raise JournalCorrupt(

@@ -8,6 +8,7 @@ keys by state in SQL, for speed; the conformance kit holds it to this rule.)
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from .._checks import check_count, check_number
@@ -25,6 +26,7 @@ __all__ = [
     "info",
     "job_state",
     "key_info",
+    "key_infos",
     "key_matches",
     "stored",
 ]
@@ -107,6 +109,8 @@ def key_info(
     error: str | None,
     accepted_at: float,
     now: float,
+    halted_by: int | None = None,
+    halt_error: str | None = None,
 ) -> KeyInfo:
     """The `KeyInfo` of a key with unfinished jobs, from what a journal stores of its head."""
     return KeyInfo(
@@ -119,10 +123,14 @@ def key_info(
         head_age=now - accepted_at,
         next_retry_at=retry_at,
         last_error=error,
+        halted_by=halted_by,
+        halt_error=halt_error,
     )
 
 
-def halted_key_info(key: str) -> KeyInfo:
+def halted_key_info(
+    key: str, halted_by: int | None = None, halt_error: str | None = None
+) -> KeyInfo:
     """The `KeyInfo` of a halted key without unfinished jobs."""
     return KeyInfo(
         key=key,
@@ -134,7 +142,49 @@ def halted_key_info(key: str) -> KeyInfo:
         head_age=None,
         next_retry_at=None,
         last_error=None,
+        halted_by=halted_by,
+        halt_error=halt_error,
     )
+
+
+def key_infos(
+    heads: Iterable[Sequence[Any]], idle: Iterable[Sequence[Any]], now: float
+) -> list[KeyInfo]:
+    """The `KeyInfo`s of the SQL journals' two ``keys`` queries, in their order.
+
+    *heads* rows: key, queued, halted, head id, attempts, retry_at, error,
+    accepted_at, halted_by, halt_error; then *idle* rows, halted keys without
+    unfinished jobs: key, halted_by, halt_error.
+    """
+    found = [
+        key_info(
+            key=key,
+            queued=queued,
+            halted=bool(halted),
+            head_id=head_id,
+            attempts=attempts,
+            retry_at=retry_at,
+            error=error,
+            accepted_at=accepted_at,
+            now=now,
+            halted_by=halted_by,
+            halt_error=halt_error,
+        )
+        for (
+            key,
+            queued,
+            halted,
+            head_id,
+            attempts,
+            retry_at,
+            error,
+            accepted_at,
+            halted_by,
+            halt_error,
+        ) in heads
+    ]
+    found.extend(halted_key_info(key, halted_by, halt_error) for key, halted_by, halt_error in idle)
+    return found
 
 
 def stored(

@@ -23,12 +23,7 @@ import attrs
 from ..errors import JournalCorrupt, JournalError
 from ..info import JobInfo, KeyFilter, KeyInfo
 from ._dialect import Dialect, DialectReader
-from ._reads import (
-    halted_key_info,
-    info,
-    key_info,
-    key_matches,
-)
+from ._reads import info, key_infos, key_matches
 from ._sqlite_schema import (
     COLUMNS,
     SQLITE_MAX,
@@ -59,6 +54,8 @@ _INFO_COLUMNS: Final = (
     " CAST(seq AS INTEGER), CAST(due_at AS REAL)"
 )
 """The columns of a `JobInfo`, cast as `COLUMNS` are."""
+_HALT_COLUMNS: Final = "CAST(halted.job_id AS INTEGER), CAST(halted.error AS TEXT)"
+"""What halted a key: the job whose discard did, and its error."""
 
 
 def select_pending(
@@ -77,7 +74,7 @@ def select_keys(
 ) -> list[KeyInfo]:
     """One pass over the pending-by-key index: O(pending jobs), sorting only the heads."""
     limit = min(limit, SQLITE_MAX)
-    halted = "heads.key IN (SELECT key FROM halted)"
+    halted = "halted.key IS NOT NULL"
     where = {
         None: "",
         "blocked": f"WHERE head.retry_at IS NOT NULL OR {halted}",
@@ -88,39 +85,27 @@ def select_keys(
         rows = connection.execute(
             f"SELECT CAST(heads.key AS TEXT), heads.queued, {halted}, head.id,"
             " CAST(head.attempts AS INTEGER), CAST(head.retry_at AS REAL),"
-            " CAST(head.error AS TEXT), CAST(head.accepted_at AS REAL)"
+            " CAST(head.error AS TEXT), CAST(head.accepted_at AS REAL),"
+            f" {_HALT_COLUMNS}"
             " FROM (SELECT key, MIN(seq) AS seq, COUNT(*) AS queued FROM jobs"
             "       WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL"
             "       GROUP BY key) AS heads"
             " JOIN jobs AS head ON head.key = heads.key AND head.seq = heads.seq"
-            f" AND head.state = 'pending' {where}"
+            " AND head.state = 'pending'"
+            f" LEFT JOIN halted ON halted.key = heads.key {where}"
             " ORDER BY heads.seq LIMIT ?",
             (limit,),
         ).fetchall()
-        idle: list[tuple[str]] = []
+        idle: list[tuple[str, int | None, str | None]] = []
         if len(rows) < limit and key_matches(state, None, True):
             idle = connection.execute(  # halted keys without unfinished jobs
-                "SELECT CAST(key AS TEXT) FROM halted WHERE NOT EXISTS (SELECT 1 FROM jobs"
-                " WHERE state = 'pending' AND seq IS NOT NULL AND jobs.key = halted.key)"
+                f"SELECT CAST(key AS TEXT), {_HALT_COLUMNS} FROM halted WHERE NOT EXISTS"
+                " (SELECT 1 FROM jobs WHERE state = 'pending' AND seq IS NOT NULL"
+                " AND jobs.key = halted.key)"
                 " ORDER BY key LIMIT ?",
                 (limit - len(rows),),
             ).fetchall()
-    found = [
-        key_info(
-            key=key,
-            queued=queued,
-            halted=bool(is_halted),
-            head_id=head_id,
-            attempts=attempts,
-            retry_at=retry_at,
-            error=error,
-            accepted_at=accepted_at,
-            now=now,
-        )
-        for key, queued, is_halted, head_id, attempts, retry_at, error, accepted_at in rows
-    ]
-    found.extend(halted_key_info(key) for (key,) in idle)
-    return found
+    return key_infos(rows, idle, now)
 
 
 def select_job(connection: sqlite3.Connection, job_id: int) -> JobInfo | None:
@@ -276,6 +261,11 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
             if version in missing:
                 connection.execute(
                     f"CREATE TEMP VIEW jobs AS SELECT *, {missing[version]} FROM main.jobs"
+                )
+            if version < 4:  # nor what halted its keys
+                connection.execute(
+                    "CREATE TEMP VIEW halted AS"
+                    " SELECT key, NULL AS job_id, NULL AS error FROM main.halted"
                 )
         except BaseException:
             connection.close()

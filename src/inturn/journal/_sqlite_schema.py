@@ -14,8 +14,10 @@ ever used, so ids never repeat even after the newest row is deleted.
 `Due` gave it), NULL while the job is scheduled (``due_at`` set).
 
 Schema versions (``PRAGMA user_version``): 1 had no ``retry_at``, 2 no
-``stopped_during`` and no ``commands`` (the operators' inbox, `_sqlite_inbox`),
-3 no ``seq`` and ``due_at``; `SQLiteJournal.open` upgrades them in one transaction.
+``stopped_during`` and no ``commands`` (the operators' inbox, `_sqlite_inbox`); 3 had
+no ``seq`` and ``due_at``, and did not record which job's discard halted a key
+(``halted.job_id`` and ``halted.error``, read as NULL for its halts).
+`SQLiteJournal.open` upgrades them in one transaction.
 Any other version is refused untouched.
 """
 
@@ -63,7 +65,7 @@ CREATE TABLE jobs (
 );
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
-CREATE TABLE halted (key TEXT PRIMARY KEY);
+CREATE TABLE halted (key TEXT PRIMARY KEY, job_id INTEGER, error TEXT);
 CREATE TABLE commands (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     verb TEXT NOT NULL,
@@ -95,7 +97,11 @@ _JOBS: Final[tuple[_Column, ...]] = (
     ("seq", "INTEGER", False, False),  # version 4
     ("due_at", "REAL", False, False),  # version 4
 )
-_HALTED: Final[tuple[_Column, ...]] = (("key", "TEXT", False, True),)
+_HALTED: Final[tuple[_Column, ...]] = (
+    ("key", "TEXT", False, True),
+    ("job_id", "INTEGER", False, False),  # version 4
+    ("error", "TEXT", False, False),  # version 4
+)
 _COMMANDS: Final[tuple[_Column, ...]] = (
     ("id", "INTEGER", False, True),
     ("verb", "TEXT", True, False),
@@ -109,9 +115,9 @@ _COMMANDS: Final[tuple[_Column, ...]] = (
 )
 
 _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
-    1: {"jobs": _JOBS[:9], "halted": _HALTED},
-    2: {"jobs": _JOBS[:10], "halted": _HALTED},
-    3: {"jobs": _JOBS[:11], "halted": _HALTED, "commands": _COMMANDS},
+    1: {"jobs": _JOBS[:9], "halted": _HALTED[:1]},
+    2: {"jobs": _JOBS[:10], "halted": _HALTED[:1]},
+    3: {"jobs": _JOBS[:11], "halted": _HALTED[:1], "commands": _COMMANDS},
     4: {"jobs": _JOBS, "halted": _HALTED, "commands": _COMMANDS},
 }
 """The tables of each schema version this code reads, column by column: a
@@ -221,11 +227,13 @@ _UPGRADES: Final = {
         " job_id INTEGER, key TEXT, older_than REAL, submitted_at REAL NOT NULL,"
         " taken_at REAL, answered_at REAL, answer TEXT)",
     ),
-    3: (
+    3: (  # version 4: places and due times; what halted a key
         "ALTER TABLE jobs ADD COLUMN seq INTEGER",
         "ALTER TABLE jobs ADD COLUMN due_at REAL",
         "UPDATE jobs SET seq = id",  # every job so far runs in id order
         "DROP INDEX IF EXISTS jobs_pending_by_key",  # by (key, seq) now: `INDEXES`
+        "ALTER TABLE halted ADD COLUMN job_id INTEGER",
+        "ALTER TABLE halted ADD COLUMN error TEXT",
     ),
 }
 """What turns each version into the next."""

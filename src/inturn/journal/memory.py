@@ -137,7 +137,9 @@ class MemoryJournal:
     _unique: dict[str, int] = attrs.field(factory=dict, init=False)
     _dead: dict[int, _Row] = attrs.field(factory=dict, init=False)
     """Dead letters, in the order they were discarded."""
-    _halted: set[str] = attrs.field(factory=set, init=False)
+    _halted: dict[str, tuple[int, str] | None] = attrs.field(factory=dict, init=False)
+    """Halted keys, each with the job whose discard halted it and its error
+    (None: paused by an operator)."""
     _next_id: int = attrs.field(default=1, init=False)
     _is_open: bool = attrs.field(default=False, init=False)
     _commands: dict[int, Command] = attrs.field(factory=dict, init=False)
@@ -275,7 +277,10 @@ class MemoryJournal:
         ]
         if len(found) < limit and key_matches(state, None, True):  # halted keys without jobs
             idle = sorted(key for key in self._halted if key not in self._by_key)
-            found.extend(halted_key_info(key) for key in idle[: limit - len(found)])
+            found.extend(
+                halted_key_info(key, *self._halted[key] or (None, None))
+                for key in idle[: limit - len(found)]
+            )
         return found
 
     async def job(self, job_id: int) -> JobInfo | None:
@@ -344,6 +349,7 @@ class MemoryJournal:
 
     def _key_info(self, key: str, head_id: int, now: float) -> KeyInfo:
         head = self._jobs[head_id]
+        halted_by, halt_error = self._halted.get(key) or (None, None)
         return key_info(
             key=key,
             queued=len(self._by_key[key]),
@@ -354,6 +360,8 @@ class MemoryJournal:
             error=head.last_error,
             accepted_at=head.accepted_at,
             now=now,
+            halted_by=halted_by,
+            halt_error=halt_error,
         )
 
     def _check(self, changes: Sequence[Change]) -> AbstractSet[int]:
@@ -558,8 +566,8 @@ class MemoryJournal:
                 row.retry_at = None
                 row.finished_at = time.time()
                 self._dead[job_id] = row
-                if halt and row.key is not None:
-                    self._halted.add(row.key)
+                if halt and row.key is not None and self._halted.get(row.key) is None:
+                    self._halted[row.key] = (job_id, error)  # the first discard's, kept
             case Purge(job_id=job_id):
                 del self._dead[job_id]
             case Requeue(job_id=job_id, new_id=new_id):
@@ -571,11 +579,11 @@ class MemoryJournal:
                 self._revive(job_id)
                 letter = self._jobs[job_id]
                 if resume and letter.key is not None:
-                    self._halted.discard(letter.key)
+                    self._halted.pop(letter.key, None)
             case Halt(key=key):
-                self._halted.add(key)
+                self._halted.setdefault(key, None)
             case Resume(key=key):
-                self._halted.discard(key)
+                self._halted.pop(key, None)
             case _:
                 assert_never(change)
 

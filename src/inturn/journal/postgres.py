@@ -619,9 +619,12 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
                 change.job_id,
             )
             if discarded and change.halt:
+                # The first discard that halts a key names it; a pause does not.
                 connection.execute(
-                    "INSERT INTO halted (key) SELECT key FROM jobs"
-                    " WHERE id = %s AND key IS NOT NULL ON CONFLICT DO NOTHING",
+                    "INSERT INTO halted (key, job_id, error) SELECT key, id, error FROM jobs"
+                    " WHERE id = %s AND key IS NOT NULL ON CONFLICT (key) DO UPDATE"
+                    " SET job_id = EXCLUDED.job_id, error = EXCLUDED.error"
+                    " WHERE halted.job_id IS NULL",
                     (change.job_id,),
                 )
         elif isinstance(change, Purge):

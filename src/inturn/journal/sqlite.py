@@ -470,9 +470,12 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
                 change.job_id,
             )
             if discarded and change.halt:
+                # The first discard that halts a key names it; a pause does not.
                 connection.execute(
-                    "INSERT OR IGNORE INTO halted (key) SELECT key FROM jobs"
-                    " WHERE id = ? AND key IS NOT NULL",
+                    "INSERT INTO halted (key, job_id, error) SELECT key, id, error FROM jobs"
+                    " WHERE id = ? AND key IS NOT NULL ON CONFLICT (key) DO UPDATE"
+                    " SET job_id = excluded.job_id, error = excluded.error"
+                    " WHERE halted.job_id IS NULL",
                     (change.job_id,),
                 )
         elif isinstance(change, Purge):
