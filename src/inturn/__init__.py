@@ -24,7 +24,7 @@ from .errors import (
 )
 from .events import Event
 from .info import JobInfo, KeyInfo
-from .jobs import Job, Stats
+from .jobs import Item, Job, Stats
 from .journal import Journal, MemoryJournal, PostgresJournal, SQLiteJournal
 from .operator import Operator, operate
 from .retry import Retry
@@ -37,6 +37,7 @@ __all__ = [
     "open_supervisor",
     "Supervisor",
     "Job",
+    "Item",
     "Stats",
     "KeyInfo",
     "JobInfo",

@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 from typing import Final
 
-__all__ = ["MAX_COUNT", "MAX_PAYLOAD", "check_count", "check_number"]
+__all__ = ["MAX_COUNT", "MAX_PAYLOAD", "MAX_UNIQUE_FOR", "check_count", "check_number"]
 
 MAX_COUNT: Final = 2**31 - 1
 """The largest count an option takes: far beyond use, and within every journal's integers."""
 
 MAX_PAYLOAD: Final = 1024**3
 """The largest `max_payload`: 1 GiB, under SQLite's largest value (2**31 - 1 bytes)."""
+
+MAX_UNIQUE_FOR: Final = 10 * 365 * 86400
+"""The longest dedup window (``unique_for``): ten years, in seconds."""
 
 
 def check_number(name: str, value: object, *, types: tuple[type, ...] = (int, float)) -> None:

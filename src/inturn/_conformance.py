@@ -10,6 +10,7 @@ imports no pytest: a journal author's suite needs only the fixture.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from typing import TypeAlias, TypeVar
@@ -26,6 +27,7 @@ from .journal import (
     Halt,
     Journal,
     MarkAttempt,
+    Purge,
     Recovery,
     Resume,
     StoredJob,
@@ -288,6 +290,73 @@ class BasicConformance:
                 DuplicateError, journal.write([Append(job_id=2, key="a", data=b"2", unique="u")])
             )
             _expect(error.job_id, 1, "DuplicateError's job_id")
+
+    async def test_unique_for_reserves_the_key_after_its_job_finishes(
+        self, journal: Journal
+    ) -> None:
+        """With unique_for, a completed or discarded job's unique key stays reserved until the writer's now passes its finish plus the window, across a reopen, a purge and within a batch; DuplicateError names the job and the time."""
+
+        async def refused(unique: str, now: float | None) -> DuplicateError:
+            return await _raises(
+                DuplicateError,
+                journal.write([Append(job_id=99, key="z", data=b"", unique=unique)], now=now),
+            )
+
+        async with _session(journal) as session:
+            await session.open()
+            await journal.write(
+                [Append(job_id=1, key="a", data=b"1", unique="u", unique_for=60.0)], now=1_000.0
+            )
+            error = await refused("u", 1_005.0)
+            _expect((error.job_id, error.until), (1, None), "held by the unfinished job")
+            await journal.write([Complete(1)], now=1_010.0)
+            for when in ("as written", "after a reopen"):
+                error = await refused("u", 1_069.5)
+                _expect(
+                    (error.unique, error.job_id, error.until),
+                    ("u", 1, 1_070.0),
+                    f"DuplicateError of a completed job's key {when}",
+                )
+                await session.reopen()
+
+            await journal.write(
+                [Append(job_id=2, key="b", data=b"2", unique="v", unique_for=30.0)], now=2_000.0
+            )
+            await journal.write([Discard(2, "ValueError: boom")], now=2_000.0)
+            await journal.write([Purge(2)], now=2_001.0)  # the reservation outlives its row
+            error = await refused("v", 2_029.0)
+            _expect((error.job_id, error.until), (2, 2_030.0), "after its dead letter's purge")
+
+            # a window ends at its time exactly, also for a key taken in the same batch
+            batch: list[Change] = [
+                Append(job_id=3, key="a", data=b"3", unique="u"),
+                Append(job_id=4, key="c", data=b"4", unique="w", unique_for=10.0),
+                Complete(4),
+                Append(job_id=5, key="c", data=b"5", unique="w"),
+            ]
+            error = await _raises(DuplicateError, journal.write(batch, now=1_070.0))
+            _expect((error.unique, error.job_id, error.until), ("w", 4, 1_080.0), "in one batch")
+            await journal.write(batch[:3], now=1_070.0)
+            await journal.write([Append(job_id=6, key="b", data=b"6", unique="v")], now=2_030.0)
+            await journal.write([Append(job_id=7, key="c", data=b"7", unique="w")], now=1_080.0)
+            recovery = await session.reopen()
+
+            # without now, the journal's own clock dates and judges it
+            await journal.write(
+                [Append(job_id=8, key="d", data=b"8", unique="x", unique_for=3_600.0)]
+            )
+            before = time.time()
+            await journal.write([Complete(8)])
+            error = await refused("x", None)
+            assert error.until is not None, "a reservation after a Complete without now"
+            assert before + 3_600 <= error.until <= time.time() + 3_600, (
+                f"until {error.until} is not an hour after the Complete"
+            )
+        _expect(
+            [(job.id, job.unique) for job in recovery.jobs],
+            [(3, "u"), (6, "v"), (7, "w")],
+            "replayed",
+        )
 
     async def test_ids_are_never_reused(self, journal: Journal) -> None:
         """next_id after a reopen is above every id ever appended, even once the newest job completed, and a used id is refused."""

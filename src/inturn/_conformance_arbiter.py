@@ -188,6 +188,43 @@ class ArbiterConformance:
             "job(1), revived",
         )
 
+    async def test_requeue_and_revive_respect_reservations(self, journal: Journal) -> None:
+        """A dead letter takes its own reserved key back with Revive or Requeue (the new job, and its window, hold it then); one whose key another job reserves, unfinished or within its window, is a DuplicateError naming that job, and nothing changes."""
+
+        def windowed(job_id: int, unique: str) -> Append:
+            return Append(job_id=job_id, key="k", data=b"", unique=unique, unique_for=100.0)
+
+        async with _session(journal) as session:
+            await session.open()
+            await journal.write([windowed(1, "u"), Discard(1, "E")], now=0.0)  # until 100
+            _expect(list(await journal.write([Revive(1)], now=50.0)), [], "a revive of its own")
+            await journal.write([Discard(1, "E")], now=60.0)  # until 160
+            _expect(list(await journal.write([Requeue(1, 2)], now=70.0)), [], "a requeue")
+            await journal.write([Complete(2)], now=80.0)  # job 2 took its window along
+            error = await _raises(DuplicateError, journal.write([_job(3, unique="u")], now=179.0))
+            _expect((error.job_id, error.until), (2, 180.0), "the requeued job's reservation")
+
+            await journal.write([windowed(4, "v"), Discard(4, "E")], now=0.0)  # until 100
+            await journal.write([_job(5, unique="v")], now=200.0)  # it ended: taken
+            await journal.write([windowed(6, "w"), Discard(6, "E")], now=0.0)
+            await journal.write([windowed(7, "w"), Complete(7)], now=150.0)  # until 250
+            before = _state(await session.reopen())
+            conflicts: list[tuple[Change, tuple[int, float | None]]] = [
+                (Revive(4), (5, None)),
+                (Requeue(4, 8), (5, None)),
+                (Revive(6), (7, 250.0)),
+                (Requeue(6, 8), (7, 250.0)),
+            ]
+            for change, holder in conflicts:
+                error = await _raises(DuplicateError, journal.write([change], now=200.0))
+                _expect((error.job_id, error.until), holder, f"DuplicateError of {change}")
+                _expect(_state(await session.reopen()), before, f"the journal after {change}")
+            await journal.write([Complete(5)], now=201.0)  # no window: free at once
+            _expect(list(await journal.write([Revive(4)], now=201.0)), [], "a revive, freed")
+            _expect(list(await journal.write([Requeue(6, 8)], now=250.0)), [], "a requeue, ended")
+            recovery = await session.reopen()
+        _expect([(job.id, job.unique) for job in recovery.jobs], [(4, "v"), (8, "w")], "replayed")
+
     async def test_purge_of_a_job_that_is_not_dead_is_superseded(self, journal: Journal) -> None:
         """A Purge of a queued, running, completed or requeued job is returned, not applied."""
         async with _session(journal) as session:

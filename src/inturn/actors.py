@@ -186,6 +186,14 @@ class Runtime:
         if self._idle and (self.core.idle or self.closed):
             self._idle.unpark_all()
 
+    def unix_now(self) -> float:
+        """Unix time by the supervisor's clock (virtual under a mock clock).
+
+        The ``now`` of the writes that finish a job or take a unique key, so
+        that dedup windows pass in the time the handlers see.
+        """
+        return self.core.unix_time(trio.current_time())
+
     def close(self) -> None:
         """No more jobs are accepted; every ``ask`` still waiting is told."""
         self.closed = True
@@ -574,7 +582,7 @@ class Actor:
                 changes: list[Change] = [Complete(entry.id)]
                 if successor is not None:
                     changes.append(MarkAttempt(successor.id, successor.attempt))
-                superseded = await runtime.journal.write(changes)
+                superseded = await runtime.journal.write(changes, now=runtime.unix_now())
                 if successor is not None and changes[-1] not in superseded:
                     successor.marked = True
                 if changes[0] in superseded:
@@ -615,7 +623,7 @@ class Actor:
                     stopped = entry.attempt
                 text = entry.last_error if stopped and entry.last_error else describe(error)
                 discard = Discard(entry.id, text, halt=halt, stopped_during=stopped)
-                if await runtime.journal.write([discard]):
+                if await runtime.journal.write([discard], now=runtime.unix_now()):
                     self._superseded(entry, "job.superseded")
                     return
                 core.discard(entry, halt=halt)

@@ -101,14 +101,27 @@ class Core:
 
     # -- accepting ---------------------------------------------------------
 
-    def reserve(self, key: str | None, data: bytes, unique: str | None = None) -> Entry:
+    def reserve(
+        self,
+        key: str | None,
+        data: bytes,
+        unique: str | None = None,
+        unique_for: float | None = None,
+    ) -> Entry:
         """Give a new job its id and its FIFO place.
 
-        It cannot run until `commit`.  Unique keys are the journal's to
-        enforce: it refuses the job's `Append` with `DuplicateError`, and the
-        shell then calls `retract`.
+        It cannot run until `commit`.  Unique keys, and how long they stay
+        reserved (*unique_for*), are the journal's to enforce: it refuses the
+        job's `Append` with `DuplicateError`, and the shell then calls `retract`.
         """
-        entry = Entry(id=self.next_id, place=self.next_id, key=key, data=data, unique=unique)
+        entry = Entry(
+            id=self.next_id,
+            place=self.next_id,
+            key=key,
+            data=data,
+            unique=unique,
+            unique_for=unique_for,
+        )
         self.next_id += 1
         self._place(entry)
         return entry

@@ -6,6 +6,8 @@ so they pickle and compare cleanly; the message is built in ``__str__``.
 
 from __future__ import annotations
 
+import datetime
+
 __all__ = [
     "DecodeError",
     "DuplicateError",
@@ -55,16 +57,33 @@ class DecodeError(InturnError, ValueError):
 
 
 class DuplicateError(InturnError):
-    """A ``unique`` key is held by another job that is not terminal yet."""
+    """A ``unique`` key is reserved by another job: one not terminal yet, or
+    one that finished less than its ``unique_for`` seconds ago."""
 
-    def __init__(self, unique: str, job_id: int) -> None:
-        super().__init__(unique, job_id)
+    def __init__(self, unique: str, job_id: int, until: float | None = None) -> None:
+        super().__init__(unique, job_id, until)
         self.unique = unique
         self.job_id = job_id
         """The id of the job that holds the unique key."""
+        self.until = until
+        """The Unix time (the supervisor's clock) the key is reserved until,
+        once its holder has finished; None while the holder is unfinished."""
 
     def __str__(self) -> str:
-        return f"unique key {self.unique!r} is held by job {self.job_id}"
+        if self.until is None:
+            return f"unique key {self.unique!r} is held by job {self.job_id}"
+        return (
+            f"unique key {self.unique!r} is reserved by job {self.job_id}, which finished,"
+            f" until {_stamp(self.until)} (Unix time {self.until:.3f})"
+        )
+
+
+def _stamp(when: float) -> str:
+    try:
+        moment = datetime.datetime.fromtimestamp(when, tz=datetime.UTC)
+    except (ValueError, OverflowError, OSError):
+        return "a time beyond the calendar"
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class JobDiscarded(InturnError):

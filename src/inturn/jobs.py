@@ -1,4 +1,4 @@
-"""The values a user sees: a job handed to the handler, and a stats snapshot."""
+"""The values a user sees: a job handed to the handler, one to send, and a stats snapshot."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import final
 
 import attrs
 
-__all__ = ["Job", "Stats"]
+__all__ = ["Item", "Job", "Stats"]
 
 
 @final
@@ -23,7 +23,25 @@ class Job:
     attempt: int = 1
     """1 for the first try, counting attempts across restarts."""
     unique: str | None = None
-    """The unique key this job holds until it is terminal, if any."""
+    """The unique key this job holds until it is terminal (and its ``unique_for`` after), if any."""
+
+
+@final
+@attrs.frozen
+class Item:
+    """One job for `Supervisor.send_many`, with what `Supervisor.send` takes besides.
+
+    ``Item(key, payload, unique=..., unique_for=...)``; a plain
+    ``(key, payload)`` pair is an item without a unique key.  Checked by
+    ``send_many``, as ``send`` checks its arguments.
+    """
+
+    key: str
+    payload: object
+    unique: str | None = attrs.field(default=None, kw_only=True)
+    """A unique key the job takes, as `Supervisor.send`'s."""
+    unique_for: float | None = attrs.field(default=None, kw_only=True)
+    """Seconds *unique* stays reserved once the job is terminal, as `Supervisor.send`'s."""
 
 
 @final

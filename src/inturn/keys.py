@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from ._checks import MAX_UNIQUE_FOR, check_number
 from .errors import InvalidKey
 
 MAX_KEY_BYTES: Final = 256
@@ -44,3 +45,25 @@ def validate_unique(unique: object) -> str | None:
     if unique is None:
         return None
     return validate_key(unique, what="unique")
+
+
+def validate_unique_for(unique_for: object, unique: str | None) -> float | None:
+    """Return *unique_for* as seconds if it is None, or a dedup window for *unique*.
+
+    Raises:
+        TypeError: *unique_for* is not a number (a bool is not one).
+        ValueError: it is not finite, not > 0, over `MAX_UNIQUE_FOR`, or given
+            without a *unique* key to reserve.
+    """
+    if unique_for is None:
+        return None
+    check_number("unique_for", unique_for)
+    assert isinstance(unique_for, int | float)
+    if not 0 < unique_for <= MAX_UNIQUE_FOR:
+        raise ValueError(
+            f"unique_for must be a number of seconds > 0 and <= {MAX_UNIQUE_FOR}"
+            f" (ten years), not {unique_for!r}"
+        )
+    if unique is None:
+        raise ValueError("unique_for needs a unique key: it is how long that key stays reserved")
+    return float(unique_for)

@@ -71,7 +71,7 @@ from .errors import (
 )
 from .events import Event, EventTee, exception_text
 from .info import JobInfo, KeyFilter, KeyInfo
-from .jobs import Stats
+from .jobs import Item, Stats
 from .journal import (
     Answer,
     Append,
@@ -88,7 +88,7 @@ from .journal import (
     Revive,
     StoredJob,
 )
-from .keys import validate_key, validate_unique
+from .keys import validate_key, validate_unique, validate_unique_for
 from .retry import Retry
 
 __all__ = ["Supervisor", "open_supervisor"]
@@ -112,6 +112,7 @@ class Supervisor:
         payload: object,
         *,
         unique: str | None = None,
+        unique_for: float | None = None,
         delay: float | None = None,
         at: float | datetime.datetime | None = None,
     ) -> int:
@@ -119,6 +120,12 @@ class Supervisor:
 
         It runs after every job accepted before it for *key* is terminal, and
         never blocks because *key* is busy: the backlog has no limit.
+
+        With *unique*, no other job can take that key while this one is
+        unfinished, and with *unique_for*, for that many seconds more from
+        when it completes or is discarded (a dedup window, across restarts:
+        the journal keeps it).  The window is timed by the supervisor's
+        clock, so it passes in virtual time under trio's mock clock.
 
         With *delay* (seconds) or *at* (a Unix time, or an aware `datetime`)
         the job is *scheduled*: journaled now, holding its unique key, it
@@ -128,11 +135,15 @@ class Supervisor:
         under a mock clock; one in the past is due at once.
 
         Raises:
-            TypeError: *key* or *unique* is not a `str`, *delay* or *at* of a wrong type.
+            TypeError: *key* or *unique* is not a `str`, *unique_for* not a
+                number, *delay* or *at* of a wrong type.
             ValueError: *delay* and *at* both given, or out of range (see `due_time`).
             InvalidKey: *key* or *unique* breaks a key rule.
+            ValueError: *unique_for* is not > 0 and at most ten years, or
+                comes without *unique*.
             EncodeError: the codec cannot round-trip *payload*.
-            DuplicateError: an unfinished job holds *unique*.
+            DuplicateError: another job reserves *unique*: it is unfinished,
+                or finished within its window (``until`` says when that ends).
             SupervisorClosed: the supervisor has stopped.
             JournalError: the journal could not store the job.
 
@@ -142,41 +153,62 @@ class Supervisor:
         the next supervisor opened on it finds it.
         """
         key = validate_key(key)
-        job_id = await self._accept(key, payload, unique, delay, at)
+        job_id = await self._accept(key, payload, unique, unique_for, delay, at)
         await schedule_point()
         return job_id
 
-    async def send_many(self, jobs: Iterable[tuple[str, object]]) -> list[int]:
+    async def send_many(self, jobs: Iterable[tuple[str, object] | Item]) -> list[int]:
         """Accept several sequenced jobs at once, all or none, in one journal write.
 
-        *jobs* holds ``(key, payload)`` pairs; they are accepted in that order,
-        so jobs of one key run in the order they are listed.  This is how one
-        producer gets a durable journal's group commit without concurrency.
+        *jobs* holds ``(key, payload)`` pairs, or `inturn.Item` values for jobs
+        with a unique key (``Item(key, payload, unique=..., unique_for=...)``);
+        they are accepted in that order, so jobs of one key run in the order
+        they are listed.  This is how one producer gets a durable journal's
+        group commit without concurrency.
 
         Returns:
             The jobs' ids, in the order given.
 
         Raises:
-            TypeError: an item is not a ``(key, payload)`` pair, or a key is not a `str`.
+            TypeError: an item is not a ``(key, payload)`` pair or an `Item`,
+                or a key is not a `str`.
+            ValueError: two items take the same unique key.
 
-        and every error of `send`: one bad item rejects the whole batch, with
-        nothing journaled.
+        and every error of `send`: one bad item (a unique key another job
+        reserves, say) rejects the whole batch, with nothing journaled.
         """
         self._check_open()
         runtime = self._runtime
-        batch: list[tuple[str, bytes]] = []
+        batch: list[tuple[str, bytes, str | None, float | None]] = []
+        first: dict[str, int] = {}  # unique key -> the item that takes it
         items: Iterable[object] = jobs  # checked here: callers may pass anything
-        for item in items:
-            if not (isinstance(item, tuple) and len(item) == 2):
-                raise TypeError(
-                    f"send_many takes (key, payload) pairs, not a {type(item).__name__}"
+        for position, item in enumerate(items):
+            if isinstance(item, Item):
+                key, payload, unique, unique_for = (
+                    item.key,
+                    item.payload,
+                    item.unique,
+                    item.unique_for,
                 )
-            key, payload = item
-            batch.append((validate_key(key), self._encode(payload)))
+            elif isinstance(item, tuple) and len(item) == 2:
+                (key, payload), unique, unique_for = item, None, None
+            else:
+                raise TypeError(
+                    "send_many takes (key, payload) pairs or inturn.Item values,"
+                    f" not a {type(item).__name__}"
+                )
+            key, unique = validate_key(key), validate_unique(unique)
+            unique_for = validate_unique_for(unique_for, unique)
+            if unique is not None and first.setdefault(unique, position) != position:
+                raise ValueError(
+                    f"send_many: items {first[unique]} and {position} both take unique key"
+                    f" {unique!r}"
+                )
+            batch.append((key, self._encode(payload), unique, unique_for))
         if not batch:
             await trio.lowlevel.checkpoint()
             return []
-        entries = [runtime.core.reserve(key, data) for key, data in batch]
+        entries = [runtime.core.reserve(*job) for job in batch]
         await self._journal(entries)
         await schedule_point()
         return [entry.id for entry in entries]
@@ -186,14 +218,16 @@ class Supervisor:
         payload: object,
         *,
         unique: str | None = None,
+        unique_for: float | None = None,
         delay: float | None = None,
         at: float | datetime.datetime | None = None,
     ) -> int:
         """Accept a job with no key: it runs concurrently with everything else.
 
-        Takes *delay* and *at* as `send` does, and raises the same errors.
+        *unique*, *unique_for*, *delay* and *at* are `send`'s.  Raises the same
+        errors as `send`.
         """
-        job_id = await self._accept(None, payload, unique, delay, at)
+        job_id = await self._accept(None, payload, unique, unique_for, delay, at)
         await schedule_point()
         return job_id
 
@@ -203,6 +237,7 @@ class Supervisor:
         payload: object,
         *,
         unique: str | None = None,
+        unique_for: float | None = None,
         delay: float | None = None,
         at: float | datetime.datetime | None = None,
     ) -> object:
@@ -216,7 +251,7 @@ class Supervisor:
         still runs: it was accepted.
         """
         key = validate_key(key)
-        job_id = await self._accept(key, payload, unique, delay, at)
+        job_id = await self._accept(key, payload, unique, unique_for, delay, at)
         # _accept has no schedule point after the commit: the job cannot have
         # finished before its waiter is registered.
         waiter = self._runtime.waiters[job_id] = Waiter()
@@ -413,7 +448,7 @@ class Supervisor:
     async def _revive(self, info: JobInfo) -> int:
         runtime = self._runtime
         resume = info.key is not None and runtime.core.is_halted(info.key)
-        if await runtime.journal.write([Revive(info.id, resume=resume)]):
+        if await runtime.journal.write([Revive(info.id, resume=resume)], now=runtime.unix_now()):
             await requeue_check(runtime.journal, info.id)  # requeued meanwhile: say so
             raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
         stored = StoredJob(id=info.id, key=info.key, data=info.data, unique=info.unique)
@@ -442,7 +477,7 @@ class Supervisor:
             info = await skip_check(runtime.journal, info.id)
             if info.state != "scheduled":
                 return False
-            await runtime.journal.write([Discard(info.id, SKIPPED_TEXT)])
+            await runtime.journal.write([Discard(info.id, SKIPPED_TEXT)], now=runtime.unix_now())
             runtime.core.unschedule(discarded=True)
         runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
         runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
@@ -495,7 +530,9 @@ class Supervisor:
         head = core.head(lane)
         waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
         try:
-            superseded = await runtime.journal.write([Discard(info.id, SKIPPED_TEXT)])
+            superseded = await runtime.journal.write(
+                [Discard(info.id, SKIPPED_TEXT)], now=runtime.unix_now()
+            )
         except BaseException:
             core.unskip(info.id, info.key)
             runtime.wake(lane)
@@ -674,26 +711,36 @@ class Supervisor:
             raise SupervisorClosed("the supervisor has stopped")
 
     async def _accept(
-        self, key: str | None, payload: object, unique: object, delay: object, at: object
+        self,
+        key: str | None,
+        payload: object,
+        unique: object,
+        unique_for: object,
+        delay: object,
+        at: object,
     ) -> int:
         self._check_open()
         core = self._runtime.core
         unique = validate_unique(unique)
+        window = validate_unique_for(unique_for, unique)
         due = due_time(delay, at, core.unix_time(trio.current_time()))
         data = self._encode(payload)
         if due is not None:
-            return await self._schedule(key, data, unique, due)
-        entry = core.reserve(key, data, unique)
+            return await self._schedule(key, data, unique, window, due)
+        entry = core.reserve(key, data, unique, window)
         await self._journal([entry])
         return entry.id
 
-    async def _schedule(self, key: str | None, data: bytes, unique: str | None, due: float) -> int:
+    async def _schedule(
+        self, key: str | None, data: bytes, unique: str | None, window: float | None, due: float
+    ) -> int:
         """Journal a scheduled job; the scheduler task promotes it when it is due."""
         runtime = self._runtime
         job_id = runtime.core.schedule()
-        await runtime.journal.write(
-            [Append(job_id=job_id, key=key, data=data, unique=unique, due_at=due)]
+        append = Append(
+            job_id=job_id, key=key, data=data, unique=unique, unique_for=window, due_at=due
         )
+        await runtime.journal.write([append], now=runtime.unix_now())
         runtime.core.scheduled()
         runtime.schedule.noticed(runtime.core.clock_time(due))
         if runtime.closed:
@@ -789,7 +836,13 @@ class Supervisor:
             if due:
                 first = Due(entry.id, entry.place)
             elif requeue_of is None:
-                first = Append(job_id=entry.id, key=entry.key, data=entry.data, unique=entry.unique)
+                first = Append(
+                    job_id=entry.id,
+                    key=entry.key,
+                    data=entry.data,
+                    unique=entry.unique,
+                    unique_for=entry.unique_for,
+                )
             else:
                 first = Requeue(requeue_of, entry.id)
             changes.append(first)
@@ -799,7 +852,7 @@ class Supervisor:
                 changes.append(mark)
                 starting.append((entry, mark))
         try:
-            superseded = await runtime.journal.write(changes)
+            superseded = await runtime.journal.write(changes, now=runtime.unix_now())
             if requeue_of is not None and changes[0] in superseded:
                 raise _Superseded
         except BaseException as exc:
@@ -1018,9 +1071,9 @@ def _given(value: _T | None) -> _T:
     return value
 
 
-def _plain(args: tuple[object, ...]) -> tuple[str | int | None, ...]:
+def _plain(args: tuple[object, ...]) -> tuple[str | int | float | None, ...]:
     """An error's arguments as the journal can store them."""
-    return tuple(arg if isinstance(arg, str | int | None) else str(arg) for arg in args)
+    return tuple(arg if isinstance(arg, str | int | float | None) else str(arg) for arg in args)
 
 
 def _raise_unwrapped(errors: list[BaseException]) -> NoReturn:

@@ -145,12 +145,14 @@ class FaultyJournal:
     async def open(self) -> Recovery:
         return await self.inner.open()
 
-    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]:
         if self.fail(changes):
             await trio.lowlevel.checkpoint()
             self.failures += 1
             raise JournalError("injected failure")
-        return await self.inner.write(changes)
+        return await self.inner.write(changes, now=now)
 
     async def load(self, key: str, after: int, limit: int) -> Sequence[StoredJob]:
         return await self.inner.load(key, after, limit)

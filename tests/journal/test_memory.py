@@ -214,9 +214,25 @@ async def test_check_journal_runs_every_kit_test_as_a_plain_function() -> None:
     await check_journal(MemoryJournal)
 
     class Hiding(MemoryJournal):
-        async def write(self, changes: Sequence[Change]) -> list[Change]:
-            await super().write(changes)
+        async def write(
+            self, changes: Sequence[Change], *, now: float | None = None
+        ) -> list[Change]:
+            await super().write(changes, now=now)
             return []  # as if every change had applied
 
     with pytest.raises(AssertionError, match=r"^JournalConformance\.test_\w+: "):
         await check_journal(Hiding)
+
+
+async def test_ended_reservations_are_forgotten() -> None:
+    """Reservations whose windows ended do not pile up in memory: the next write forgets them."""
+    journal = MemoryJournal()
+    await journal.open()
+    for n in range(1, 101):
+        await journal.write(
+            [Append(job_id=n, key="k", data=b"", unique=f"u{n}", unique_for=5.0), Complete(n)],
+            now=float(n),
+        )
+    assert len(journal._reserved) <= 5  # the window: 5 s, one job a second
+    await journal.write([Halt("h")], now=1_000.0)
+    assert (journal._reserved, journal._expiry) == ({}, [])

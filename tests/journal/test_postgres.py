@@ -44,7 +44,14 @@ async def test_open_creates_the_schema_and_its_tables(pg_dsn: str, pg_schema: st
     assert tables(pg_dsn, pg_schema) == []
     await journal.open()
     await journal.aclose()
-    assert tables(pg_dsn, pg_schema) == ["commands", "halted", "jobs", "meta", "processes"]
+    assert tables(pg_dsn, pg_schema) == [
+        "commands",
+        "halted",
+        "jobs",
+        "meta",
+        "processes",
+        "uniques",
+    ]
     assert sql(pg_dsn, f"SELECT version, high_id, owner FROM {pg_schema}.meta") == [(3, 0, None)]
 
 
@@ -413,16 +420,60 @@ async def test_a_version_2_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
         assert recovery.halted == frozenset({"k", "p", "idle"})
         [dead] = await journal.dead_letters()
         assert (dead.id, dead.unique, dead.last_error) == (1, "u-1", "ValueError: one")
+        with pytest.raises(inturn.DuplicateError) as caught:  # still held by job 2
+            await journal.write([Append(job_id=5, key="x", data=b"", unique="u-2")])
+        assert (caught.value.job_id, caught.value.until) == (2, None)
+        await journal.write([Append(job_id=5, key="x", data=b"", unique="u-1")])  # free
         await journal.write([Discard(4, "E: four", halt=True)])
         keys = await journal.keys(now=0.0)
         assert [(k.key, k.halted_by, k.halt_error) for k in keys] == [
             ("k", None, None),
+            ("x", None, None),
             ("idle", None, None),
             ("p", 4, "E: four"),
         ]
     finally:
         await journal.aclose()
-    assert [k.key for k in reader.keys(now=0.0)] == ["k", "idle", "p"]
+    assert [k.key for k in reader.keys(now=0.0)] == ["k", "x", "idle", "p"]
+
+
+async def test_two_transactions_taking_one_key_cannot_both_win(pg_dsn: str, pg_schema: str) -> None:
+    """The reservation is the primary key's to decide: of two transactions taking one ended reservation at once, the second waits for the first and then finds it taken."""
+    from inturn.journal._uniques import Uniques
+
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await journal.open()
+    await journal.aclose()  # the tables, empty
+    sql(pg_dsn, f"INSERT INTO {pg_schema}.uniques VALUES ('u', 1, 10.0)")  # ended at 10
+    uniques = Uniques("%s")
+    first = psycopg.connect(pg_dsn, autocommit=True)
+    second = psycopg.connect(pg_dsn, autocommit=True)
+    try:
+        for connection in (first, second):
+            connection.execute(f"SET search_path TO {pg_schema}")
+            connection.execute("BEGIN")
+        assert uniques.reserve(first, "u", 2, 20.0) is None  # takes it over, uncommitted
+
+        async def take_second() -> inturn.DuplicateError | None:
+            return await trio.to_thread.run_sync(uniques.reserve, second, "u", 3, 20.0)
+
+        async with trio.open_nursery() as nursery:
+            results: list[inturn.DuplicateError | None] = []
+
+            async def run() -> None:
+                results.append(await take_second())
+
+            nursery.start_soon(run)
+            await trio.sleep(0.3)
+            assert results == []  # it waits on the row
+            first.execute("COMMIT")
+        [refused] = results
+        assert refused is not None
+        assert (refused.job_id, refused.until) == (2, None)
+        second.execute("ROLLBACK")
+    finally:
+        first.close()
+        second.close()
 
 
 @pytest.mark.parametrize(

@@ -410,7 +410,7 @@ def version_and_columns(path: Path) -> tuple[int, list[str]]:
 
 
 async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path: Path) -> None:
-    """Opening a version-1 journal adds the columns of versions 2 to 4 (what halted a key, places and due times) and sets version 4; its jobs, dead letters and halts are kept, in id order."""
+    """Opening a version-1 journal adds the columns of versions 2 to 4 (what halted a key, dedup windows, places and due times) and sets version 4; its jobs, dead letters and halts are kept, in id order."""
     path = tmp_path / "jobs.db"
     make_version_1_file(path)
     journal = inturn.SQLiteJournal(path)
@@ -420,7 +420,8 @@ async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path:
             4,
             [
                 *("id", "key", "unique_key", "data", "attempts", "state", "error"),
-                *("accepted_at", "finished_at", "retry_at", "stopped_during", "seq", "due_at"),
+                *("accepted_at", "finished_at", "retry_at", "stopped_during", "unique_for"),
+                *("seq", "due_at"),
             ],
         )
         assert [(job.id, job.attempts, job.unique) for job in recovery.jobs] == [
@@ -477,7 +478,12 @@ async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
     journal = inturn.SQLiteJournal(path)
     await journal.open()
     try:
-        assert version_and_columns(path)[1][-3:] == ["stopped_during", "seq", "due_at"]
+        assert version_and_columns(path)[1][-4:] == [
+            "stopped_during",
+            "unique_for",
+            "seq",
+            "due_at",
+        ]
         await journal.write([MarkAttempt(1, 3), Discard(1, "E", stopped_during=3)])
         info = await journal.job(1)
         assert info is not None
@@ -518,6 +524,34 @@ completed; dead letter 6 of key "d".  Jobs 1 to 6 hold unique keys "u-1" to
 "u-6"."""
 
 
+def uniques(path: str | Path) -> list[tuple[str, int, float | None]]:
+    """The unique keys reserved in the file: key, holder, until."""
+    connection = sqlite3.connect(path)
+    try:
+        return connection.execute("SELECT * FROM uniques ORDER BY unique_key").fetchall()
+    finally:
+        connection.close()
+
+
+async def test_ended_reservations_are_deleted_as_commits_go_on(tmp_path: Path) -> None:
+    """Reservations whose windows ended do not stay in the file: each commit deletes some, and a key taken again takes its row over."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db")
+    await journal.open()
+    try:
+        for n in range(1, 201):  # 200 keys, each reserved for 10 s after its job completed
+            await journal.write(
+                [Append(job_id=n, key="k", data=b"", unique=f"u{n}", unique_for=10.0), Complete(n)],
+                now=float(n),
+            )
+        assert len(uniques(journal.path)) <= 11  # each commit deleted those ended by then
+        await journal.write([Append(job_id=500, key="k", data=b"", unique="u200")], now=300.0)
+        for _ in range(3):
+            await journal.write([Halt("h")], now=300.0)
+        assert uniques(journal.path) == [("u200", 500, None)]
+    finally:
+        await journal.aclose()
+
+
 def version_3_file(tmp_path: Path) -> Path:
     path = tmp_path / "jobs.db"
     shutil.copyfile(VERSION_3, path)
@@ -537,6 +571,7 @@ async def test_a_version_3_file_is_upgraded_on_open(tmp_path: Path) -> None:
             (4, "u-4"),
         ]
         assert (recovery.next_id, recovery.halted) == (7, frozenset({"k", "p"}))
+        assert uniques(path) == [("u-2", 2, None), ("u-3", 3, None), ("u-4", 4, None)]
         assert [(info.id, info.last_error) for info in await journal.dead_letters()] == [
             (1, "ValueError: one"),
             (6, "ValueError: six"),
@@ -546,6 +581,14 @@ async def test_a_version_3_file_is_upgraded_on_open(tmp_path: Path) -> None:
             ("k", True, None, None),  # version 3 did not record it
             ("p", True, None, None),
         ]
+        # its unfinished jobs' unique keys are still held; the others are free
+        for unique, holder in [("u-2", 2), ("u-3", 3), ("u-4", 4)]:
+            with pytest.raises(inturn.DuplicateError) as caught:
+                await journal.write([Append(job_id=9, key="x", data=b"", unique=unique)])
+            assert (caught.value.job_id, caught.value.until) == (holder, None)
+        await journal.write(
+            [Append(job_id=n, key="x", data=b"", unique=f"u-{n - 6}") for n in (7, 11, 12)]
+        )
         await journal.write([Resume("k"), MarkAttempt(2, 1), Discard(2, "E: two", halt=True)])
         [_, halted] = await journal.keys(state="halted", now=0.0)  # k has no jobs left
         assert (halted.key, halted.halted_by, halted.halt_error) == ("k", 2, "E: two")
@@ -553,6 +596,7 @@ async def test_a_version_3_file_is_upgraded_on_open(tmp_path: Path) -> None:
         await journal.aclose()
     assert [(k.key, k.halted_by) for k in SQLiteReader(path).keys(now=0.0)] == [
         ("p", None),
+        ("x", None),
         ("k", 2),
     ]
 

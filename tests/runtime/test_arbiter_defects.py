@@ -34,12 +34,12 @@ class FirstWriteFails(FaultyJournal):
     gate: trio.Event = attrs.field(factory=trio.Event)
     writes: int = 0
 
-    async def write(self, changes):
+    async def write(self, changes, *, now=None):
         self.writes += 1
         if self.writes == 1:
             await self.gate.wait()
             raise inturn.JournalError("injected failure")
-        return await self.inner.write(changes)
+        return await self.inner.write(changes, now=now)
 
 
 @attrs.define(eq=False)
@@ -471,12 +471,12 @@ class HoldWrites(FaultyJournal):
     def gate(self, kind: type) -> None:
         self.gates[kind], self.held[kind] = trio.Event(), trio.Event()
 
-    async def write(self, changes):
+    async def write(self, changes, *, now=None):
         for kind, gate in self.gates.items():
             if self.armed and any(isinstance(change, kind) for change in changes):
                 self.held[kind].set()
                 await gate.wait()
-        return await self.inner.write(changes)
+        return await self.inner.write(changes, now=now)
 
 
 @pytest.mark.parametrize(

@@ -26,11 +26,13 @@ class HookedJournal(FaultyJournal):
     before_append: Callable[[], Awaitable[None]] | None = None
     after_append: Callable[[], None] | None = None
 
-    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]:
         is_append = any(isinstance(change, Append) for change in changes)
         if is_append and self.before_append is not None:
             await self.before_append()
-        superseded = await super().write(changes)
+        superseded = await super().write(changes, now=now)
         if is_append and self.after_append is not None:
             self.after_append()
         return superseded

@@ -246,10 +246,12 @@ class _GatedJournal(FaultyJournal):
         self.gate = trio.Event()
         self.gated = False
 
-    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]:
         if self.gated:
             await self.gate.wait()
-        return await super().write(changes)
+        return await super().write(changes, now=now)
 
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()

@@ -703,11 +703,13 @@ class HoldingJournal(FaultyJournal):
     """Set once a held write waits."""
     release: trio.Event = attrs.field(factory=trio.Event)
 
-    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]:
         if self.hold(changes):
             self.holding.set()
             await self.release.wait()
-        return await super().write(changes)
+        return await super().write(changes, now=now)
 
 
 async def test_skip_while_the_heads_start_is_being_journaled_never_runs_the_handler(
@@ -1206,11 +1208,13 @@ async def test_pause_of_a_key_that_drains_while_the_halt_is_journaled_still_halt
 
     @attrs.define(eq=False)
     class SlowHalts(FaultyJournal):
-        async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
+        async def write(
+            self, changes: Sequence[Change], *, now: float | None = None
+        ) -> Sequence[Change]:
             if any(isinstance(change, Halt) for change in changes):
                 writing.set()
                 await gate.wait()
-            return await super().write(changes)
+            return await super().write(changes, now=now)
 
     journal = SlowHalts(inturn.MemoryJournal())
     async with inturn.open_supervisor(script, journal=journal, idle_timeout=0) as sup:

@@ -302,11 +302,13 @@ class GatedJournal(FaultyJournal):
     """Called with each batch once the inner journal stored it."""
     pages: list[list[int]] = attrs.field(factory=list)
 
-    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]:
         if self.hold_write(changes):
             self.writing.set()
             await self.write_gate.wait()
-        superseded = await self.inner.write(changes)
+        superseded = await self.inner.write(changes, now=now)
         self.wrote(changes)
         return superseded
 

@@ -20,9 +20,11 @@ class CountingJournal(FaultyJournal):
         super().__init__(inturn.MemoryJournal(), fail=lambda changes: fail)
         self.writes: list[Sequence[Change]] = []
 
-    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]:
         self.writes.append(list(changes))
-        return await super().write(changes)
+        return await super().write(changes, now=now)
 
     def appends_per_write(self) -> list[int]:
         """How many jobs each write that accepted jobs accepted."""

@@ -158,11 +158,13 @@ class _HeldWrites(inturn.MemoryJournal):
         self.gate = trio.Event()
         self.waiting = trio.Event()
 
-    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]:
         if any(isinstance(change, Append) for change in changes):
             self.waiting.set()
             await self.gate.wait()
-        return await super().write(changes)
+        return await super().write(changes, now=now)
 
 
 async def test_a_send_journaled_as_the_supervisor_stops_gives_its_start_back() -> None:

@@ -16,7 +16,14 @@ import trio
 
 from ..errors import JournalError
 from ..info import JobInfo, KeyFilter, KeyInfo
-from ._reads import check_dead_letters, check_job_id, check_jobs, check_keys, check_scheduled
+from ._reads import (
+    check_dead_letters,
+    check_job_id,
+    check_jobs,
+    check_keys,
+    check_now,
+    check_scheduled,
+)
 from ._thread import JournalThread
 from .records import Answer, Change, Command, StoredJob
 
@@ -54,9 +61,10 @@ class ThreadedJournal(Generic[_C]):
         """How error messages name this journal."""
         raise NotImplementedError
 
-    async def write(self, changes: Sequence[Change]) -> list[Change]:
+    async def write(self, changes: Sequence[Change], *, now: float | None = None) -> list[Change]:
+        check_now(now)
         await trio.lowlevel.checkpoint_if_cancelled()
-        return await self._open_worker().write(changes)
+        return await self._open_worker().write(changes, now)
 
     async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
         return await self._read(

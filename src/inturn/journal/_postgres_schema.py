@@ -7,8 +7,12 @@ journals and other applications' tables beside them.
 
 Rows: one per unfinished or discarded job (``state`` pending or dead), as in
 the SQLite file; completed jobs are deleted, so the table does not grow with
-the number of jobs ever run.  A partial unique index over pending jobs makes
-"check the unique key and insert" one atomic step.  ``meta.high_id`` records
+the number of jobs ever run.  ``uniques`` has a row per reserved unique key,
+as in the SQLite file: its primary key makes "check the unique key and take
+it" one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` (the reservation ended),
+which two writers cannot both win, and it outlives a completed job's row or
+a purged dead letter.  (The partial unique index over pending jobs stays, as
+a second guard.)  ``meta.high_id`` records
 the highest id ever used, so ids never repeat even after the newest row is
 deleted.  Times are Unix seconds, as the runtime reads them.
 
@@ -22,8 +26,9 @@ finds another owner or epoch there, and writes nothing (`PostgresJournal`).
 a `Due` gave it), NULL while the job is scheduled (``due_at`` set).
 
 ``meta.version`` is the schema version: 1 had no lease (an advisory lock
-held the journal), 2 no ``seq`` and ``due_at`` and did not record which job's
-discard halted a key (``halted.job_id`` and ``halted.error``); both are upgraded in place; a schema of a version this code
+held the journal), 2 no ``seq`` and ``due_at``, did not record which job's
+discard halted a key (``halted.job_id`` and ``halted.error``) and had no dedup
+windows (``jobs.unique_for``, ``uniques``); both are upgraded in place; a schema of a version this code
 does not know is refused untouched, with the version in the message.
 
 psycopg is an extra (``pip install 'inturn[postgres]'``): it is imported here,
@@ -84,11 +89,14 @@ CREATE TABLE jobs (
     finished_at double precision,
     retry_at double precision,
     stopped_during integer,
+    unique_for double precision,
     seq bigint,
     due_at double precision
 );
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
+CREATE TABLE uniques (unique_key text PRIMARY KEY, job_id bigint NOT NULL, until double precision);
+CREATE INDEX uniques_until ON uniques (until) WHERE until IS NOT NULL;
 CREATE INDEX jobs_queued ON jobs (key, seq) WHERE state = 'pending' AND seq IS NOT NULL;
 CREATE INDEX jobs_scheduled ON jobs (due_at, id) WHERE state = 'pending' AND seq IS NULL;
 CREATE INDEX jobs_dead ON jobs (id) WHERE state = 'dead';
@@ -115,18 +123,24 @@ _UPGRADES: Final = {
         " started_at timestamptz NOT NULL DEFAULT clock_timestamp(),"
         " expires_at timestamptz NOT NULL)",
     ),
-    2: (  # version 3: places and due times; what halted a key
-        "ALTER TABLE jobs ADD COLUMN seq bigint, ADD COLUMN due_at double precision",
+    2: (  # version 3: what halted a key; dedup windows; places and due times
+        "ALTER TABLE jobs ADD COLUMN unique_for double precision, ADD COLUMN seq bigint,"
+        " ADD COLUMN due_at double precision",
         "UPDATE jobs SET seq = id",  # every job so far runs in id order
         "DROP INDEX IF EXISTS jobs_pending_by_key",
         "CREATE INDEX jobs_queued ON jobs (key, seq) WHERE state = 'pending' AND seq IS NOT NULL",
         "CREATE INDEX jobs_scheduled ON jobs (due_at, id) WHERE state = 'pending' AND seq IS NULL",
         "ALTER TABLE halted ADD COLUMN job_id bigint, ADD COLUMN error text",
+        "CREATE TABLE uniques (unique_key text PRIMARY KEY, job_id bigint NOT NULL,"
+        " until double precision)",
+        "CREATE INDEX uniques_until ON uniques (until) WHERE until IS NOT NULL",
+        "INSERT INTO uniques (unique_key, job_id) SELECT unique_key, id FROM jobs"
+        " WHERE state = 'pending' AND unique_key IS NOT NULL",
     ),
 }
 """What turns each version into the next."""
 
-_TABLES_ADDED: Final = {2: {"processes"}}
+_TABLES_ADDED: Final = {2: {"processes"}, 3: {"uniques"}}
 """The tables each version added: a schema of an older version has none of them."""
 
 COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at, seq, due_at"

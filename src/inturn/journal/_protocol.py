@@ -43,7 +43,8 @@ class Journal(Protocol):
 
     * ``write`` applies a batch of changes and returns only once they are
       durable (as durable as the journal promises).  A batch that breaks a
-      rule raises and applies nothing.  Job ids are chosen by the supervisor,
+      rule raises and applies nothing: a unique key reserved by another job
+      (unfinished, or finished within its ``unique_for``) is `DuplicateError`.  Job ids are chosen by the supervisor,
       increasing in acceptance order, starting at ``Recovery.next_id``: an
       ``Append`` whose id is not above every id appended before (in the same
       batch too) is refused, and so is a change naming a job id never
@@ -83,8 +84,20 @@ class Journal(Protocol):
         """Claim the journal for one supervisor and return what it holds."""
         ...
 
-    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
-        """Apply *changes* atomically, in order; return the superseded ones (usually none)."""
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]:
+        """Apply *changes* atomically, in order; return the superseded ones (usually none).
+
+        *now* is the writer's Unix time (None: the journal's ``time.time()``).
+        It dates and judges unique keys' reservations: a job finishing in
+        this batch reserves its key until ``now + unique_for``, and a
+        reservation ending at or before *now* is free.  The writer's, not the
+        journal's clock, so that a supervisor on trio's mock clock sees its
+        windows pass in virtual time, and the check and the insert stay one
+        atomic step in the journal.  Times the journal shows operators
+        (``accepted_at``, ``finished_at``) stay its own clock's.
+        """
         ...
 
     async def load(self, key: str, after: int, limit: int) -> Sequence[StoredJob]:

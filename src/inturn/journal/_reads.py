@@ -22,6 +22,7 @@ __all__ = [
     "check_jobs",
     "check_keys",
     "check_scheduled",
+    "check_now",
     "halted_key_info",
     "info",
     "job_state",
@@ -66,6 +67,12 @@ def check_keys(state: object, limit: object, now: object) -> None:
         raise ValueError(f"state must be None or one of {KEY_FILTERS}, not {state!r}")
     check_count("limit", limit, minimum=1)
     check_number("now", now)
+
+
+def check_now(now: object) -> None:
+    """Raise TypeError or ValueError unless *now*, ``Journal.write``'s, is None or a finite number."""
+    if now is not None:
+        check_number("now", now)
 
 
 def check_job_id(job_id: object) -> None:

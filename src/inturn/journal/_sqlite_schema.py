@@ -6,8 +6,13 @@ connection (checking the path, rolling back, naming an SQLite failure).
 
 Rows: one per unfinished or discarded job (``state`` pending or dead);
 completed jobs are deleted, so the file does not grow with the number of jobs
-ever run.  A partial unique index over pending jobs makes "check the unique
-key and insert" one atomic step.  ``AUTOINCREMENT`` records the highest id
+ever run.  ``uniques`` has a row per reserved unique key: its holder, and
+(once that job finished, with a ``unique_for`` window) the Unix time it is
+reserved until.  Its primary key makes "check the unique key and take it"
+one statement (an upsert that takes over only an ended reservation), and
+outlives the deleted row of a completed job or a purged dead letter; ended
+reservations are deleted as they are taken over, and a few at each commit.
+(The partial unique index over pending jobs stays, as a second guard.)  ``AUTOINCREMENT`` records the highest id
 ever used, so ids never repeat even after the newest row is deleted.
 
 ``seq`` is a job's place in its key's sequence (its id, or the number a
@@ -15,9 +20,10 @@ ever used, so ids never repeat even after the newest row is deleted.
 
 Schema versions (``PRAGMA user_version``): 1 had no ``retry_at``, 2 no
 ``stopped_during`` and no ``commands`` (the operators' inbox, `_sqlite_inbox`); 3 had
-no ``seq`` and ``due_at``, and did not record which job's discard halted a key
-(``halted.job_id`` and ``halted.error``, read as NULL for its halts).
-`SQLiteJournal.open` upgrades them in one transaction.
+no ``seq`` and ``due_at``, did not record which job's discard halted a key
+(``halted.job_id`` and ``halted.error``, read as NULL for its halts) and had
+no dedup windows (``jobs.unique_for``, ``uniques``: filled from its unfinished
+jobs).  `SQLiteJournal.open` upgrades them in one transaction.
 Any other version is refused untouched.
 """
 
@@ -60,11 +66,13 @@ CREATE TABLE jobs (
     finished_at REAL,
     retry_at REAL,
     stopped_during INTEGER,
+    unique_for REAL,
     seq INTEGER,
     due_at REAL
 );
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
+CREATE TABLE uniques (unique_key TEXT PRIMARY KEY, job_id INTEGER NOT NULL, until REAL);
 CREATE TABLE halted (key TEXT PRIMARY KEY, job_id INTEGER, error TEXT);
 CREATE TABLE commands (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -94,6 +102,7 @@ _JOBS: Final[tuple[_Column, ...]] = (
     ("finished_at", "REAL", False, False),
     ("retry_at", "REAL", False, False),  # version 2
     ("stopped_during", "INTEGER", False, False),  # version 3
+    ("unique_for", "REAL", False, False),  # version 4
     ("seq", "INTEGER", False, False),  # version 4
     ("due_at", "REAL", False, False),  # version 4
 )
@@ -101,6 +110,11 @@ _HALTED: Final[tuple[_Column, ...]] = (
     ("key", "TEXT", False, True),
     ("job_id", "INTEGER", False, False),  # version 4
     ("error", "TEXT", False, False),  # version 4
+)
+_UNIQUES: Final[tuple[_Column, ...]] = (  # version 4
+    ("unique_key", "TEXT", False, True),
+    ("job_id", "INTEGER", True, False),
+    ("until", "REAL", False, False),
 )
 _COMMANDS: Final[tuple[_Column, ...]] = (
     ("id", "INTEGER", False, True),
@@ -118,7 +132,7 @@ _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
     1: {"jobs": _JOBS[:9], "halted": _HALTED[:1]},
     2: {"jobs": _JOBS[:10], "halted": _HALTED[:1]},
     3: {"jobs": _JOBS[:11], "halted": _HALTED[:1], "commands": _COMMANDS},
-    4: {"jobs": _JOBS, "halted": _HALTED, "commands": _COMMANDS},
+    4: {"jobs": _JOBS, "halted": _HALTED, "commands": _COMMANDS, "uniques": _UNIQUES},
 }
 """The tables of each schema version this code reads, column by column: a
 file that has them reads as inturn expects, while a view or another type
@@ -137,6 +151,8 @@ INDEXES: Final = (
     # `dead_letters`, with and without a key
     "CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead'",
     "CREATE INDEX IF NOT EXISTS jobs_dead_by_key ON jobs (key, id) WHERE state = 'dead'",
+    # reservations that end, to delete them once they have
+    "CREATE INDEX IF NOT EXISTS uniques_until ON uniques (until) WHERE until IS NOT NULL",
 )
 """Created on open if missing, as files made by earlier versions lack some;
 an index changes no row, so it needs no version bump."""
@@ -227,13 +243,17 @@ _UPGRADES: Final = {
         " job_id INTEGER, key TEXT, older_than REAL, submitted_at REAL NOT NULL,"
         " taken_at REAL, answered_at REAL, answer TEXT)",
     ),
-    3: (  # version 4: places and due times; what halted a key
+    3: (  # version 4: what halted a key; dedup windows; places and due times
+        "ALTER TABLE jobs ADD COLUMN unique_for REAL",
         "ALTER TABLE jobs ADD COLUMN seq INTEGER",
         "ALTER TABLE jobs ADD COLUMN due_at REAL",
         "UPDATE jobs SET seq = id",  # every job so far runs in id order
         "DROP INDEX IF EXISTS jobs_pending_by_key",  # by (key, seq) now: `INDEXES`
         "ALTER TABLE halted ADD COLUMN job_id INTEGER",
         "ALTER TABLE halted ADD COLUMN error TEXT",
+        "CREATE TABLE uniques (unique_key TEXT PRIMARY KEY, job_id INTEGER NOT NULL, until REAL)",
+        "INSERT INTO uniques (unique_key, job_id) SELECT unique_key, id FROM jobs"
+        " WHERE state = 'pending' AND unique_key IS NOT NULL",
     ),
 }
 """What turns each version into the next."""

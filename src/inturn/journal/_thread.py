@@ -40,7 +40,7 @@ import trio.testing
 
 from ..errors import JournalError, LeaseLost
 from ..info import JobInfo, KeyFilter, KeyInfo
-from .records import Change
+from .records import Append, Change, Requeue, Revive
 
 __all__ = [
     "JournalThread",
@@ -49,6 +49,7 @@ __all__ = [
     "SyncReads",
     "ThreadedReader",
     "autojumping",
+    "needs_savepoint",
     "off_thread",
     "refuse",
 ]
@@ -63,6 +64,8 @@ class Request:
 
     changes: Sequence[Change]
     task: trio.lowlevel.Task
+    now: float
+    """The writer's Unix time (see `inturn.Journal.write`)."""
     error: BaseException | None = None
     """The verdict, set on the journal's thread: None if committed."""
     superseded: list[Change] = attrs.field(factory=list)
@@ -81,6 +84,20 @@ class Read(Generic[_C]):
     error: BaseException | None = None
     spinning: bool = False
     done: bool = False
+
+
+def needs_savepoint(changes: Sequence[Change]) -> bool:
+    """Whether a batch needs a savepoint of its own to be refused alone.
+
+    A batch of several changes does; so does one change that takes a unique
+    key, whose check (the reservation) and row are two statements.
+    """
+    if len(changes) != 1:
+        return True
+    only = changes[0]
+    return isinstance(only, Requeue | Revive) or (
+        isinstance(only, Append) and only.unique is not None
+    )
 
 
 def refuse(group: Sequence[Request], error: JournalError) -> None:
@@ -182,10 +199,15 @@ class JournalThread(Generic[_C]):
     # the interrupt arrives at the caller's next checkpoint instead.
 
     @trio.lowlevel.enable_ki_protection
-    async def write(self, changes: Sequence[Change]) -> list[Change]:
+    async def write(self, changes: Sequence[Change], now: float | None = None) -> list[Change]:
         if self.broken is not None:
             raise self.refusal() from self.broken
-        request = Request(changes, trio.lowlevel.current_task(), spinning=autojumping())
+        request = Request(
+            changes,
+            trio.lowlevel.current_task(),
+            time.time() if now is None else now,
+            spinning=autojumping(),
+        )
         self._requests.put(request)
         # Once queued, the batch is committed or refused as a whole: wait for
         # the verdict even if cancelled (Abort.FAILED), so the caller never

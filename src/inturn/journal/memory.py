@@ -24,6 +24,7 @@ from ._reads import (
     check_job_id,
     check_jobs,
     check_keys,
+    check_now,
     check_scheduled,
     halted_key_info,
     job_state,
@@ -74,6 +75,7 @@ class _Row:
     finished_at: float | None = None
     """Set when discarded: the row is a dead letter then."""
     stopped_during: int | None = None
+    unique_for: float | None = None
     seq: int | None = None
     """Its place, if not its id (given by `Due`)."""
     due_at: float | None = None
@@ -135,6 +137,11 @@ class MemoryJournal:
     _scheduled: dict[int, None] = attrs.field(factory=dict, init=False)
     """Ids of scheduled jobs (in no sequence yet)."""
     _unique: dict[str, int] = attrs.field(factory=dict, init=False)
+    """Each unique key an unfinished job holds: that job's id."""
+    _reserved: dict[str, tuple[int, float]] = attrs.field(factory=dict, init=False)
+    """Unique keys reserved after their job finished: its id, and until when (Unix time)."""
+    _expiry: list[tuple[float, str]] = attrs.field(factory=list, init=False)
+    """A heap of (until, unique key): how `_reserved` forgets ended reservations."""
     _dead: dict[int, _Row] = attrs.field(factory=dict, init=False)
     """Dead letters, in the order they were discarded."""
     _halted: dict[str, tuple[int, str] | None] = attrs.field(factory=dict, init=False)
@@ -192,19 +199,24 @@ class MemoryJournal:
                 page.append(row.stored(job_id))
         return page
 
-    async def write(self, changes: Sequence[Change]) -> Sequence[Change]:
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]:
+        check_now(now)
         # A cancellation point, not a schedule point: there is nothing to wait
         # for, and the runtime yields where fairness needs it.
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
-        superseded = self._check(changes)  # the whole batch first: all or nothing
+        clock = time.time() if now is None else now
+        superseded = self._check(changes, clock)  # the whole batch first: all or nothing
+        self._expire(clock)
         if not superseded:
             for change in changes:
-                self._apply(change)
+                self._apply(change, clock)
             return _NONE
         for position, change in enumerate(changes):
             if position not in superseded:
-                self._apply(change)
+                self._apply(change, clock)
         return [changes[position] for position in sorted(superseded)]
 
     async def aclose(self) -> None:
@@ -364,7 +376,7 @@ class MemoryJournal:
             halt_error=halt_error,
         )
 
-    def _check(self, changes: Sequence[Change]) -> AbstractSet[int]:
+    def _check(self, changes: Sequence[Change], now: float) -> AbstractSet[int]:
         """The positions of *changes* that are superseded; raise, changing nothing, if one is illegal.
 
         Plays the batch forward on a few sets, so each change sees the ones
@@ -386,12 +398,12 @@ class MemoryJournal:
                 starts = only.attempt > found.attempts
                 return {0} if starts and key is not None and key in self._halted else _EMPTY
             if isinstance(only, Append):
-                self._check_append(only)
+                self._check_append(only, now)
                 return _EMPTY
             if isinstance(only, Halt | Resume):
                 return _EMPTY
         if len(changes) == 2:
-            pair = self._check_pair(*changes)
+            pair = self._check_pair(changes[0], changes[1], now)
             if pair is not None:
                 return pair
         appended: dict[int, _Row] = {}  # job id -> its row, as this batch appends it
@@ -404,6 +416,7 @@ class MemoryJournal:
         scheduled: dict[int, bool] = {}  # job id -> still scheduled, as this batch leaves it
         taken: dict[str, int] = {}
         freed: set[str] = set()
+        windows: dict[str, tuple[int, float] | None] = {}  # reservations, as this batch leaves them
         superseded: set[int] = set()
 
         def row(job_id: int) -> _Row | None:
@@ -411,7 +424,8 @@ class MemoryJournal:
                 return None
             return self._jobs.get(job_id) or appended.get(job_id)
 
-        def take(unique: str | None, job_id: int) -> None:
+        def take(unique: str | None, job_id: int, own: int | None = None) -> None:
+            """*job_id* takes *unique*: refused while another job reserves it (not *own*'s reservation)."""
             if unique is None:
                 return
             holder = taken.get(unique)
@@ -419,7 +433,11 @@ class MemoryJournal:
                 holder = self._unique.get(unique)
             if holder is not None:
                 raise DuplicateError(unique, holder)
+            window = windows[unique] if unique in windows else self._reserved.get(unique)
+            if window is not None and window[1] > now and window[0] != own:
+                raise DuplicateError(unique, *window)
             taken[unique] = job_id
+            windows[unique] = None
 
         def new_id(job_id: int) -> int:
             if job_id < next_id:
@@ -431,7 +449,11 @@ class MemoryJournal:
                 next_id = new_id(change.job_id)
                 take(change.unique, change.job_id)
                 appended[change.job_id] = _Row(
-                    key=change.key, data=change.data, unique=change.unique, accepted_at=0.0
+                    key=change.key,
+                    data=change.data,
+                    unique=change.unique,
+                    accepted_at=0.0,
+                    unique_for=change.unique_for,
                 )
                 if change.due_at is not None:
                     scheduled[change.job_id] = True
@@ -463,6 +485,8 @@ class MemoryJournal:
                     if found.unique is not None:
                         freed.add(found.unique)
                         taken.pop(found.unique, None)
+                        if found.unique_for is not None:
+                            windows[found.unique] = (job_id, now + found.unique_for)
                     if isinstance(change, Discard):
                         dead.add(job_id)
                         if change.halt and found.key is not None:
@@ -480,14 +504,18 @@ class MemoryJournal:
                     continue
                 letter = self._dead.get(job_id) or self._jobs.get(job_id) or appended[job_id]
                 if isinstance(change, Revive):
-                    take(letter.unique, job_id)
+                    take(letter.unique, job_id, own=job_id)
                     if change.resume and letter.key is not None:
                         halted[letter.key] = False
                     continue
                 next_id = new_id(change.new_id)
-                take(letter.unique, change.new_id)
+                take(letter.unique, change.new_id, own=job_id)
                 appended[change.new_id] = _Row(
-                    key=letter.key, data=letter.data, unique=letter.unique, accepted_at=0.0
+                    key=letter.key,
+                    data=letter.data,
+                    unique=letter.unique,
+                    accepted_at=0.0,
+                    unique_for=letter.unique_for,
                 )
             elif isinstance(change, Halt):
                 halted[change.key] = True
@@ -495,7 +523,7 @@ class MemoryJournal:
                 halted[change.key] = False
         return superseded
 
-    def _check_pair(self, first: Change, second: Change) -> AbstractSet[int] | None:
+    def _check_pair(self, first: Change, second: Change, now: float) -> AbstractSet[int] | None:
         """The runtime's two hot batches, checked without staging; None for any other pair.
 
         ``Append`` + its start (a send whose job starts next), and
@@ -504,7 +532,7 @@ class MemoryJournal:
         if not isinstance(second, MarkAttempt):
             return None
         if isinstance(first, Append) and second.job_id == first.job_id:
-            self._check_append(first)
+            self._check_append(first, now)
             key = first.key
             return {1} if second.attempt > 0 and key is not None and key in self._halted else _EMPTY
         if isinstance(first, Complete) and second.job_id != first.job_id:
@@ -516,12 +544,24 @@ class MemoryJournal:
             return {1} if starts and key is not None and key in self._halted else _EMPTY
         return None
 
-    def _check_append(self, append: Append) -> None:
+    def _check_append(self, append: Append, now: float) -> None:
         """An `Append` alone against the journal: a fresh id, a free unique key."""
         if append.job_id < self._next_id:  # every id ever appended is below it
             raise JournalError(f"job id {append.job_id} was used before")
-        if append.unique is not None and append.unique in self._unique:
-            raise DuplicateError(append.unique, self._unique[append.unique])
+        unique = append.unique
+        if unique is not None and unique in self._unique:
+            raise DuplicateError(unique, self._unique[unique])
+        window = None if unique is None else self._reserved.get(unique)
+        if unique is not None and window is not None and window[1] > now:
+            raise DuplicateError(unique, *window)
+
+    def _expire(self, now: float) -> None:
+        """Forget the reservations that ended by *now*: they no longer hold anything."""
+        while self._expiry and self._expiry[0][0] <= now:
+            _, unique = heapq.heappop(self._expiry)
+            window = self._reserved.get(unique)
+            if window is not None and window[1] <= now:
+                del self._reserved[unique]
 
     @staticmethod
     def _check_used(job_id: int, next_id: int) -> None:
@@ -529,11 +569,23 @@ class MemoryJournal:
         if job_id >= next_id:
             raise JournalError(f"job {job_id} was never appended")
 
-    def _apply(self, change: Change) -> None:
+    def _apply(self, change: Change, now: float) -> None:
         match change:
-            case Append(job_id=job_id, key=key, data=data, unique=unique, due_at=due_at):
+            case Append(
+                job_id=job_id,
+                key=key,
+                data=data,
+                unique=unique,
+                unique_for=unique_for,
+                due_at=due_at,
+            ):
                 self._jobs[job_id] = _Row(
-                    key=key, data=data, unique=unique, accepted_at=time.time(), due_at=due_at
+                    key=key,
+                    data=data,
+                    unique=unique,
+                    accepted_at=time.time(),
+                    unique_for=unique_for,
+                    due_at=due_at,
                 )
                 if due_at is not None:
                     self._scheduled[job_id] = None
@@ -541,6 +593,7 @@ class MemoryJournal:
                     self._by_key.setdefault(key, {})[job_id] = None
                 if unique is not None:
                     self._unique[unique] = job_id
+                    self._reserved.pop(unique, None)
                 self._next_id = max(self._next_id, job_id + 1)
             case Due(job_id=job_id, seq=seq):
                 del self._scheduled[job_id]
@@ -558,9 +611,9 @@ class MemoryJournal:
                 row.last_error = error
                 row.retry_at = retry_at
             case Complete(job_id=job_id):
-                self._forget(job_id)
+                self._forget(job_id, now)
             case Discard(job_id=job_id, error=error, halt=halt, stopped_during=stopped):
-                row = self._forget(job_id)
+                row = self._forget(job_id, now)
                 row.last_error = error
                 row.stopped_during = stopped
                 row.retry_at = None
@@ -573,7 +626,14 @@ class MemoryJournal:
             case Requeue(job_id=job_id, new_id=new_id):
                 letter = self._dead.pop(job_id)
                 self._apply(
-                    Append(job_id=new_id, key=letter.key, data=letter.data, unique=letter.unique)
+                    Append(
+                        job_id=new_id,
+                        key=letter.key,
+                        data=letter.data,
+                        unique=letter.unique,
+                        unique_for=letter.unique_for,
+                    ),
+                    now,
                 )
             case Revive(job_id=job_id, resume=resume):
                 self._revive(job_id)
@@ -595,6 +655,7 @@ class MemoryJournal:
         self._jobs[job_id] = letter
         if letter.unique is not None:
             self._unique[letter.unique] = job_id
+            self._reserved.pop(letter.unique, None)
         if letter.key is not None:
             ids = self._by_key.setdefault(letter.key, {})
             ids[job_id] = None
@@ -603,10 +664,15 @@ class MemoryJournal:
                     sorted(ids, key=lambda job_id: self._jobs[job_id].place(job_id))
                 )
 
-    def _forget(self, job_id: int) -> _Row:
+    def _forget(self, job_id: int, now: float) -> _Row:
+        """Job *job_id* finished: it holds its unique key no more, or for its window only."""
         job = self._jobs.pop(job_id)
         if job.unique is not None:
             del self._unique[job.unique]
+            if job.unique_for is not None:
+                until = now + job.unique_for
+                self._reserved[job.unique] = (job_id, until)
+                heapq.heappush(self._expiry, (until, job.unique))
         if job_id in self._scheduled:
             del self._scheduled[job_id]
             job.due_at = None

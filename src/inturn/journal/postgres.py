@@ -63,7 +63,16 @@ from ._postgres_schema import (
     ensure_schema,
     stored,
 )
-from ._thread import JournalThread, Read, Request, ThreadedReader, off_thread, refuse
+from ._thread import (
+    JournalThread,
+    Read,
+    Request,
+    ThreadedReader,
+    needs_savepoint,
+    off_thread,
+    refuse,
+)
+from ._uniques import Uniques
 from .records import (
     Answer,
     Append,
@@ -89,6 +98,7 @@ if TYPE_CHECKING:
 __all__ = ["PostgresJournal", "PostgresReader"]
 
 _DIALECT: Final = attrs.evolve(POSTGRES_READS, take=inbox.take, answer=inbox.answer)
+_UNIQUES: Final = Uniques("%s")
 
 
 class _Refused(Exception):
@@ -407,10 +417,12 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         try:
             connection.execute("BEGIN")
             self._fence(connection)
+            _UNIQUES.expire(connection, min(request.now for request in group))
             for request in group:
                 # A batch of one change breaks no rule as an SQL error; a batch
-                # of several needs a savepoint to be refused alone.
-                several = len(request.changes) > 1
+                # of several, or one taking a unique key (two statements),
+                # needs a savepoint to be refused alone.
+                several = needs_savepoint(request.changes)
                 if several:
                     connection.execute("SAVEPOINT batch")
                 try:
@@ -535,7 +547,8 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
     """Apply one batch inside the current transaction; return the next free id.
 
     Superseded changes go to ``request.superseded``.  Raises `_Refused` for a
-    broken rule; `psycopg.Error` for the server failing.
+    broken rule; `psycopg.Error` for the server failing.  Unique keys are
+    judged by the writer's ``request.now``; the times operators read are ours.
     """
     now = time.time()
 
@@ -554,18 +567,25 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
         if job_id < next_id:
             raise _Refused(JournalError(f"{name}: job id {job_id} was used before"))
 
+    def reserve(unique: str | None, job_id: int, own: int | None = None) -> None:
+        refused = _UNIQUES.reserve(connection, unique, job_id, request.now, own)
+        if refused is not None:
+            raise _Refused(refused)
+
     for change in request.changes:
         if isinstance(change, Append):
             new_id(change.job_id)
+            reserve(change.unique, change.job_id)
             scheduled = change.due_at is not None
             inserted = connection.execute(
-                "INSERT INTO jobs (id, key, unique_key, data, accepted_at, seq, due_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (unique_key)"
+                "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq, due_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (unique_key)"
                 " WHERE state = 'pending' AND unique_key IS NOT NULL DO NOTHING",
                 (
                     change.job_id,
                     change.key,
                     change.unique,
+                    change.unique_for,
                     change.data,
                     now,
                     None if scheduled else change.job_id,
@@ -604,21 +624,24 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
                 change.job_id,
             )
         elif isinstance(change, Complete):
-            one(
-                "DELETE FROM jobs WHERE id = %s AND state = 'pending'",
+            done = connection.execute(
+                "DELETE FROM jobs WHERE id = %s AND state = 'pending'"
+                " RETURNING unique_key, unique_for",
                 (change.job_id,),
-                change,
-                change.job_id,
-            )
+            ).fetchone()
+            if done is not None:
+                _UNIQUES.release(connection, done[0], done[1], change.job_id, request.now)
+            settle(done is not None, change, change.job_id)
         elif isinstance(change, Discard):
-            discarded = one(
+            dead = connection.execute(
                 "UPDATE jobs SET state = 'dead', error = %s, finished_at = %s, retry_at = NULL,"
-                " due_at = NULL, stopped_during = %s WHERE id = %s AND state = 'pending'",
+                " due_at = NULL, stopped_during = %s WHERE id = %s AND state = 'pending'"
+                " RETURNING unique_key, unique_for",
                 (change.error, now, change.stopped_during, change.job_id),
-                change,
-                change.job_id,
-            )
-            if discarded and change.halt:
+            ).fetchone()
+            if dead is not None:
+                _UNIQUES.release(connection, dead[0], dead[1], change.job_id, request.now)
+            if settle(dead is not None, change, change.job_id) and change.halt:
                 # The first discard that halts a key names it; a pause does not.
                 connection.execute(
                     "INSERT INTO halted (key, job_id, error) SELECT key, id, error FROM jobs"
@@ -643,9 +666,10 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
             if not settle(dead is not None, change, change.job_id):
                 continue
             assert dead is not None
+            reserve(dead[0], change.new_id, own=change.job_id)
             inserted = connection.execute(
-                "INSERT INTO jobs (id, key, unique_key, data, accepted_at, seq)"
-                " SELECT %s, key, unique_key, data, %s, %s FROM jobs WHERE id = %s"
+                "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq)"
+                " SELECT %s, key, unique_key, unique_for, data, %s, %s FROM jobs WHERE id = %s"
                 " ON CONFLICT (unique_key) WHERE state = 'pending' AND unique_key IS NOT NULL"
                 " DO NOTHING",
                 (change.new_id, now, change.new_id, change.job_id),
@@ -663,9 +687,10 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
                 continue
             assert dead is not None
             unique, key = dead
+            reserve(unique, change.job_id, own=change.job_id)
             if (
                 unique is not None
-                and connection.execute(
+                and connection.execute(  # a second guard, as the partial index is
                     "SELECT 1 FROM jobs WHERE unique_key = %s AND state = 'pending'", (unique,)
                 ).fetchone()
             ):
@@ -691,7 +716,4 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
 
 def _refuse_duplicate(connection: psycopg.Connection[Any], unique: str | None) -> None:
     """Raise `_Refused` with the `DuplicateError` naming *unique*'s holder."""
-    holder = connection.execute(
-        "SELECT id FROM jobs WHERE unique_key = %s AND state = 'pending'", (unique,)
-    ).fetchone()
-    raise _Refused(DuplicateError(unique or "", holder[0] if holder is not None else 0))
+    raise _Refused(_UNIQUES.holder(connection, unique or ""))

@@ -44,12 +44,20 @@ __all__ = [
 
 @attrs.frozen(kw_only=True)
 class Append:
-    """A job was accepted; it is unfinished until `Complete` or `Discard`."""
+    """A job was accepted; it is unfinished until `Complete` or `Discard`.
+
+    Its *unique* key is reserved while it is unfinished and, with
+    *unique_for*, that many seconds longer from when it is completed or
+    discarded (by the ``now`` of that write): an `Append`, `Requeue` or
+    `Revive` of another job that would take a reserved key is refused with
+    `DuplicateError`.
+    """
 
     job_id: int
     key: str | None
     data: bytes
     unique: str | None = None
+    unique_for: float | None = None
     due_at: float | None = None
     """Unix time a *scheduled* job falls due: until a `Due` it holds its
     unique key but is in no key's sequence, so it blocks nothing."""
@@ -131,9 +139,10 @@ class Purge:
 class Requeue:
     """Dead letter *job_id* goes back as unfinished job *new_id*, attempts reset.
 
-    One step: the dead letter is gone and the new job holds its key, data and
-    unique key (`DuplicateError` if an unfinished job holds that now).
-    *new_id* follows the rule of an `Append`'s id.
+    One step: the dead letter is gone and the new job holds its key, data,
+    unique key and window (`DuplicateError` if another job reserves that key
+    now; its own reservation passes to the new job).  *new_id* follows the
+    rule of an `Append`'s id.
     """
 
     job_id: int
@@ -147,8 +156,8 @@ class Revive:
     Its id puts it back where it was accepted, so on a key its discard
     halted it is the head again, before everything queued behind it.  With
     *resume*, its key's halt is lifted in the same step.  Only a dead letter
-    can be revived (superseded otherwise); `DuplicateError` if an unfinished
-    job holds its unique key now.
+    can be revived (superseded otherwise); `DuplicateError` if another job
+    reserves its unique key now.
     """
 
     job_id: int
@@ -281,4 +290,4 @@ class Answer:
 
     result: int | bool | None = None
     error: str | None = None
-    error_args: tuple[str | int | None, ...] = ()
+    error_args: tuple[str | int | float | None, ...] = ()

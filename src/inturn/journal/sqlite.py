@@ -68,7 +68,16 @@ from ._sqlite_schema import (
     stored,
     upgrade,
 )
-from ._thread import JournalThread, Read, Request, ThreadedReader, off_thread, refuse
+from ._thread import (
+    JournalThread,
+    Read,
+    Request,
+    ThreadedReader,
+    needs_savepoint,
+    off_thread,
+    refuse,
+)
+from ._uniques import Uniques
 from .records import (
     Answer,
     Append,
@@ -91,6 +100,7 @@ from .records import (
 __all__ = ["SQLiteJournal", "SQLiteReader"]
 
 _DIALECT: Final = attrs.evolve(SQLITE_READS, take=inbox.take, answer=inbox.answer)
+_UNIQUES: Final = Uniques("?")
 
 
 class _Refused(Exception):
@@ -325,11 +335,12 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         try:
             connection.execute("BEGIN IMMEDIATE")
             next_id = _highest_id(connection) + 1
+            _UNIQUES.expire(connection, min(request.now for request in group))
             for request in group:
                 self._fault("apply")
                 # One statement is atomic by itself; a batch of several needs
                 # a savepoint to be refused alone.
-                several = len(request.changes) > 1
+                several = needs_savepoint(request.changes)
                 if several:
                     connection.execute("SAVEPOINT batch")
                 try:
@@ -383,17 +394,28 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
     """Apply one batch inside the current savepoint; return the next free id.
 
     Superseded changes go to ``request.superseded``.  Raises `_Refused` for a
-    broken rule; `sqlite3.Error` for SQLite failing.
+    broken rule; `sqlite3.Error` for SQLite failing.  Unique keys are judged
+    by the writer's ``request.now``; the times operators read are the file's.
     """
     now = time.time()
 
-    def one(sql: str, parameters: tuple[object, ...], change: Change, job_id: int) -> bool:
-        if connection.execute(sql, parameters).rowcount == 1:
+    def settle(applied: bool, change: Change, job_id: int) -> bool:
+        if applied:
             return True
         if job_id >= next_id:
             raise _Refused(JournalError(f"{path}: job {job_id} was never appended"))
         request.superseded.append(change)
         return False
+
+    def one(sql: str, parameters: tuple[object, ...], change: Change, job_id: int) -> bool:
+        return settle(connection.execute(sql, parameters).rowcount == 1, change, job_id)
+
+    def unique_of(job_id: int, state: str) -> tuple[str | None, float | None] | None:
+        """The unique key and window of *job_id* if it is in *state*; None if it is not."""
+        row = connection.execute(
+            "SELECT unique_key, unique_for FROM jobs WHERE id = ? AND state = ?", (job_id, state)
+        ).fetchone()
+        return None if row is None else (row[0], row[1])
 
     def new_id(job_id: int) -> int:
         if job_id < next_id:
@@ -403,15 +425,17 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
     for change in request.changes:
         if isinstance(change, Append):
             new_id(change.job_id)
+            _reserve(connection, change.unique, change.job_id, request.now)
             scheduled = change.due_at is not None
             try:
                 connection.execute(
-                    "INSERT INTO jobs (id, key, unique_key, data, accepted_at, seq, due_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq,"
+                    " due_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         change.job_id,
                         change.key,
                         change.unique,
+                        change.unique_for,
                         change.data,
                         now,
                         None if scheduled else change.job_id,
@@ -454,22 +478,21 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
                 change,
                 change.job_id,
             )
-        elif isinstance(change, Complete):
-            one(
-                "DELETE FROM jobs WHERE id = ? AND state = 'pending'",
-                (change.job_id,),
-                change,
-                change.job_id,
-            )
-        elif isinstance(change, Discard):
-            discarded = one(
-                "UPDATE jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL,"
-                " due_at = NULL, stopped_during = ? WHERE id = ? AND state = 'pending'",
-                (change.error, now, change.stopped_during, change.job_id),
-                change,
-                change.job_id,
-            )
-            if discarded and change.halt:
+        elif isinstance(change, Complete | Discard):
+            held = unique_of(change.job_id, "pending")
+            if not settle(held is not None, change, change.job_id):
+                continue
+            assert held is not None
+            if isinstance(change, Complete):
+                connection.execute("DELETE FROM jobs WHERE id = ?", (change.job_id,))
+            else:
+                connection.execute(
+                    "UPDATE jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL,"
+                    " due_at = NULL, stopped_during = ? WHERE id = ?",
+                    (change.error, now, change.stopped_during, change.job_id),
+                )
+            _UNIQUES.release(connection, *held, change.job_id, request.now)
+            if isinstance(change, Discard) and change.halt:
                 # The first discard that halts a key names it; a pause does not.
                 connection.execute(
                     "INSERT INTO halted (key, job_id, error) SELECT key, id, error FROM jobs"
@@ -487,35 +510,39 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
             )
         elif isinstance(change, Requeue):
             new_id(change.new_id)
+            letter = unique_of(change.job_id, "dead")
+            if not settle(letter is not None, change, change.job_id):
+                continue
+            assert letter is not None
+            _reserve(connection, letter[0], change.new_id, request.now, own=change.job_id)
             try:
-                inserted = one(
-                    "INSERT INTO jobs (id, key, unique_key, data, accepted_at, seq)"
-                    " SELECT ?, key, unique_key, data, ?, ? FROM jobs"
-                    " WHERE id = ? AND state = 'dead'",
+                connection.execute(
+                    "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq)"
+                    " SELECT ?, key, unique_key, unique_for, data, ?, ? FROM jobs WHERE id = ?",
                     (change.new_id, now, change.new_id, change.job_id),
-                    change,
-                    change.job_id,
                 )
             except sqlite3.IntegrityError:
-                _refuse_duplicate_of(connection, change.job_id)
+                _refuse_duplicate(connection, letter[0])
                 raise
-            if inserted:
-                connection.execute("DELETE FROM jobs WHERE id = ?", (change.job_id,))
-                next_id = change.new_id + 1
+            connection.execute("DELETE FROM jobs WHERE id = ?", (change.job_id,))
+            next_id = change.new_id + 1
         elif isinstance(change, Revive):
+            letter = unique_of(change.job_id, "dead")
+            if not settle(letter is not None, change, change.job_id):
+                continue
+            assert letter is not None
+            _reserve(connection, letter[0], change.job_id, request.now, own=change.job_id)
             try:
-                revived = one(
+                connection.execute(
                     "UPDATE jobs SET state = 'pending', attempts = 0, error = NULL,"
                     " retry_at = NULL, finished_at = NULL, stopped_during = NULL,"
-                    " seq = COALESCE(seq, id), due_at = NULL WHERE id = ? AND state = 'dead'",
+                    " seq = COALESCE(seq, id), due_at = NULL WHERE id = ?",
                     (change.job_id,),
-                    change,
-                    change.job_id,
                 )
             except sqlite3.IntegrityError:
-                _refuse_duplicate_of(connection, change.job_id)
+                _refuse_duplicate(connection, letter[0])
                 raise
-            if revived and change.resume:
+            if change.resume:
                 connection.execute(
                     "DELETE FROM halted WHERE key = (SELECT key FROM jobs WHERE id = ?)",
                     (change.job_id,),
@@ -529,16 +556,20 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
     return next_id
 
 
-def _refuse_duplicate_of(connection: sqlite3.Connection, job_id: int) -> None:
-    """Raise `_Refused` for the unique key dead letter *job_id* would take back, if held."""
-    (unique,) = connection.execute("SELECT unique_key FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    _refuse_duplicate(connection, unique)
+def _reserve(
+    connection: sqlite3.Connection,
+    unique: str | None,
+    job_id: int,
+    now: float,
+    *,
+    own: int | None = None,
+) -> None:
+    """*job_id* takes *unique* (see `_uniques`), or `_Refused` names who reserves it."""
+    refused = _UNIQUES.reserve(connection, unique, job_id, now, own)
+    if refused is not None:
+        raise _Refused(refused)
 
 
 def _refuse_duplicate(connection: sqlite3.Connection, unique: str | None) -> None:
-    """Raise `_Refused` with the `DuplicateError` naming *unique*'s holder, if it has one."""
-    holder = connection.execute(
-        "SELECT id FROM jobs WHERE unique_key = ? AND state = 'pending'", (unique,)
-    ).fetchone()
-    if holder is not None:
-        raise _Refused(DuplicateError(unique or "", holder[0])) from None
+    """Raise `_Refused` with the `DuplicateError` naming *unique*'s holder."""
+    raise _Refused(_UNIQUES.holder(connection, unique or "")) from None

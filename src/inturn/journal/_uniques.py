@@ -1,0 +1,107 @@
+"""Unique keys' reservations in the SQL journals: the ``uniques`` table.
+
+Theory of operation
+-------------------
+``uniques`` has one row per reserved unique key: the job that holds it, and
+``until``, NULL while that job is unfinished, and once it has finished with a
+``unique_for`` window, the Unix time the reservation ends.  A job finishing
+without a window deletes its row.  So the table outlives what reserves
+through it: the row of a completed job (deleted) and of a purged dead letter.
+
+Taking a key is one statement under the table's primary key: an upsert that
+inserts a free key, or takes over a row whose reservation ended (or, for a
+dead letter coming back, its own), and otherwise changes nothing.  The
+database decides, so two writers can never both take one key.  Every time
+here is the writer's (`inturn.Journal.write`'s ``now``).
+
+Ended reservations are deleted as they are taken over, and a few at every
+commit (`expire`), oldest first, through a partial index on ``until``: more
+than a commit can make, so they never pile up.
+
+`SQLiteJournal` and `PostgresJournal` share these statements; each makes a
+`Uniques` with its driver's placeholder.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import attrs
+
+from ..errors import DuplicateError
+
+__all__ = ["Uniques"]
+
+EXPIRE_AT_ONCE: Final = 64
+"""Ended reservations a commit deletes at most: few enough to cost nothing, and
+more than one commit makes (one per finished job)."""
+
+
+@attrs.frozen
+class Uniques:
+    """The reservation statements, with *mark* as the driver's placeholder (``?``, ``%s``)."""
+
+    mark: str
+
+    def reserve(
+        self, connection: Any, unique: str | None, job_id: int, now: float, own: int | None = None
+    ) -> DuplicateError | None:
+        """*job_id* takes *unique*; or the error naming who reserves it (nothing changed).
+
+        *own* is a dead letter coming back (`Requeue`, `Revive`): its own
+        reservation passes to *job_id*.
+        """
+        if unique is None:
+            return None
+        p = self.mark
+        taken = connection.execute(
+            f"INSERT INTO uniques (unique_key, job_id) VALUES ({p}, {p}) ON CONFLICT (unique_key)"
+            " DO UPDATE SET job_id = excluded.job_id, until = NULL"
+            f" WHERE uniques.until <= {p} OR uniques.job_id = {p}",
+            (unique, job_id, now, own),
+        ).rowcount
+        return None if taken else self.holder(connection, unique)
+
+    def release(
+        self,
+        connection: Any,
+        unique: str | None,
+        unique_for: float | None,
+        job_id: int,
+        now: float,
+    ) -> None:
+        """Finished job *job_id* gives *unique* up: at once, or at the end of its window."""
+        if unique is None:
+            return
+        p = self.mark
+        if unique_for is None:
+            connection.execute(
+                f"DELETE FROM uniques WHERE unique_key = {p} AND job_id = {p}", (unique, job_id)
+            )
+        else:
+            connection.execute(
+                f"UPDATE uniques SET until = {p} WHERE unique_key = {p} AND job_id = {p}",
+                (now + unique_for, unique, job_id),
+            )
+
+    def expire(self, connection: Any, now: float) -> None:
+        """Delete a few reservations that ended by *now*, the oldest first."""
+        p = self.mark
+        connection.execute(
+            "DELETE FROM uniques WHERE unique_key IN (SELECT unique_key FROM uniques"
+            f" WHERE until <= {p} ORDER BY until LIMIT {p})",
+            (now, EXPIRE_AT_ONCE),
+        )
+
+    def holder(self, connection: Any, unique: str) -> DuplicateError:
+        """The `DuplicateError` naming the job that reserves *unique*, and until when."""
+        p = self.mark
+        row = (
+            connection.execute(
+                f"SELECT job_id, until FROM uniques WHERE unique_key = {p}", (unique,)
+            ).fetchone()
+            or connection.execute(  # a second guard: the pending job itself
+                f"SELECT id, NULL FROM jobs WHERE unique_key = {p} AND state = 'pending'", (unique,)
+            ).fetchone()
+        )
+        return DuplicateError(unique, *row) if row is not None else DuplicateError(unique, 0)
