@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import final
 
 import attrs
@@ -31,8 +32,8 @@ class Job:
 class Item:
     """One job for `Supervisor.send_many`, with what `Supervisor.send` takes besides.
 
-    ``Item(key, payload, unique=..., unique_for=...)``; a plain
-    ``(key, payload)`` pair is an item without a unique key.  Checked by
+    ``Item(key, payload, unique=..., unique_for=..., delay=..., at=...)``; a
+    plain ``(key, payload)`` pair is an item without a unique key, due at once.  Checked by
     ``send_many``, as ``send`` checks its arguments.
     """
 
@@ -42,6 +43,10 @@ class Item:
     """A unique key the job takes, as `Supervisor.send`'s."""
     unique_for: float | None = attrs.field(default=None, kw_only=True)
     """Seconds *unique* stays reserved once the job is terminal, as `Supervisor.send`'s."""
+    delay: float | None = attrs.field(default=None, kw_only=True)
+    """Seconds until a scheduled job falls due, as `Supervisor.send`'s."""
+    at: float | datetime.datetime | None = attrs.field(default=None, kw_only=True)
+    """When a scheduled job falls due (a Unix time or an aware datetime), as `Supervisor.send`'s."""
 
 
 @final

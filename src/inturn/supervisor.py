@@ -39,7 +39,7 @@ import datetime
 import math
 import random as _random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Literal, NoReturn, TypeVar, final
 
@@ -161,9 +161,10 @@ class Supervisor:
         """Accept several sequenced jobs at once, all or none, in one journal write.
 
         *jobs* holds ``(key, payload)`` pairs, or `inturn.Item` values for jobs
-        with a unique key (``Item(key, payload, unique=..., unique_for=...)``);
-        they are accepted in that order, so jobs of one key run in the order
-        they are listed.  This is how one producer gets a durable journal's
+        with a unique key or a due time (``Item(key, payload, unique=...,
+        unique_for=..., delay=..., at=...)``, as `send` takes them); they are
+        accepted in that order, so jobs of one key run in the order they are
+        listed (a scheduled one joins its key when due).  This is how one producer gets a durable journal's
         group commit without concurrency.
 
         Returns:
@@ -179,10 +180,12 @@ class Supervisor:
         """
         self._check_open()
         runtime = self._runtime
-        batch: list[tuple[str, bytes, str | None, float | None]] = []
+        batch: list[tuple[str, bytes, str | None, float | None, float | None]] = []
+        now = runtime.core.unix_time(trio.current_time())
         first: dict[str, int] = {}  # unique key -> the item that takes it
         items: Iterable[object] = jobs  # checked here: callers may pass anything
         for position, item in enumerate(items):
+            due: float | None = None
             if isinstance(item, Item):
                 key, payload, unique, unique_for = (
                     item.key,
@@ -190,6 +193,7 @@ class Supervisor:
                     item.unique,
                     item.unique_for,
                 )
+                due = due_time(item.delay, item.at, now)
             elif isinstance(item, tuple) and len(item) == 2:
                 (key, payload), unique, unique_for = item, None, None
             else:
@@ -204,14 +208,33 @@ class Supervisor:
                     f"send_many: items {first[unique]} and {position} both take unique key"
                     f" {unique!r}"
                 )
-            batch.append((key, self._encode(payload), unique, unique_for))
+            batch.append((key, self._encode(payload), unique, unique_for, due))
         if not batch:
             await trio.lowlevel.checkpoint()
             return []
-        entries = [runtime.core.reserve(*job) for job in batch]
-        await self._journal(entries)
+        core = runtime.core
+        ids: list[int] = []
+        entries: list[Entry] = []
+        later: list[Append] = []
+        for key, data, unique, unique_for, due in batch:
+            if due is None:
+                entries.append(core.reserve(key, data, unique, unique_for))
+                ids.append(entries[-1].id)
+            else:
+                ids.append(core.schedule())
+                later.append(
+                    Append(
+                        job_id=ids[-1],
+                        key=key,
+                        data=data,
+                        unique=unique,
+                        unique_for=unique_for,
+                        due_at=due,
+                    )
+                )
+        await self._journal(entries, later=later)
         await schedule_point()
-        return [entry.id for entry in entries]
+        return ids
 
     async def submit(
         self,
@@ -816,7 +839,12 @@ class Supervisor:
         return data
 
     async def _journal(
-        self, entries: list[Entry], *, requeue_of: int | None = None, due: bool = False
+        self,
+        entries: list[Entry],
+        *,
+        requeue_of: int | None = None,
+        due: bool = False,
+        later: Sequence[Append] = (),
     ) -> bool:
         """Journal reserved *entries* in one write, then commit them; or retract them all.
 
@@ -825,7 +853,8 @@ class Supervisor:
         letter now), with the entry retracted.  With *due*, the entries are
         scheduled jobs joining their keys (`Due`), which wait for their due
         time no more; one the journal superseded is retracted alone (it was
-        finished meanwhile, by a writer that counted it).
+        finished meanwhile, by a writer that counted it).  *later* are the
+        `Append`s of scheduled jobs journaled in the same write (`send_many`).
         """
         runtime = self._runtime
         changes: list[Change] = []
@@ -851,6 +880,8 @@ class Supervisor:
                 mark = MarkAttempt(entry.id, entry.attempt)
                 changes.append(mark)
                 starting.append((entry, mark))
+        if later:  # ids rise through a batch: each job's changes in id order (sort is stable)
+            changes = sorted([*changes, *later], key=_job_of)
         try:
             superseded = await runtime.journal.write(changes, now=runtime.unix_now())
             if requeue_of is not None and changes[0] in superseded:
@@ -868,9 +899,14 @@ class Supervisor:
             # or the next supervisor counts an attempt cut short.
             await runtime.give_back([entry for entry, mark in starting if mark not in superseded])
             raise SupervisorClosed(
-                f"the supervisor stopped while job {entries[0].id} was journaled;"
+                f"the supervisor stopped while job {_job_of(changes[0])} was journaled;"
                 " it runs when the journal is opened again"
             )
+        if later:
+            runtime.core.scheduled(len(later))
+            for append in later:
+                assert append.due_at is not None
+                runtime.schedule.noticed(runtime.core.clock_time(append.due_at))
         give_back: list[Entry] = []
         for entry, mark in starting:
             # a key halted meanwhile starts nothing: its mark goes back, and its slot
@@ -889,6 +925,12 @@ class Supervisor:
         if give_back:
             await runtime.give_back(give_back)
         return True
+
+
+def _job_of(change: Change) -> int:
+    """The job a change of a new job's batch names (an `Append` or a `MarkAttempt`)."""
+    assert isinstance(change, Append | MarkAttempt | Requeue | Due)
+    return change.job_id
 
 
 class _Superseded(Exception):

@@ -19,6 +19,11 @@ from inturn.journal import Append, SQLiteReader
 from tests.conftest import MakeJournal
 
 
+def sup_unix(clock: float) -> float:
+    """The Unix time a supervisor opened now gives trio clock reading *clock* (roughly)."""
+    return time.time() + (clock - trio.current_time())
+
+
 class Timeline:
     """A handler that records (payload, virtual time) and takes *busy* seconds per job."""
 
@@ -326,3 +331,31 @@ async def test_a_restart_replays_a_due_job_in_its_place(
     async with inturn.open_supervisor(handler, journal=inturn.SQLiteJournal(path)):
         pass
     assert handler.order == [0, 0, 1, 2, "due"]
+
+
+async def test_send_many_schedules_items_with_a_due_time_in_the_same_write(
+    make_journal: MakeJournal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Item(delay=, at=) items are journaled with the rest, all or none; ids rise in the order given."""
+    handler = Timeline()
+    journal = make_journal()
+    async with inturn.open_supervisor(handler, journal=journal) as sup:
+        start = trio.current_time()
+        ids = await sup.send_many(
+            [
+                inturn.Item("k", "later", delay=10, unique="u"),
+                ("k", "now"),
+                inturn.Item("j", "at", at=sup_unix(start) + 5),
+                ("k", "also now"),
+            ]
+        )
+        assert ids == sorted(ids)
+        assert sup.stats().scheduled == 2
+        with pytest.raises(inturn.DuplicateError):  # all or none: the batch with it is refused
+            await sup.send_many([("x", "never"), inturn.Item("x", "dup", unique="u", delay=1)])
+        with pytest.raises(ValueError, match="not both"):
+            await sup.send_many([inturn.Item("x", "bad", delay=1, at=1.0)])
+        assert [info.id for info in await sup.scheduled()] == [ids[2], ids[0]]
+    assert handler.order == ["now", "also now", "at", "later"]
+    # at= came from the real wall clock, a few microseconds off the supervisor's
+    assert (round(handler.at("at") - start, 2), handler.at("later") - start) == (5, 10)
