@@ -5,7 +5,15 @@ from __future__ import annotations
 import math
 from typing import Final
 
-__all__ = ["MAX_COUNT", "MAX_PAYLOAD", "MAX_UNIQUE_FOR", "check_count", "check_number"]
+__all__ = [
+    "MAX_COUNT",
+    "MAX_PAYLOAD",
+    "MAX_STEP_NAME",
+    "MAX_UNIQUE_FOR",
+    "check_count",
+    "check_number",
+    "check_step",
+]
 
 MAX_COUNT: Final = 2**31 - 1
 """The largest count an option takes: far beyond use, and within every journal's integers."""
@@ -15,6 +23,10 @@ MAX_PAYLOAD: Final = 1024**3
 
 MAX_UNIQUE_FOR: Final = 10 * 365 * 86400
 """The longest dedup window (``unique_for``): ten years, in seconds."""
+
+
+MAX_STEP_NAME: Final = 200
+"""The longest step name (`inturn.Job.step`), in characters."""
 
 
 def check_number(name: str, value: object, *, types: tuple[type, ...] = (int, float)) -> None:
@@ -46,3 +58,13 @@ def check_count(name: str, value: object, *, minimum: int, maximum: int | None =
     if maximum is not None and value > maximum:
         raise ValueError(f"{name} must be <= {maximum}, not {value!r}")
     return value
+
+
+def check_step(name: object, fn: object) -> None:
+    """Raise TypeError or ValueError for a bad step name or function."""
+    if not isinstance(name, str):
+        raise TypeError(f"a step name must be a str, not {type(name).__name__}")
+    if not 0 < len(name) <= MAX_STEP_NAME:
+        raise ValueError(f"a step name must be 1 to {MAX_STEP_NAME} characters, not {len(name)}")
+    if not callable(fn):
+        raise TypeError(f"a step's function must be callable, not {type(fn).__name__}")

@@ -13,6 +13,7 @@ import trio
 
 from ._conformance import BasicConformance, _expect, _raises, _replayed, _session, _state
 from ._conformance_schedule import ScheduleConformance
+from ._conformance_steps import StepConformance
 from .errors import DuplicateError, JournalError
 from .journal import (
     Append,
@@ -319,7 +320,9 @@ class ArbiterConformance:
                 assert scope.cancelled_caught
 
 
-class JournalConformance(BasicConformance, ArbiterConformance, ScheduleConformance):
+class JournalConformance(
+    BasicConformance, ArbiterConformance, ScheduleConformance, StepConformance
+):
     """Tests every `inturn.Journal` must pass; mix into a test class.
 
     The class provides a ``journal`` fixture that returns (or yields) a fresh,

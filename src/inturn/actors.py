@@ -56,6 +56,7 @@ import structlog
 import trio
 
 from ._schedule import Schedule
+from ._steps import StepLog
 from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
 from .errors import DecodeError, LeaseLost, PermanentError
@@ -128,6 +129,11 @@ class Runtime:
     escalated: BaseException | None = None
     reaper: IdleReaper = attrs.field(factory=lambda: IdleReaper())
     schedule: Schedule = attrs.field(factory=Schedule)
+    steps: StepLog = attrs.field(
+        default=attrs.Factory(
+            lambda self: StepLog(self.journal, self.codec, self.unix_now), takes_self=True
+        )
+    )
     _nothing_runs: trio.Event | None = None
     log: Logger = attrs.field(factory=lambda: structlog.get_logger("inturn").bind())
     """Bound once, when the supervisor opens: a filtered-out debug call is then
@@ -556,7 +562,12 @@ class Actor:
                 exc = decode_error
             return self._failed(entry, exc)
         job = Job(
-            id=entry.id, key=entry.key, payload=payload, attempt=entry.attempt, unique=entry.unique
+            id=entry.id,
+            key=entry.key,
+            payload=payload,
+            attempt=entry.attempt,
+            unique=entry.unique,
+            steps=runtime.steps,
         )
         runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
         try:
@@ -570,6 +581,8 @@ class Actor:
             # since we are being cancelled) so a restart runs it as the same one.
             await runtime.give_back([entry])
             raise
+        finally:
+            runtime.steps.ended(entry.id)
         return Completed(entry, result)
 
     async def _carry_out(self, outcome: Completed | Outcome) -> None:

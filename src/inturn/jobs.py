@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import datetime
-from typing import final
+import inspect
+from collections.abc import Callable
+from typing import Any, Protocol, final
 
 import attrs
+
+from ._checks import check_step
+
+
+class _Steps(Protocol):
+    """What runs a job's steps: the supervisor's step log (`inturn._steps.StepLog`)."""
+
+    async def run(
+        self, job_id: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
+    ) -> Any: ...
+
 
 __all__ = ["Item", "Job", "Stats"]
 
@@ -25,6 +38,35 @@ class Job:
     """1 for the first try, counting attempts across restarts."""
     unique: str | None = None
     """The unique key this job holds until it is terminal (and its ``unique_for`` after), if any."""
+    _steps: _Steps | None = attrs.field(default=None, eq=False, repr=False, alias="steps")
+    """The supervisor's step log; None for a Job made by hand."""
+
+    async def step(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` (sync or async) once for this job, whatever its attempts and crashes.
+
+        The first time, the result is journaled (through the codec) before it
+        is returned; a later attempt of this job, or the next supervisor after
+        a crash, gets the journaled result back without *fn* being called.
+        A step that raises is not recorded: the attempt fails as usual and
+        the step runs again on the next one.  Returns the result as the codec
+        decodes it, the same on every attempt.
+
+        Raises:
+            TypeError, ValueError: *name* is not a str of 1 to 200 characters,
+                or *fn* is not callable; *name* was taken already in this attempt.
+            PermanentError: *fn* returned a value the codec cannot encode.
+            JobStateError: another writer finished the job meanwhile (an
+                operator's skip): the step is not recorded.
+
+        and what *fn* raises, or the journal when it cannot record the result
+        (the step then runs again on the next attempt).  On a Job made by
+        hand (a unit test of a handler) the step just runs.
+        """
+        if self._steps is None:
+            check_step(name, fn)
+            result = fn(*args)
+            return (await result) if inspect.isawaitable(result) else result
+        return await self._steps.run(self.id, name, fn, args)
 
 
 @final

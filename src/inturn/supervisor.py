@@ -594,14 +594,18 @@ class Supervisor:
     async def pause(self, key: str) -> None:
         """Halt *key*: its running job finishes, nothing else starts until `resume`.
 
+        A key whose only jobs are scheduled can be paused too: they join it
+        when due, and wait.
+
         Raises:
-            KeyNotFound: *key* has no unfinished jobs and is not halted.
+            KeyNotFound: *key* has no unfinished jobs (scheduled ones included)
+                and is not halted.
             SupervisorClosed: the supervisor has stopped.
         """
         key = validate_key(key)
         self._check_open()
         runtime = self._runtime
-        if not runtime.core.is_known(key):
+        if not runtime.core.is_known(key) and not await runtime.journal.scheduled(key=key, limit=1):
             await trio.lowlevel.checkpoint()
             raise KeyNotFound(key)
         if runtime.core.is_halted(key):

@@ -171,6 +171,9 @@ class FaultyJournal:
     async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         return await self.inner.scheduled(key=key, limit=limit)
 
+    async def steps(self, job_id: int) -> list[tuple[str, bytes]]:
+        return await self.inner.steps(job_id)
+
     async def dead_letters(
         self,
         *,

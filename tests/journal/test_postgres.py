@@ -50,6 +50,7 @@ async def test_open_creates_the_schema_and_its_tables(pg_dsn: str, pg_schema: st
         "jobs",
         "meta",
         "processes",
+        "steps",
         "uniques",
     ]
     assert sql(pg_dsn, f"SELECT version, high_id, owner FROM {pg_schema}.meta") == [(3, 0, None)]

@@ -359,3 +359,44 @@ async def test_send_many_schedules_items_with_a_due_time_in_the_same_write(
     assert handler.order == ["now", "also now", "at", "later"]
     # at= came from the real wall clock, a few microseconds off the supervisor's
     assert (round(handler.at("at") - start, 2), handler.at("later") - start) == (5, 10)
+
+
+async def test_a_job_due_on_a_halted_key_waits_parked_until_resume(
+    make_journal: MakeJournal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """It joins the key when due, like any job sent then, and runs once the key is resumed."""
+    handler = Timeline()
+    async with inturn.open_supervisor(handler, journal=make_journal()) as sup:
+        await sup.send("k", "first")
+        await sup.wait_idle()
+        await sup.send("k", "parked", delay=10)
+        await sup.send("k", "blocker", delay=5)
+        await sup.pause("k")
+        await sup.wait_idle()  # both fell due and are parked: idle
+        assert [info.id for info in await sup.jobs("k")] == [3, 2]
+        assert sup.stats().scheduled == 0
+        await sup.resume("k")
+    assert handler.order == ["first", "blocker", "parked"]
+
+
+async def test_scheduled_jobs_under_max_concurrency_take_their_turn(
+    make_journal: MakeJournal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Due jobs of many keys wait for a slot like any other; at most 2 handlers run at once."""
+    running = 0
+    most = 0
+
+    async def handler(job: inturn.Job) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await trio.sleep(1)
+        running -= 1
+
+    async with inturn.open_supervisor(handler, journal=make_journal(), max_concurrency=2) as sup:
+        start = trio.current_time()
+        for n in range(6):
+            await sup.send(f"key-{n}", n, delay=3)
+        await sup.wait_idle()
+        assert trio.current_time() == start + 3 + 3  # due at 3, then 3 rounds of 2
+    assert most == 2

@@ -23,6 +23,7 @@ from .records import (
     Resume,
     Retrying,
     Revive,
+    Step,
     StoredJob,
 )
 from .sqlite import SQLiteJournal, SQLiteReader
@@ -50,6 +51,7 @@ __all__ = [
     "Resume",
     "Retrying",
     "Revive",
+    "Step",
     "SQLiteJournal",
     "SQLiteReader",
     "StoredJob",

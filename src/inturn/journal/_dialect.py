@@ -43,6 +43,7 @@ class Dialect(Generic[_C]):
     select_queue: Callable[[_C, str, int, int], list[JobInfo]]
     select_dead_letters: Callable[[_C, str | None, int, int, float | None], list[JobInfo]]
     select_scheduled: Callable[[_C, str | None, int], list[JobInfo]]
+    select_steps: Callable[[_C, int], list[tuple[str, bytes]]]
     take: Callable[[_C], list[Command]] = attrs.field(default=lambda connection: [])
     answer: Callable[[_C, int, Answer], None] = attrs.field(
         default=lambda connection, command_id, answer: None
@@ -88,6 +89,10 @@ class ThreadedJournal(Generic[_C]):
         return await self._read(
             lambda connection: self.dialect.select_queue(connection, key, limit, after)
         )
+
+    async def steps(self, job_id: int) -> list[tuple[str, bytes]]:
+        check_job_id(job_id)
+        return await self._read(lambda connection: self.dialect.select_steps(connection, job_id))
 
     async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         check_scheduled(key, limit)
@@ -165,6 +170,11 @@ class DialectReader(Generic[_C]):
         return self._read(
             lambda connection: self.dialect.select_queue(connection, key, limit, after)
         )
+
+    def steps(self, job_id: int) -> list[tuple[str, bytes]]:
+        """The steps job *job_id* recorded, as `inturn.Journal.steps` returns them."""
+        check_job_id(job_id)
+        return self._read(lambda connection: self.dialect.select_steps(connection, job_id))
 
     def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         """Scheduled jobs, the earliest due first, as `inturn.Journal.scheduled` returns them."""

@@ -126,6 +126,16 @@ def select_queue(
     return [info(row) for row in rows]
 
 
+def select_steps(connection: psycopg.Connection[Any], job_id: int) -> list[tuple[str, bytes]]:
+    """A job's steps in the order recorded."""
+    if not 0 < job_id <= PG_MAX:
+        return []
+    rows = connection.execute(
+        "SELECT name, data FROM steps WHERE job_id = %s ORDER BY n", (job_id,)
+    ).fetchall()
+    return [(name, bytes(data)) for name, data in rows]
+
+
 def select_scheduled(
     connection: psycopg.Connection[Any], key: str | None, limit: int
 ) -> list[JobInfo]:
@@ -167,7 +177,13 @@ def select_dead_letters(
 
 
 POSTGRES_READS: Final = Dialect(
-    select_pending, select_keys, select_job, select_queue, select_dead_letters, select_scheduled
+    select_pending,
+    select_keys,
+    select_job,
+    select_queue,
+    select_dead_letters,
+    select_scheduled,
+    select_steps,
 )
 
 
@@ -209,6 +225,10 @@ class PostgresReader(DialectReader["psycopg.Connection[Any]"]):
                 connection.execute(
                     "CREATE TEMP VIEW jobs AS SELECT *, id AS seq,"
                     f" NULL::double precision AS due_at FROM {self.schema}.jobs"
+                )
+                connection.execute(
+                    "CREATE TEMP VIEW steps AS SELECT 0::bigint AS job_id, 0 AS n,"
+                    " ''::text AS name, ''::bytea AS data WHERE false"
                 )
             return run(connection)
         except psycopg.Error as exc:

@@ -96,6 +96,13 @@ CREATE TABLE jobs (
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
 CREATE TABLE uniques (unique_key text PRIMARY KEY, job_id bigint NOT NULL, until double precision);
+CREATE TABLE steps (
+    job_id bigint NOT NULL,
+    n integer NOT NULL,
+    name text NOT NULL,
+    data bytea NOT NULL,
+    PRIMARY KEY (job_id, name)
+);
 CREATE INDEX uniques_until ON uniques (until) WHERE until IS NOT NULL;
 CREATE INDEX jobs_queued ON jobs (key, seq) WHERE state = 'pending' AND seq IS NOT NULL;
 CREATE INDEX jobs_scheduled ON jobs (due_at, id) WHERE state = 'pending' AND seq IS NULL;
@@ -134,13 +141,15 @@ _UPGRADES: Final = {
         "CREATE TABLE uniques (unique_key text PRIMARY KEY, job_id bigint NOT NULL,"
         " until double precision)",
         "CREATE INDEX uniques_until ON uniques (until) WHERE until IS NOT NULL",
+        "CREATE TABLE steps (job_id bigint NOT NULL, n integer NOT NULL, name text NOT NULL,"
+        " data bytea NOT NULL, PRIMARY KEY (job_id, name))",
         "INSERT INTO uniques (unique_key, job_id) SELECT unique_key, id FROM jobs"
         " WHERE state = 'pending' AND unique_key IS NOT NULL",
     ),
 }
 """What turns each version into the next."""
 
-_TABLES_ADDED: Final = {2: {"processes"}, 3: {"uniques"}}
+_TABLES_ADDED: Final = {2: {"processes"}, 3: {"uniques", "steps"}}
 """The tables each version added: a schema of an older version has none of them."""
 
 COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at, seq, due_at"

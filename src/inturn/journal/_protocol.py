@@ -24,6 +24,8 @@ class JournalReads(Protocol):
 
     async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
 
+    async def steps(self, job_id: int) -> list[tuple[str, bytes]]: ...
+
     async def dead_letters(
         self,
         *,
@@ -137,6 +139,14 @@ class Journal(Protocol):
     async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
         """*key*'s unfinished jobs in its sequence with places above *after*, in order
         (its head first); at most *limit*.  Scheduled jobs are in no sequence yet."""
+        ...
+
+    async def steps(self, job_id: int) -> list[tuple[str, bytes]]:
+        """The steps unfinished job or dead letter *job_id* recorded (`Step`), in the order recorded.
+
+        Empty for a job with none, or no such job.  Sees every write that
+        returned before it was called.
+        """
         ...
 
     async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:

@@ -127,6 +127,17 @@ def select_queue(connection: sqlite3.Connection, key: str, limit: int, after: in
     return [info(row) for row in rows]
 
 
+def select_steps(connection: sqlite3.Connection, job_id: int) -> list[tuple[str, bytes]]:
+    """A job's steps in the order recorded: the steps table's primary key, then a sort of few."""
+    if not 0 < job_id <= SQLITE_MAX:
+        return []
+    rows = connection.execute(
+        "SELECT CAST(name AS TEXT), CAST(data AS BLOB) FROM steps WHERE job_id = ? ORDER BY n",
+        (job_id,),
+    ).fetchall()
+    return [(name, bytes(data)) for name, data in rows]
+
+
 def select_scheduled(connection: sqlite3.Connection, key: str | None, limit: int) -> list[JobInfo]:
     """Scheduled jobs, the earliest due first: the scheduled index."""
     where, parameters = ("", ()) if key is None else (" AND key = ?", (key,))
@@ -178,7 +189,13 @@ def _snapshot(connection: sqlite3.Connection) -> Iterator[None]:
 
 
 SQLITE_READS: Final = Dialect(
-    select_pending, select_keys, select_job, select_queue, select_dead_letters, select_scheduled
+    select_pending,
+    select_keys,
+    select_job,
+    select_queue,
+    select_dead_letters,
+    select_scheduled,
+    select_steps,
 )
 
 
@@ -262,10 +279,14 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
                 connection.execute(
                     f"CREATE TEMP VIEW jobs AS SELECT *, {missing[version]} FROM main.jobs"
                 )
-            if version < 4:  # nor what halted its keys
+            if version < 4:  # nor what halted its keys, nor steps
                 connection.execute(
                     "CREATE TEMP VIEW halted AS"
                     " SELECT key, NULL AS job_id, NULL AS error FROM main.halted"
+                )
+                connection.execute(
+                    "CREATE TEMP VIEW steps AS"
+                    " SELECT 0 AS job_id, 0 AS n, '' AS name, x'' AS data WHERE 0"
                 )
         except BaseException:
             connection.close()

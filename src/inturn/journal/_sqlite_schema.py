@@ -73,6 +73,13 @@ CREATE TABLE jobs (
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
 CREATE TABLE uniques (unique_key TEXT PRIMARY KEY, job_id INTEGER NOT NULL, until REAL);
+CREATE TABLE steps (
+    job_id INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (job_id, name)
+);
 CREATE TABLE halted (key TEXT PRIMARY KEY, job_id INTEGER, error TEXT);
 CREATE TABLE commands (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -116,6 +123,12 @@ _UNIQUES: Final[tuple[_Column, ...]] = (  # version 4
     ("job_id", "INTEGER", True, False),
     ("until", "REAL", False, False),
 )
+_STEPS: Final[tuple[_Column, ...]] = (  # version 4
+    ("job_id", "INTEGER", True, True),
+    ("n", "INTEGER", True, False),
+    ("name", "TEXT", True, True),
+    ("data", "BLOB", True, False),
+)
 _COMMANDS: Final[tuple[_Column, ...]] = (
     ("id", "INTEGER", False, True),
     ("verb", "TEXT", True, False),
@@ -132,7 +145,13 @@ _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
     1: {"jobs": _JOBS[:9], "halted": _HALTED[:1]},
     2: {"jobs": _JOBS[:10], "halted": _HALTED[:1]},
     3: {"jobs": _JOBS[:11], "halted": _HALTED[:1], "commands": _COMMANDS},
-    4: {"jobs": _JOBS, "halted": _HALTED, "commands": _COMMANDS, "uniques": _UNIQUES},
+    4: {
+        "jobs": _JOBS,
+        "halted": _HALTED,
+        "commands": _COMMANDS,
+        "uniques": _UNIQUES,
+        "steps": _STEPS,
+    },
 }
 """The tables of each schema version this code reads, column by column: a
 file that has them reads as inturn expects, while a view or another type
@@ -252,6 +271,8 @@ _UPGRADES: Final = {
         "ALTER TABLE halted ADD COLUMN job_id INTEGER",
         "ALTER TABLE halted ADD COLUMN error TEXT",
         "CREATE TABLE uniques (unique_key TEXT PRIMARY KEY, job_id INTEGER NOT NULL, until REAL)",
+        "CREATE TABLE steps (job_id INTEGER NOT NULL, n INTEGER NOT NULL, name TEXT NOT NULL,"
+        " data BLOB NOT NULL, PRIMARY KEY (job_id, name))",
         "INSERT INTO uniques (unique_key, job_id) SELECT unique_key, id FROM jobs"
         " WHERE state = 'pending' AND unique_key IS NOT NULL",
     ),

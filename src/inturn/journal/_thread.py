@@ -313,6 +313,8 @@ class SyncReads(Protocol):
 
     def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
 
+    def steps(self, job_id: int) -> list[tuple[str, bytes]]: ...
+
     def dead_letters(
         self,
         *,
@@ -346,6 +348,9 @@ class ThreadedReader:
 
     async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         return await trio.to_thread.run_sync(lambda: self.reader.scheduled(key=key, limit=limit))
+
+    async def steps(self, job_id: int) -> list[tuple[str, bytes]]:
+        return await trio.to_thread.run_sync(self.reader.steps, job_id)
 
     async def dead_letters(
         self,

@@ -48,6 +48,7 @@ from .records import (
     Resume,
     Retrying,
     Revive,
+    Step,
     StoredJob,
 )
 
@@ -76,6 +77,8 @@ class _Row:
     """Set when discarded: the row is a dead letter then."""
     stopped_during: int | None = None
     unique_for: float | None = None
+    steps: dict[str, bytes] | None = None
+    """The steps it recorded (`Step`), in the order recorded."""
     seq: int | None = None
     """Its place, if not its id (given by `Due`)."""
     due_at: float | None = None
@@ -315,6 +318,13 @@ class MemoryJournal:
                 found.append(row.info(job_id))
         return found
 
+    async def steps(self, job_id: int) -> list[tuple[str, bytes]]:
+        check_job_id(job_id)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        row = self._jobs.get(job_id) or self._dead.get(job_id)
+        return [] if row is None or row.steps is None else list(row.steps.items())
+
     async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         check_scheduled(key, limit)
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -384,7 +394,7 @@ class MemoryJournal:
         """
         if len(changes) == 1:  # the common case: nothing to stage
             only = changes[0]
-            if isinstance(only, Retrying | Complete | Discard):
+            if isinstance(only, Step | Retrying | Complete | Discard):
                 if only.job_id in self._jobs:
                     return _EMPTY
                 self._check_used(only.job_id, self._next_id)
@@ -466,7 +476,7 @@ class MemoryJournal:
                     continue
                 next_id = new_id(change.seq)
                 scheduled[job_id] = False
-            elif isinstance(change, MarkAttempt | Retrying | Complete | Discard):
+            elif isinstance(change, MarkAttempt | Step | Retrying | Complete | Discard):
                 job_id = change.job_id
                 found = row(job_id)
                 if found is None:
@@ -606,6 +616,11 @@ class MemoryJournal:
                 row = self._jobs[job_id]
                 row.attempts = attempt
                 row.retry_at = None  # running again; its last error stays
+            case Step(job_id=job_id, name=name, data=data):
+                row = self._jobs[job_id]
+                if row.steps is None:
+                    row.steps = {}
+                row.steps[name] = data  # a name recorded before keeps its place
             case Retrying(job_id=job_id, error=error, retry_at=retry_at):
                 row = self._jobs[job_id]
                 row.last_error = error
@@ -635,6 +650,7 @@ class MemoryJournal:
                     ),
                     now,
                 )
+                self._jobs[new_id].steps = letter.steps  # the steps it made go with it
             case Revive(job_id=job_id, resume=resume):
                 self._revive(job_id)
                 letter = self._jobs[job_id]

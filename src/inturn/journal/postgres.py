@@ -90,6 +90,7 @@ from .records import (
     Resume,
     Retrying,
     Revive,
+    Step,
 )
 
 if TYPE_CHECKING:
@@ -631,6 +632,7 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
             ).fetchone()
             if done is not None:
                 _UNIQUES.release(connection, done[0], done[1], change.job_id, request.now)
+                connection.execute("DELETE FROM steps WHERE job_id = %s", (change.job_id,))
             settle(done is not None, change, change.job_id)
         elif isinstance(change, Discard):
             dead = connection.execute(
@@ -651,9 +653,20 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
                     (change.job_id,),
                 )
         elif isinstance(change, Purge):
-            one(
+            if one(
                 "DELETE FROM jobs WHERE id = %s AND state = 'dead'",
                 (change.job_id,),
+                change,
+                change.job_id,
+            ):
+                connection.execute("DELETE FROM steps WHERE job_id = %s", (change.job_id,))
+        elif isinstance(change, Step):
+            one(
+                "INSERT INTO steps (job_id, n, name, data)"
+                " SELECT id, (SELECT COUNT(*) FROM steps WHERE job_id = %s), %s, %s FROM jobs"
+                " WHERE id = %s AND state = 'pending'"
+                " ON CONFLICT (job_id, name) DO UPDATE SET data = EXCLUDED.data",
+                (change.job_id, change.name, change.data, change.job_id),
                 change,
                 change.job_id,
             )
@@ -677,6 +690,9 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
             if not inserted:
                 _refuse_duplicate(connection, dead[0])
             connection.execute("DELETE FROM jobs WHERE id = %s", (change.job_id,))
+            connection.execute(  # the steps it made go with it
+                "UPDATE steps SET job_id = %s WHERE job_id = %s", (change.new_id, change.job_id)
+            )
             next_id = change.new_id + 1
         elif isinstance(change, Revive):
             dead = connection.execute(

@@ -38,6 +38,7 @@ __all__ = [
     "Resume",
     "Retrying",
     "Revive",
+    "Step",
     "StoredJob",
 ]
 
@@ -89,6 +90,22 @@ class MarkAttempt:
 
     job_id: int
     attempt: int
+
+
+@attrs.frozen
+class Step:
+    """Step *name* of unfinished job *job_id* returned *data* (encoded by the codec).
+
+    Written before the step's result reaches the handler, so a later attempt,
+    or the next supervisor after a crash, returns *data* without running the
+    step again.  Kept until the job completes (deleted with it), with its dead
+    letter, moved by a `Requeue`; superseded unless the job is unfinished.
+    Writing a name the job recorded already replaces its data.
+    """
+
+    job_id: int
+    name: str
+    data: bytes
 
 
 @attrs.frozen
@@ -182,6 +199,7 @@ Change: TypeAlias = (
     Append
     | Due
     | MarkAttempt
+    | Step
     | Retrying
     | Complete
     | Discard

@@ -95,6 +95,7 @@ from .records import (
     Resume,
     Retrying,
     Revive,
+    Step,
 )
 
 __all__ = ["SQLiteJournal", "SQLiteReader"]
@@ -485,6 +486,7 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
             assert held is not None
             if isinstance(change, Complete):
                 connection.execute("DELETE FROM jobs WHERE id = ?", (change.job_id,))
+                connection.execute("DELETE FROM steps WHERE job_id = ?", (change.job_id,))
             else:
                 connection.execute(
                     "UPDATE jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL,"
@@ -502,9 +504,20 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
                     (change.job_id,),
                 )
         elif isinstance(change, Purge):
-            one(
+            if one(
                 "DELETE FROM jobs WHERE id = ? AND state = 'dead'",
                 (change.job_id,),
+                change,
+                change.job_id,
+            ):
+                connection.execute("DELETE FROM steps WHERE job_id = ?", (change.job_id,))
+        elif isinstance(change, Step):
+            one(
+                "INSERT INTO steps (job_id, n, name, data)"
+                " SELECT id, (SELECT COUNT(*) FROM steps WHERE job_id = ?), ?, ? FROM jobs"
+                " WHERE id = ? AND state = 'pending'"
+                " ON CONFLICT (job_id, name) DO UPDATE SET data = excluded.data",
+                (change.job_id, change.name, change.data, change.job_id),
                 change,
                 change.job_id,
             )
@@ -525,6 +538,9 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
                 _refuse_duplicate(connection, letter[0])
                 raise
             connection.execute("DELETE FROM jobs WHERE id = ?", (change.job_id,))
+            connection.execute(  # the steps it made go with it
+                "UPDATE steps SET job_id = ? WHERE job_id = ?", (change.new_id, change.job_id)
+            )
             next_id = change.new_id + 1
         elif isinstance(change, Revive):
             letter = unique_of(change.job_id, "dead")

@@ -1,0 +1,88 @@
+"""Durable steps: a step's result is journaled before the handler sees it.
+
+`Job.step` runs a step through the supervisor's `StepLog`: the first time,
+it calls the step's function, journals the encoded result (a `Step` record)
+and returns it; on a later attempt of the same job, or after a crash, it
+returns the journaled result without calling the function again.  So a step
+is at-least-once until its result is journaled (a crash between the two
+runs it again) and at-most-once after.
+
+Per attempt the log keeps only the names called so far and, once the first
+step asks, the results the journal holds for the job: nothing is read for a
+job that takes no step.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ._checks import check_step
+from .errors import EncodeError, JobStateError, PermanentError
+from .journal.records import Step
+
+if TYPE_CHECKING:
+    from .codec import Codec
+    from .journal import Journal
+
+__all__ = ["StepLog"]
+
+
+@attrs.define(eq=False)
+class _Attempt:
+    done: dict[str, bytes] | None = None
+    """The job's journaled results, read when its first step is taken."""
+    called: set[str] = attrs.field(factory=set)
+
+
+@attrs.define(eq=False)
+class StepLog:
+    """The steps of the attempts running now, for one supervisor."""
+
+    journal: Journal
+    codec: Codec
+    now: Callable[[], float]
+    """Unix time by the supervisor's clock, for the journal's write."""
+    _attempts: dict[int, _Attempt] = attrs.field(factory=dict, init=False)
+
+    async def run(
+        self, job_id: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
+    ) -> Any:
+        """Step *name* of job *job_id*: its journaled result, or ``fn(*args)``'s, journaled first."""
+        check_step(name, fn)
+        attempt = self._attempts.setdefault(job_id, _Attempt())
+        if name in attempt.called:
+            raise ValueError(f"step {name!r} was taken twice by job {job_id}: names are unique")
+        attempt.called.add(name)
+        if attempt.done is None:
+            attempt.done = dict(await self.journal.steps(job_id))
+        data = attempt.done.get(name)
+        if data is None:
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                result = await result
+            data = self._encode(job_id, name, result)
+            if await self.journal.write([Step(job_id, name, data)], now=self.now()):
+                raise JobStateError(
+                    job_id, "finished", f"another writer finished it: step {name!r} not recorded"
+                )
+            attempt.done[name] = data
+        return self.codec.decode(data)
+
+    def ended(self, job_id: int) -> None:
+        """Job *job_id*'s attempt ended: the next one starts from the journal."""
+        self._attempts.pop(job_id, None)
+
+    def _encode(self, job_id: int, name: str, result: object) -> bytes:
+        try:
+            return self.codec.encode(result)
+        except Exception as exc:
+            # A value the codec refuses never becomes one it takes: give up
+            # rather than run the step again on every attempt.
+            raise PermanentError(
+                f"step {name!r} of job {job_id} returned a value of type {type(result).__name__},"
+                " which the codec cannot encode"
+            ) from (exc if isinstance(exc, EncodeError) else EncodeError(type(exc).__qualname__))
