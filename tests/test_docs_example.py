@@ -16,7 +16,7 @@ import trio
 
 import inturn
 from inturn.journal import Change, Complete
-from inturn.testing import FaultyJournal, Recorder
+from inturn.testing import FaultyJournal, Recorder, fail_after_step
 
 # docs/testing.md: end
 
@@ -150,6 +150,33 @@ async def test_a_journal_that_keeps_failing_escalates(
         await run()
     assert journal.failures == 4  # the first crash, then three restarts
     assert [job.id for job in memory.unfinished()] == [1]  # kept for the next open
+
+
+# docs/testing.md: end
+
+
+# docs/testing.md: begin
+async def test_a_retry_replays_the_primary_step(autojump_clock: trio.testing.MockClock) -> None:
+    primary: list[int] = []
+    replica: list[int] = []
+
+    async def apply(job: inturn.Job) -> None:
+        await job.step("primary", primary.append, job.payload)
+        await job.step("replica", replica.append, job.payload)
+
+    recorder = Recorder(apply)
+    journal = FaultyJournal(inturn.MemoryJournal(), fail=fail_after_step("primary"))
+    async with inturn.open_supervisor(recorder, journal=journal) as sup:
+        await sup.send("doc-7", 42)
+
+    assert primary == [42]  # applied once, though the job ran twice
+    assert replica == [42, 42]  # ran, its record failed, ran again
+    first, retry = recorder.calls
+    assert [(step.name, step.replayed) for step in first.steps] == [("primary", False)]
+    assert [(step.name, step.replayed) for step in retry.steps] == [
+        ("primary", True),  # from the journal: primary.append did not run
+        ("replica", False),
+    ]
 
 
 # docs/testing.md: end

@@ -154,6 +154,11 @@ def job_json(info: JobInfo) -> dict[str, Any]:
     return fields
 
 
+def step_json(name: str, data: bytes) -> dict[str, Any]:
+    """A recorded step as a JSON object: its name, and its result as ``data`` is shown."""
+    return {"name": name, **data_fields(data)}
+
+
 def key_json(info: KeyInfo) -> dict[str, Any]:
     """*info* as a JSON object: its fields."""
     return attrs.asdict(info)
@@ -244,7 +249,7 @@ def scheduled_table(jobs: Sequence[JobInfo], now: float) -> None:
     )
 
 
-def show_job(info: JobInfo, now: float) -> None:
+def show_job(info: JobInfo, now: float, steps: Sequence[tuple[str, bytes]] = ()) -> None:
     rows: list[tuple[str, str]] = [
         ("job", str(info.id)),
         ("key", cell(info.key)),
@@ -262,6 +267,9 @@ def show_job(info: JobInfo, now: float) -> None:
     rows.append(("last error", "-" if info.last_error is None else info.last_error))
     if info.stopped_during is not None:
         rows.append(("stopped", f"the process stopped during attempt {info.stopped_during}"))
+    if steps:  # names and sizes: a result may hold what the payload does
+        done = ", ".join(f"{name} ({len(data)} bytes)" for name, data in steps)
+        rows.append(("steps done", done))
     data = data_fields(info.data)
     if data["data_encoding"] == "utf-8":
         rows.append(("payload", data["data"]))

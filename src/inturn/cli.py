@@ -56,6 +56,7 @@ from ._cli_text import (
     queue_table as _queue_table,
     scheduled_table as _scheduled_table,
     show_job as _show_job,
+    step_json,
     table as _table,
 )
 from .errors import (
@@ -263,13 +264,15 @@ def _keys(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    info = _reader(args).job(args.job_id)
+    reader = _reader(args)
+    info = reader.job(args.job_id)
     if info is None:
         raise _Failed(str(JobNotFound(args.job_id)), NOTHING)
+    steps = reader.steps(args.job_id)
     if args.json:
-        _json(job_json(info))
+        _json({**job_json(info), "steps": [step_json(name, data) for name, data in steps]})
     else:
-        _show_job(info, time.time())
+        _show_job(info, time.time(), steps)
     return OK
 
 

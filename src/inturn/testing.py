@@ -4,7 +4,9 @@ With pytest-trio's ``autojump_clock`` fixture, backoff delays and idle
 timeouts pass in virtual time: a test that retries five times with a minute
 of backoff each returns at once.  `Recorder` wraps a handler and records every
 attempt on trio's clock, so a test can check what the handler saw.
-`FaultyJournal` makes chosen journal writes fail, and `JournalConformance` and
+`FaultyJournal` makes chosen journal writes fail (`fail_after_step` picks the
+write that follows a durable step, as a crash between two steps would), and
+`JournalConformance` and
 `OperatorReadsConformance` are the suites of tests every `inturn.Journal` must
 pass (kept in `_conformance*`, re-exported here): as pytest mixins, or all at
 once as a plain function, `check_journal`.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import pairwise
+from typing import Any
 
 import attrs
 import trio
@@ -25,17 +28,38 @@ from .actors import Handler
 from .errors import JournalError
 from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Job
-from .journal import Answer, Change, Command, Journal, JournalReads, Recovery, StoredJob
+from .journal import (
+    Answer,
+    Change,
+    Command,
+    Journal,
+    JournalReads,
+    Recovery,
+    Step,
+    StoredJob,
+)
 
 __all__ = [
     "Call",
     "FaultyJournal",
+    "StepCall",
+    "fail_after_step",
     "check_journal",
     "JournalConformance",
     "OperatorReadsConformance",
     "Recorder",
     "unfinished_jobs",
 ]
+
+
+@attrs.frozen
+class StepCall:
+    """One `Job.step` an attempt took."""
+
+    name: str
+    replayed: bool
+    """Its result came from the journal (an earlier attempt recorded it): its function did not run."""
+    result: object
 
 
 @attrs.define(eq=False, kw_only=True)
@@ -50,6 +74,30 @@ class Call:
     error: BaseException | None = None
     overlapped: bool = False
     """Another job of the same key was running when this one started."""
+    steps: list[StepCall] = attrs.field(factory=list)
+    """The durable steps it took that returned, in order."""
+
+
+@attrs.define(eq=False)
+class _RecordedSteps:
+    """The supervisor's step log, with each step's outcome noted in a `Call`."""
+
+    inner: Any
+    call: Call
+
+    async def run(
+        self, job_id: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
+    ) -> Any:
+        ran = False
+
+        def tracked(*args: Any) -> Any:
+            nonlocal ran
+            ran = True
+            return fn(*args)
+
+        result = await self.inner.run(job_id, name, tracked, args)
+        self.call.steps.append(StepCall(name, replayed=not ran, result=result))
+        return result
 
 
 async def _return_none(job: Job) -> None:
@@ -77,6 +125,8 @@ class Recorder:
     async def __call__(self, job: Job) -> object:
         call = Call(job=job, start=trio.current_time())
         self.calls.append(call)
+        if job._steps is not None:
+            job = attrs.evolve(job, steps=_RecordedSteps(job._steps, call))
         if job.key is not None:
             call.overlapped = self._running.get(job.key, 0) > 0
             self._running[job.key] = self._running.get(job.key, 0) + 1
@@ -200,6 +250,34 @@ class FaultyJournal:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def fail_after_step(name: str, *, times: int = 1) -> Callable[[Sequence[Change]], bool]:
+    """A `FaultyJournal` rule: fail the next write of a job after it recorded step *name*.
+
+    As a crash between two steps would: the attempt fails (with
+    `JournalError`) after step *name* was journaled, so the next attempt
+    replays it from the journal.  At most *times* writes fail per job.
+    """
+    recorded: dict[int, int] = {}  # job id -> failures left
+
+    def fail(changes: Sequence[Change]) -> bool:
+        jobs = {
+            job_id
+            for change in changes
+            if isinstance(job_id := getattr(change, "job_id", None), int)
+        }
+        due = [job_id for job_id in jobs if recorded.get(job_id, 0) > 0]
+        if due:  # the whole batch fails: nothing of it is stored
+            for job_id in due:
+                recorded[job_id] -= 1
+            return True
+        for change in changes:
+            if isinstance(change, Step) and change.name == name:
+                recorded.setdefault(change.job_id, times)
+        return False
+
+    return fail
 
 
 async def check_journal(make: Callable[[], Journal]) -> None:

@@ -12,7 +12,7 @@ import trio.testing
 
 import inturn
 from inturn.journal import Step
-from inturn.testing import FaultyJournal
+from inturn.testing import FaultyJournal, Recorder, fail_after_step
 from tests.conftest import MakeJournal
 
 RETRY = inturn.Retry(max_attempts=5, initial_delay=1, multiplier=1, jitter=0)
@@ -252,3 +252,31 @@ async def test_a_restarted_supervisor_replays_the_steps_a_crash_left(
     async with inturn.open_supervisor(handler, journal=inturn.SQLiteJournal(path)):
         pass
     assert (stores.primary, stores.replica) == ([("doc", 5)], [("doc", 5)])
+
+
+async def test_the_recorder_shows_steps_and_fail_after_step_crashes_between_two(
+    make_journal: MakeJournal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """fail_after_step("primary") fails the write after the primary's record: the retry replays it."""
+    stores = Stores()
+
+    async def handler(job: inturn.Job) -> None:
+        await job.step("primary", stores.write_primary, job.key, job.payload)
+        await job.step("replica", stores.write_replica, job.key, job.payload)
+
+    recorder = Recorder(handler)
+    journal = FaultyJournal(make_journal(), fail=fail_after_step("primary"))
+    async with inturn.open_supervisor(recorder, journal=journal, retry=RETRY) as sup:
+        await sup.send("doc", 1)
+    first, second = recorder.calls
+    assert [(step.name, step.replayed, step.result) for step in first.steps] == [
+        ("primary", False, "p1")
+    ]
+    assert isinstance(first.error, inturn.JournalError)  # the replica's record failed
+    assert [(step.name, step.replayed) for step in second.steps] == [
+        ("primary", True),
+        ("replica", False),
+    ]
+    assert stores.primary == [("doc", 1)]
+    assert stores.replica == [("doc", 1), ("doc", 1)]  # ran, then its record failed: again
+    assert journal.failures == 1
