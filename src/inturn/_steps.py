@@ -46,6 +46,8 @@ class StepLog:
     codec: Codec
     now: Callable[[], float]
     """Unix time by the supervisor's clock, for the journal's write."""
+    max_payload: int = 16 * 1024 * 1024
+    """The largest encoded result, as for payloads."""
     _attempts: dict[int, _Attempt] = attrs.field(factory=dict, init=False)
 
     async def run(
@@ -78,7 +80,7 @@ class StepLog:
 
     def _encode(self, job_id: int, name: str, result: object) -> bytes:
         try:
-            return self.codec.encode(result)
+            data = self.codec.encode(result)
         except Exception as exc:
             # A value the codec refuses never becomes one it takes: give up
             # rather than run the step again on every attempt.
@@ -86,3 +88,9 @@ class StepLog:
                 f"step {name!r} of job {job_id} returned a value of type {type(result).__name__},"
                 " which the codec cannot encode"
             ) from (exc if isinstance(exc, EncodeError) else EncodeError(type(exc).__qualname__))
+        if len(data) > self.max_payload:
+            raise PermanentError(
+                f"step {name!r} of job {job_id} returned {len(data)} bytes encoded,"
+                f" over max_payload={self.max_payload}"
+            )
+        return data

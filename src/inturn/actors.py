@@ -131,7 +131,8 @@ class Runtime:
     schedule: Schedule = attrs.field(factory=Schedule)
     steps: StepLog = attrs.field(
         default=attrs.Factory(
-            lambda self: StepLog(self.journal, self.codec, self.unix_now), takes_self=True
+            lambda self: StepLog(self.journal, self.codec, self.unix_now, self.max_payload),
+            takes_self=True,
         )
     )
     _nothing_runs: trio.Event | None = None

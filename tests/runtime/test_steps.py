@@ -280,3 +280,21 @@ async def test_the_recorder_shows_steps_and_fail_after_step_crashes_between_two(
     assert stores.primary == [("doc", 1)]
     assert stores.replica == [("doc", 1), ("doc", 1)]  # ran, then its record failed: again
     assert journal.failures == 1
+
+
+async def test_a_result_over_max_payload_discards_the_job_and_records_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def handler(job: inturn.Job) -> object:
+        return await job.step("big", lambda: "x" * 2000)
+
+    journal = inturn.MemoryJournal()
+    async with inturn.open_supervisor(handler, journal=journal, max_payload=1000) as sup:
+        job_id = await sup.send("k", None)
+        await sup.wait_idle()
+        [dead] = await sup.dead_letters()
+        assert await journal.steps(job_id) == []
+    assert dead.last_error == (
+        f"inturn.errors.PermanentError: step 'big' of job {job_id} returned 2002 bytes encoded,"
+        " over max_payload=1000"
+    )
