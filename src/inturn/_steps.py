@@ -57,22 +57,35 @@ class StepLog:
         check_step(name, fn)
         attempt = self._attempts.setdefault(job_id, _Attempt())
         if name in attempt.called:
-            raise ValueError(f"step {name!r} was taken twice by job {job_id}: names are unique")
+            raise ValueError(
+                f"step {name!r} was taken twice by job {job_id}: names are unique (a step"
+                " that raised may be taken again)"
+            )
         attempt.called.add(name)
-        if attempt.done is None:
-            attempt.done = dict(await self.journal.steps(job_id))
-        data = attempt.done.get(name)
-        if data is None:
-            result = fn(*args)
-            if inspect.isawaitable(result):
-                result = await result
-            data = self._encode(job_id, name, result)
-            if await self.journal.write([Step(job_id, name, data)], now=self.now()):
-                raise JobStateError(
-                    job_id, "finished", f"another writer finished it: step {name!r} not recorded"
-                )
-            attempt.done[name] = data
+        try:
+            if attempt.done is None:
+                attempt.done = dict(await self.journal.steps(job_id))
+            data = attempt.done.get(name)
+            if data is None:
+                data = await self._record(job_id, name, fn, args)
+                attempt.done[name] = data
+        except BaseException:
+            attempt.called.discard(name)  # not recorded: the handler may take it again
+            raise
         return self.codec.decode(data)
+
+    async def _record(
+        self, job_id: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
+    ) -> bytes:
+        result = fn(*args)
+        if inspect.isawaitable(result):
+            result = await result
+        data = self._encode(job_id, name, result)
+        if await self.journal.write([Step(job_id, name, data)], now=self.now()):
+            raise JobStateError(
+                job_id, "finished", f"another writer finished it: step {name!r} not recorded"
+            )
+        return data
 
     def ended(self, job_id: int) -> None:
         """Job *job_id*'s attempt ended: the next one starts from the journal."""

@@ -53,7 +53,9 @@ class Job:
 
         Raises:
             TypeError, ValueError: *name* is not a str of 1 to 200 characters,
-                or *fn* is not callable; *name* was taken already in this attempt.
+                or *fn* is not callable; *name* was taken already in this
+                attempt (and did not raise: a step that raised may be taken
+                again, to retry it within the attempt).
             PermanentError: *fn* returned a value the codec cannot encode.
             JobStateError: another writer finished the job meanwhile (an
                 operator's skip): the step is not recorded.

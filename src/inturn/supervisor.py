@@ -500,8 +500,13 @@ class Supervisor:
             info = await skip_check(runtime.journal, info.id)
             if info.state != "scheduled":
                 return False
-            await runtime.journal.write([Discard(info.id, SKIPPED_TEXT)], now=runtime.unix_now())
-            runtime.core.unschedule(discarded=True)
+            changes = [Discard(info.id, SKIPPED_TEXT)]
+            superseded = await runtime.journal.write(changes, now=runtime.unix_now())
+            runtime.core.unschedule(discarded=True)  # gone, by this skip or by another writer
+            if superseded:
+                runtime.check_idle()
+                await skip_check(runtime.journal, info.id)  # say what it is now
+                raise JobStateError(info.id, "dead", "another writer discarded it first")
         runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
         runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
         runtime.check_idle()
@@ -856,8 +861,9 @@ class Supervisor:
         (`Requeue`); False if the journal superseded that (it is no dead
         letter now), with the entry retracted.  With *due*, the entries are
         scheduled jobs joining their keys (`Due`), which wait for their due
-        time no more; one the journal superseded is retracted alone (it was
-        finished meanwhile, by a writer that counted it).  *later* are the
+        time no more; one the journal superseded is retracted alone (another
+        writer finished it: this supervisor's own skips take the schedule's
+        lock, so it is one in another process).  *later* are the
         `Append`s of scheduled jobs journaled in the same write (`send_many`).
         """
         runtime = self._runtime
@@ -919,11 +925,11 @@ class Supervisor:
             if returned:
                 give_back.append(entry)
         for entry, first in zip(entries, firsts, strict=True):
+            if due:
+                runtime.core.unschedule()  # due: in its lane now, or finished by another writer
             if due and first in superseded:
                 runtime.start_holding(runtime.core.retract(entry))
                 continue
-            if due:
-                runtime.core.unschedule()
             runtime.committed(entry)
             runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
         if give_back:

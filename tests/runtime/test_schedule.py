@@ -6,7 +6,7 @@ import contextlib
 import datetime
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,8 @@ import trio.testing
 from hypothesis import given, settings, strategies as st
 
 import inturn
-from inturn.journal import Append, SQLiteReader
+from inturn.journal import Append, Change, Discard, Due, SQLiteReader
+from inturn.testing import FaultyJournal
 from tests.conftest import MakeJournal
 
 
@@ -400,3 +401,45 @@ async def test_scheduled_jobs_under_max_concurrency_take_their_turn(
         await sup.wait_idle()
         assert trio.current_time() == start + 3 + 3  # due at 3, then 3 rounds of 2
     assert most == 2
+
+
+class OtherWriterFirst(FaultyJournal):
+    """Another process's writer discards a scheduled job just before this supervisor's write."""
+
+    def __init__(self, inner: inturn.Journal, before: type) -> None:
+        super().__init__(inner)
+        self.before = before
+        self.raced: list[int] = []
+
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]:
+        for change in changes:
+            if (
+                isinstance(change, Due | Discard)
+                and isinstance(change, self.before)
+                and not self.raced
+            ):
+                self.raced.append(change.job_id)
+                await self.inner.write([Discard(change.job_id, "skipped elsewhere")])
+        return await self.inner.write(changes, now=now)
+
+
+@pytest.mark.parametrize("before", [Due, Discard])
+async def test_a_scheduled_job_another_writer_finished_first_is_let_go(
+    before: type, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Its promotion (Due) or its skip (Discard) is superseded: the job never runs, and idle is reached."""
+    handler = Timeline()
+    journal = OtherWriterFirst(inturn.MemoryJournal(), before)
+    async with inturn.open_supervisor(handler, journal=journal) as sup:
+        job_id = await sup.send("k", "doomed", delay=5)
+        if before is Discard:
+            with pytest.raises(inturn.JobStateError, match="dead letter already"):
+                await sup.skip(job_id)
+        await sup.wait_idle()
+        assert sup.stats().scheduled == 0
+        [dead] = await sup.dead_letters()
+    assert journal.raced == [job_id]
+    assert (dead.id, dead.last_error) == (job_id, "skipped elsewhere")
+    assert handler.order == []

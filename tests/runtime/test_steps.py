@@ -298,3 +298,28 @@ async def test_a_result_over_max_payload_discards_the_job_and_records_nothing(
         f"inturn.errors.PermanentError: step 'big' of job {job_id} returned 2002 bytes encoded,"
         " over max_payload=1000"
     )
+
+
+async def test_a_step_that_raised_may_be_taken_again_in_the_same_attempt(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A handler retrying a step itself: the name is free again once its call raised."""
+    calls = 0
+
+    def flaky() -> int:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise TimeoutError("slow")
+        return calls
+
+    async def handler(job: inturn.Job) -> object:
+        for _ in range(5):
+            try:
+                return await job.step("primary", flaky)
+            except TimeoutError:
+                continue
+        raise AssertionError("unreachable")
+
+    async with inturn.open_supervisor(handler) as sup:
+        assert await sup.ask("k", None) == 3
