@@ -193,6 +193,11 @@ class Runtime:
         if self._idle and (self.core.idle or self.closed):
             self._idle.unpark_all()
 
+    def now_for(self, entry: Entry) -> float | None:
+        """`unix_now` for a write that may release *entry*'s unique key; None (the journal's
+        clock, which is cheaper to read) when it holds none, so nothing depends on it."""
+        return None if entry.unique is None else self.unix_now()
+
     def unix_now(self) -> float:
         """Unix time by the supervisor's clock (virtual under a mock clock).
 
@@ -596,7 +601,7 @@ class Actor:
                 changes: list[Change] = [Complete(entry.id)]
                 if successor is not None:
                     changes.append(MarkAttempt(successor.id, successor.attempt))
-                superseded = await runtime.journal.write(changes, now=runtime.unix_now())
+                superseded = await runtime.journal.write(changes, now=runtime.now_for(entry))
                 if successor is not None and changes[-1] not in superseded:
                     successor.marked = True
                 if changes[0] in superseded:

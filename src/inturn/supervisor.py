@@ -181,7 +181,7 @@ class Supervisor:
         self._check_open()
         runtime = self._runtime
         batch: list[tuple[str, bytes, str | None, float | None, float | None]] = []
-        now = runtime.core.unix_time(trio.current_time())
+        now = self._now()
         first: dict[str, int] = {}  # unique key -> the item that takes it
         items: Iterable[object] = jobs  # checked here: callers may pass anything
         for position, item in enumerate(items):
@@ -738,6 +738,10 @@ class Supervisor:
         actor.interruptible.cancel()
         return True
 
+    def _now(self) -> float:
+        """Unix time by the supervisor's clock."""
+        return self._runtime.core.unix_time(trio.current_time())
+
     def _check_open(self) -> None:
         if self._runtime.closed:
             raise SupervisorClosed("the supervisor has stopped")
@@ -755,7 +759,7 @@ class Supervisor:
         core = self._runtime.core
         unique = validate_unique(unique)
         window = validate_unique_for(unique_for, unique)
-        due = due_time(delay, at, core.unix_time(trio.current_time()))
+        due = None if delay is None and at is None else due_time(delay, at, self._now())
         data = self._encode(payload)
         if due is not None:
             return await self._schedule(key, data, unique, window, due)
@@ -892,8 +896,14 @@ class Supervisor:
                 starting.append((entry, mark))
         if later:  # ids rise through a batch: each job's changes in id order (sort is stable)
             changes = sorted([*changes, *later], key=_job_of)
+        uniques = (
+            requeue_of is not None
+            or any(entry.unique is not None for entry in entries)
+            or any(append.unique is not None for append in later)
+        )
+        now = runtime.unix_now() if uniques else None  # else the journal's clock: cheaper
         try:
-            superseded = await runtime.journal.write(changes, now=runtime.unix_now())
+            superseded = await runtime.journal.write(changes, now=now)
             if requeue_of is not None and changes[0] in superseded:
                 raise _Superseded
         except BaseException as exc:

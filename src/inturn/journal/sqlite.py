@@ -138,6 +138,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
     _worker: JournalThread[sqlite3.Connection] | None = attrs.field(default=None, init=False)
     _lock_fd: int | None = attrs.field(default=None, init=False)
     _fault_hook: Callable[[str], None] | None = attrs.field(default=None, init=False)
+    _usage: _Usage = attrs.field(factory=lambda: _Usage(), init=False)
     """For fault-injection tests: called on the journal's thread before each
     batch is applied (``"apply"``) and before COMMIT (``"commit"``); raise a
     `sqlite3.Error` from it to act out a full disk or an I/O error."""
@@ -292,6 +293,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
                     (json.dumps(heads),),
                 ).fetchall()
                 halted = frozenset(row[0] for row in connection.execute("SELECT key FROM halted"))
+                self._usage = _Usage.of(connection)
                 (scheduled,) = connection.execute(
                     "SELECT COUNT(*) FROM jobs WHERE state = 'pending' AND seq IS NULL"
                 ).fetchone()
@@ -336,7 +338,8 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         try:
             connection.execute("BEGIN IMMEDIATE")
             next_id = _highest_id(connection) + 1
-            _UNIQUES.expire(connection, min(request.now for request in group))
+            if self._usage.windows:
+                _UNIQUES.expire(connection, min(request.now for request in group))
             for request in group:
                 self._fault("apply")
                 # One statement is atomic by itself; a batch of several needs
@@ -345,7 +348,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
                 if several:
                     connection.execute("SAVEPOINT batch")
                 try:
-                    next_id = _apply(connection, request, next_id, self.path)
+                    next_id = _apply(connection, request, next_id, self.path, self._usage)
                 except _Refused as refused:
                     if several:
                         connection.execute("ROLLBACK TO batch")
@@ -391,7 +394,32 @@ def _highest_id(connection: sqlite3.Connection) -> int:
     return int(row[0]) if row is not None else 0
 
 
-def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path: str) -> int:
+@attrs.define
+class _Usage:
+    """Whether the file holds dedup windows or steps: work a commit may skip when it holds none.
+
+    The journal is the file's one writer, so once read at `open` this stays
+    exact; a rolled-back transaction may leave it True, which only costs the
+    work it saves.
+    """
+
+    windows: bool = False
+    """Some reservation has an end time (`Uniques.expire` has work)."""
+    steps: bool = False
+    """Some job recorded a step (a completion deletes its steps)."""
+
+    @classmethod
+    def of(cls, connection: sqlite3.Connection) -> _Usage:
+        [(windows, steps)] = connection.execute(
+            "SELECT EXISTS (SELECT 1 FROM uniques WHERE until IS NOT NULL),"
+            " EXISTS (SELECT 1 FROM steps)"
+        )
+        return cls(bool(windows), bool(steps))
+
+
+def _apply(
+    connection: sqlite3.Connection, request: Request, next_id: int, path: str, usage: _Usage
+) -> int:
     """Apply one batch inside the current savepoint; return the next free id.
 
     Superseded changes go to ``request.superseded``.  Raises `_Refused` for a
@@ -479,6 +507,14 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
                 change,
                 change.job_id,
             )
+        elif isinstance(change, Complete) and (
+            connection.execute(  # the common case, in one statement: no unique key to release
+                "DELETE FROM jobs WHERE id = ? AND state = 'pending' AND unique_key IS NULL",
+                (change.job_id,),
+            ).rowcount
+        ):
+            if usage.steps:
+                connection.execute("DELETE FROM steps WHERE job_id = ?", (change.job_id,))
         elif isinstance(change, Complete | Discard):
             held = unique_of(change.job_id, "pending")
             if not settle(held is not None, change, change.job_id):
@@ -486,7 +522,8 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
             assert held is not None
             if isinstance(change, Complete):
                 connection.execute("DELETE FROM jobs WHERE id = ?", (change.job_id,))
-                connection.execute("DELETE FROM steps WHERE job_id = ?", (change.job_id,))
+                if usage.steps:
+                    connection.execute("DELETE FROM steps WHERE job_id = ?", (change.job_id,))
             else:
                 connection.execute(
                     "UPDATE jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL,"
@@ -494,6 +531,7 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
                     (change.error, now, change.stopped_during, change.job_id),
                 )
             _UNIQUES.release(connection, *held, change.job_id, request.now)
+            usage.windows = usage.windows or (held[0] is not None and held[1] is not None)
             if isinstance(change, Discard) and change.halt:
                 # The first discard that halts a key names it; a pause does not.
                 connection.execute(
@@ -512,6 +550,7 @@ def _apply(connection: sqlite3.Connection, request: Request, next_id: int, path:
             ):
                 connection.execute("DELETE FROM steps WHERE job_id = ?", (change.job_id,))
         elif isinstance(change, Step):
+            usage.steps = True
             one(
                 "INSERT INTO steps (job_id, n, name, data)"
                 " SELECT id, (SELECT COUNT(*) FROM steps WHERE job_id = ?), ?, ? FROM jobs"
