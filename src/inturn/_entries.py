@@ -29,8 +29,6 @@ class Entry:
     key: str | None
     data: bytes
     unique: str | None = None
-    unique_for: float | None = None
-    """How long *unique* stays reserved once it is terminal (new jobs only)."""
     attempt: int = 1
     """The attempt that runs next, or is running."""
     durable: bool = False

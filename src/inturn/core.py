@@ -21,6 +21,12 @@ An entry moves through::
                                -> discard     terminal (a dead letter)
                                -> interrupt -> start ...  (cancel or crash)
 
+A lane runs its entries in the order of their *places* (`Entry.place`): a
+job's id, or, for a scheduled job, a fresh number from the id counter taken
+when it falls due (`promote`), so it runs behind whatever its lane holds
+then.  Until due, a scheduled job lives in the journal only; the core counts
+it (`schedule`, `scheduled`, `unschedule`) so that `idle` waits for it.
+
 A lane's state exists only while it holds entries, is halted, or has an
 actor attached; `try_retire` drops it, so a million keys seen once leave
 nothing behind.
@@ -101,27 +107,14 @@ class Core:
 
     # -- accepting ---------------------------------------------------------
 
-    def reserve(
-        self,
-        key: str | None,
-        data: bytes,
-        unique: str | None = None,
-        unique_for: float | None = None,
-    ) -> Entry:
+    def reserve(self, key: str | None, data: bytes, unique: str | None = None) -> Entry:
         """Give a new job its id and its FIFO place.
 
         It cannot run until `commit`.  Unique keys, and how long they stay
-        reserved (*unique_for*), are the journal's to enforce: it refuses the
-        job's `Append` with `DuplicateError`, and the shell then calls `retract`.
+        reserved, are the journal's to enforce: it refuses the job's `Append`
+        with `DuplicateError`, and the shell then calls `retract`.
         """
-        entry = Entry(
-            id=self.next_id,
-            place=self.next_id,
-            key=key,
-            data=data,
-            unique=unique,
-            unique_for=unique_for,
-        )
+        entry = Entry(id=self.next_id, place=self.next_id, key=key, data=data, unique=unique)
         self.next_id += 1
         self._place(entry)
         return entry
@@ -131,8 +124,8 @@ class Core:
 
         Until then the core holds nothing of it but a count (for `idle`), so
         any number of scheduled jobs costs no memory here.  The shell
-        journals its `Append` and then calls `scheduled` (or `unschedule`,
-        if the journal refused it).
+        journals its `Append`, then calls `scheduled`; an id the journal
+        refused is simply never used.
         """
         job_id = self.next_id
         self.next_id += 1
@@ -223,9 +216,8 @@ class Core:
         for key in recovery.halted:
             self._lanes[key] = LaneState(halted=True)
         for stored in recovery.jobs:
-            self.next_id = max(
-                self.next_id, stored.id + 1, stored.place + 1
-            )  # trust no field alone
+            # Trust no field alone: a place is taken from the ids too.
+            self.next_id = max(self.next_id, stored.id + 1, stored.place + 1)
             entry = self._recovered(stored)
             state = self._lane(entry.lane)
             if entry.key is not None and len(state.fifo) >= self.window:

@@ -215,10 +215,12 @@ class Supervisor:
         core = runtime.core
         ids: list[int] = []
         entries: list[Entry] = []
+        windows: list[float | None] = []
         later: list[Append] = []
         for key, data, unique, unique_for, due in batch:
             if due is None:
-                entries.append(core.reserve(key, data, unique, unique_for))
+                entries.append(core.reserve(key, data, unique))
+                windows.append(unique_for)
                 ids.append(entries[-1].id)
             else:
                 ids.append(core.schedule())
@@ -232,7 +234,7 @@ class Supervisor:
                         due_at=due,
                     )
                 )
-        await self._journal(entries, later=later)
+        await self._journal(entries, windows=windows, later=later)
         await schedule_point()
         return ids
 
@@ -763,8 +765,8 @@ class Supervisor:
         data = self._encode(payload)
         if due is not None:
             return await self._schedule(key, data, unique, window, due)
-        entry = core.reserve(key, data, unique, window)
-        await self._journal([entry])
+        entry = core.reserve(key, data, unique)
+        await self._journal([entry], windows=[window])
         return entry.id
 
     async def _schedule(
@@ -857,6 +859,7 @@ class Supervisor:
         *,
         requeue_of: int | None = None,
         due: bool = False,
+        windows: Sequence[float | None] = (),
         later: Sequence[Append] = (),
     ) -> bool:
         """Journal reserved *entries* in one write, then commit them; or retract them all.
@@ -868,13 +871,15 @@ class Supervisor:
         time no more; one the journal superseded is retracted alone (another
         writer finished it: this supervisor's own skips take the schedule's
         lock, so it is one in another process).  *later* are the
-        `Append`s of scheduled jobs journaled in the same write (`send_many`).
+        `Append`s of scheduled jobs journaled in the same write (`send_many`);
+        *windows* the new entries' ``unique_for`` (kept here, not on the
+        entries: once journaled, the journal keeps them).
         """
         runtime = self._runtime
         changes: list[Change] = []
         firsts: list[Change] = []  # each entry's own change
         starting: list[tuple[Entry, MarkAttempt]] = []
-        for entry in entries:
+        for position, entry in enumerate(entries):
             first: Change
             if due:
                 first = Due(entry.id, entry.place)
@@ -884,7 +889,7 @@ class Supervisor:
                     key=entry.key,
                     data=entry.data,
                     unique=entry.unique,
-                    unique_for=entry.unique_for,
+                    unique_for=windows[position] if windows else None,
                 )
             else:
                 first = Requeue(requeue_of, entry.id)
