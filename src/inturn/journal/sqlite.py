@@ -287,11 +287,18 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
                     " WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL GROUP BY key"
                 ).fetchall()
                 heads = [row[2] for row in counts]  # places are unique, as ids are
-                rows = connection.execute(
-                    f"SELECT {COLUMNS} FROM jobs WHERE state = 'pending' AND seq IS NOT NULL"
-                    " AND (key IS NULL OR seq IN (SELECT value FROM json_each(?))) ORDER BY seq",
-                    (json.dumps(heads),),
-                ).fetchall()
+                # Each row becomes its job as it is read: no list of raw rows
+                # beside the jobs (a recovery's peak memory is O(keys) twice).
+                jobs = [
+                    stored(row)
+                    for row in connection.execute(
+                        f"SELECT {COLUMNS} FROM jobs WHERE state = 'pending' AND seq IS NOT NULL"
+                        " AND (key IS NULL OR seq IN (SELECT value FROM json_each(?)))"
+                        " ORDER BY seq",
+                        (json.dumps(heads),),
+                    )
+                ]
+                del heads
                 halted = frozenset(row[0] for row in connection.execute("SELECT key FROM halted"))
                 self._usage = _Usage.of(connection)
                 (scheduled,) = connection.execute(
@@ -312,7 +319,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         }
         return Recovery(
             next_id=_highest_id(connection) + 1,
-            jobs=[stored(row) for row in rows],
+            jobs=jobs,
             backlog=backlog,
             halted=halted,
             scheduled=scheduled,
