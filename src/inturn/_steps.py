@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .codec import Codec
     from .journal import Journal
 
-__all__ = ["StepLog"]
+__all__ = ["StepLog", "encode_result"]
 
 
 @attrs.define(eq=False)
@@ -80,7 +80,7 @@ class StepLog:
         result = fn(*args)
         if inspect.isawaitable(result):
             result = await result
-        data = self._encode(job_id, name, result)
+        data = encode_result(self.codec, job_id, name, result, self.max_payload)
         if await self.journal.write([Step(job_id, name, data)], now=self.now()):
             raise JobStateError(
                 job_id, "finished", f"another writer finished it: step {name!r} not recorded"
@@ -91,19 +91,26 @@ class StepLog:
         """Job *job_id*'s attempt ended: the next one starts from the journal."""
         self._attempts.pop(job_id, None)
 
-    def _encode(self, job_id: int, name: str, result: object) -> bytes:
-        try:
-            data = self.codec.encode(result)
-        except Exception as exc:
-            # A value the codec refuses never becomes one it takes: give up
-            # rather than run the step again on every attempt.
-            raise PermanentError(
-                f"step {name!r} of job {job_id} returned a value of type {type(result).__name__},"
-                " which the codec cannot encode"
-            ) from (exc if isinstance(exc, EncodeError) else EncodeError(type(exc).__qualname__))
-        if len(data) > self.max_payload:
-            raise PermanentError(
-                f"step {name!r} of job {job_id} returned {len(data)} bytes encoded,"
-                f" over max_payload={self.max_payload}"
-            )
-        return data
+
+def encode_result(
+    codec: Codec, job_id: int, name: str, result: object, max_payload: int = 16 * 1024 * 1024
+) -> bytes:
+    """Step *name*'s *result*, encoded; `PermanentError` if the codec refuses it or it is too big.
+
+    Permanent: a value the codec refuses never becomes one it takes, so
+    retrying would only run the step again.  The message names the type,
+    never the value.
+    """
+    try:
+        data = codec.encode(result)
+    except Exception as exc:
+        raise PermanentError(
+            f"step {name!r} of job {job_id} returned a value of type {type(result).__name__},"
+            " which the codec cannot encode"
+        ) from (exc if isinstance(exc, EncodeError) else EncodeError(type(exc).__qualname__))
+    if len(data) > max_payload:
+        raise PermanentError(
+            f"step {name!r} of job {job_id} returned {len(data)} bytes encoded,"
+            f" over max_payload={max_payload}"
+        )
+    return data

@@ -14,6 +14,7 @@ once as a plain function, `check_journal`.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Any
@@ -21,10 +22,13 @@ from typing import Any
 import attrs
 import trio
 
+from ._checks import check_step
 from ._conformance import unfinished_jobs
 from ._conformance_arbiter import JournalConformance
 from ._conformance_reads import OperatorReadsConformance
+from ._steps import encode_result
 from .actors import Handler
+from .codec import Codec, JSONCodec
 from .errors import JournalError
 from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Job
@@ -44,6 +48,7 @@ __all__ = [
     "FaultyJournal",
     "StepCall",
     "fail_after_step",
+    "make_job",
     "check_journal",
     "JournalConformance",
     "OperatorReadsConformance",
@@ -250,6 +255,55 @@ class FaultyJournal:
 
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+@attrs.define(eq=False)
+class _KeptSteps:
+    """Steps for jobs made by `make_job`: results kept encoded, in memory, as a journal keeps them."""
+
+    codec: Codec
+    done: dict[tuple[int, str], bytes] = attrs.field(factory=dict)
+
+    async def run(
+        self, job_id: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
+    ) -> Any:
+        check_step(name, fn)
+        data = self.done.get((job_id, name))
+        if data is None:
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                result = await result
+            data = encode_result(self.codec, job_id, name, result)
+            self.done[(job_id, name)] = data
+        return self.codec.decode(data)
+
+
+def make_job(
+    payload: object,
+    *,
+    key: str | None = "key",
+    id: int = 1,  # noqa: A002 (the Job's field)
+    attempt: int = 1,
+    unique: str | None = None,
+    codec: Codec | None = None,
+) -> Job:
+    """A `Job` as a supervisor hands it to a handler, for unit tests of the handler alone.
+
+    Its payload has been through *codec* (`JSONCodec()` by default) and so
+    do its steps' results: a step returning what the codec refuses raises
+    `PermanentError`, as under a supervisor.  Steps are kept with the job:
+    ``attrs.evolve(job, attempt=2)`` is its retry, which replays them.
+    """
+    codec = JSONCodec() if codec is None else codec
+    decoded = codec.decode(codec.encode(payload))
+    return Job(
+        id=id,
+        key=key,
+        payload=decoded,
+        attempt=attempt,
+        unique=unique,
+        steps=_KeptSteps(codec),
+    )
 
 
 def fail_after_step(name: str, *, times: int = 1) -> Callable[[Sequence[Change]], bool]:

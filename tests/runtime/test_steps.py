@@ -12,7 +12,7 @@ import trio.testing
 
 import inturn
 from inturn.journal import Step
-from inturn.testing import FaultyJournal, Recorder, fail_after_step
+from inturn.testing import FaultyJournal, Recorder, fail_after_step, make_job
 from tests.conftest import MakeJournal
 
 RETRY = inturn.Retry(max_attempts=5, initial_delay=1, multiplier=1, jitter=0)
@@ -323,3 +323,30 @@ async def test_a_step_that_raised_may_be_taken_again_in_the_same_attempt(
 
     async with inturn.open_supervisor(handler) as sup:
         assert await sup.ask("k", None) == 3
+
+
+async def test_make_job_gives_a_handler_unit_test_the_supervisors_steps() -> None:
+    """Payload and step results go through the codec (a tuple is refused, as under a
+    supervisor), and the retry of the same job replays the steps it recorded."""
+    calls: list[int] = []
+
+    def primary(attempt: int) -> dict[str, int]:
+        calls.append(attempt)
+        return {"v": 1}
+
+    async def handler(job: inturn.Job) -> object:
+        first = await job.step("primary", primary, job.attempt)
+        if job.attempt == 1:
+            raise ConnectionError("replica down")
+        return first
+
+    job = make_job({"amount": 5}, key="acct")
+    assert (job.key, job.payload, job.attempt) == ("acct", {"amount": 5}, 1)
+    with pytest.raises(ConnectionError):
+        await handler(job)
+    assert await handler(attrs.evolve(job, attempt=2)) == {"v": 1}
+    assert calls == [1]  # replayed on the retry
+    with pytest.raises(inturn.PermanentError, match="value of type tuple"):
+        await make_job(None).step("pair", lambda: (1, 2))
+    with pytest.raises(inturn.EncodeError):
+        make_job((1, 2))  # a payload send would refuse
