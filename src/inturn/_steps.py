@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .codec import Codec
     from .journal import Journal
 
-__all__ = ["StepLog", "encode_result"]
+__all__ = ["StepLog", "take_step"]
 
 
 @attrs.define(eq=False)
@@ -77,10 +77,7 @@ class StepLog:
     async def _record(
         self, job_id: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
     ) -> bytes:
-        result = fn(*args)
-        if inspect.isawaitable(result):
-            result = await result
-        data = encode_result(self.codec, job_id, name, result, self.max_payload)
+        data = await take_step(self.codec, job_id, name, fn, args, self.max_payload)
         if await self.journal.write([Step(job_id, name, data)], now=self.now()):
             raise JobStateError(
                 job_id, "finished", f"another writer finished it: step {name!r} not recorded"
@@ -92,15 +89,25 @@ class StepLog:
         self._attempts.pop(job_id, None)
 
 
-def encode_result(
-    codec: Codec, job_id: int, name: str, result: object, max_payload: int = 16 * 1024 * 1024
+async def take_step(
+    codec: Codec,
+    job_id: int,
+    name: str,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    max_payload: int = 16 * 1024 * 1024,
 ) -> bytes:
-    """Step *name*'s *result*, encoded; `PermanentError` if the codec refuses it or it is too big.
+    """Run step *name*'s ``fn(*args)`` (sync or async) and return its result, encoded.
+
+    Raises `PermanentError` if the codec refuses the result or it is too big.
 
     Permanent: a value the codec refuses never becomes one it takes, so
     retrying would only run the step again.  The message names the type,
     never the value.
     """
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        result = await result
     try:
         data = codec.encode(result)
     except Exception as exc:

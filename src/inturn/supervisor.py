@@ -181,7 +181,7 @@ class Supervisor:
         self._check_open()
         runtime = self._runtime
         batch: list[tuple[str, bytes, str | None, float | None, float | None]] = []
-        now = self._now()
+        now = runtime.unix_now()
         first: dict[str, int] = {}  # unique key -> the item that takes it
         items: Iterable[object] = jobs  # checked here: callers may pass anything
         for position, item in enumerate(items):
@@ -223,17 +223,8 @@ class Supervisor:
                 windows.append(unique_for)
                 ids.append(entries[-1].id)
             else:
-                ids.append(core.schedule())
-                later.append(
-                    Append(
-                        job_id=ids[-1],
-                        key=key,
-                        data=data,
-                        unique=unique,
-                        unique_for=unique_for,
-                        due_at=due,
-                    )
-                )
+                later.append(self._scheduled(key, data, unique, unique_for, due))
+                ids.append(later[-1].job_id)
         await self._journal(entries, windows=windows, later=later)
         await schedule_point()
         return ids
@@ -540,8 +531,11 @@ class Supervisor:
         self._skipping[checked] = done = trio.Event()
         try:
             info = await skip_check(runtime.journal, checked)
-            if info.state != "scheduled" or not await self._skip_scheduled(info):
-                await self._skip(await skip_check(runtime.journal, checked))
+            if info.state == "scheduled":
+                if await self._skip_scheduled(info):
+                    return
+                info = await skip_check(runtime.journal, checked)  # promoted meanwhile
+            await self._skip(info)
         finally:
             del self._skipping[checked]
             done.set()
@@ -740,10 +734,6 @@ class Supervisor:
         actor.interruptible.cancel()
         return True
 
-    def _now(self) -> float:
-        """Unix time by the supervisor's clock."""
-        return self._runtime.core.unix_time(trio.current_time())
-
     def _check_open(self) -> None:
         if self._runtime.closed:
             raise SupervisorClosed("the supervisor has stopped")
@@ -758,36 +748,31 @@ class Supervisor:
         at: object,
     ) -> int:
         self._check_open()
-        core = self._runtime.core
+        runtime = self._runtime
         unique = validate_unique(unique)
         window = validate_unique_for(unique_for, unique)
-        due = None if delay is None and at is None else due_time(delay, at, self._now())
+        due = None if delay is None and at is None else due_time(delay, at, runtime.unix_now())
         data = self._encode(payload)
         if due is not None:
-            return await self._schedule(key, data, unique, window, due)
-        entry = core.reserve(key, data, unique)
+            append = self._scheduled(key, data, unique, window, due)
+            await self._journal([], later=[append])
+            return append.job_id
+        entry = runtime.core.reserve(key, data, unique)
         await self._journal([entry], windows=[window])
         return entry.id
 
-    async def _schedule(
+    def _scheduled(
         self, key: str | None, data: bytes, unique: str | None, window: float | None, due: float
-    ) -> int:
-        """Journal a scheduled job; the scheduler task promotes it when it is due."""
-        runtime = self._runtime
-        job_id = runtime.core.schedule()
-        append = Append(
-            job_id=job_id, key=key, data=data, unique=unique, unique_for=window, due_at=due
+    ) -> Append:
+        """The `Append` of a new scheduled job, its id taken; `_journal` writes it."""
+        return Append(
+            job_id=self._runtime.core.schedule(),
+            key=key,
+            data=data,
+            unique=unique,
+            unique_for=window,
+            due_at=due,
         )
-        await runtime.journal.write([append], now=runtime.unix_now())
-        runtime.core.scheduled()
-        runtime.schedule.noticed(runtime.core.clock_time(due))
-        if runtime.closed:
-            raise SupervisorClosed(
-                f"the supervisor stopped while job {job_id} was journaled;"
-                " it is scheduled when the journal is opened again"
-            )
-        runtime.log.debug("job.scheduled", key=key, job_id=job_id, due_at=due)
-        return job_id
 
     async def run_schedule(self) -> None:
         """Promote scheduled jobs as they fall due, the earliest first, for as long as the supervisor runs.
@@ -802,7 +787,7 @@ class Supervisor:
             try:
                 async with schedule.lock:
                     found = await runtime.journal.scheduled(limit=PAGE)
-                    now = core.unix_time(trio.current_time())
+                    now = runtime.unix_now()
                     # (a hand-made row may lack its due time: due at once)
                     due = [info for info in found if info.due_at is None or info.due_at <= now]
                     if due:
@@ -816,8 +801,9 @@ class Supervisor:
             if due:
                 await schedule_point()
                 continue
-            later = [info.due_at for info in found if info.due_at is not None]
-            await schedule.wait(core.clock_time(min(later)) if later else math.inf)
+            # Earliest first, and none is due: the first one's due time is the next.
+            first = found[0].due_at if found else None
+            await schedule.wait(math.inf if first is None else core.clock_time(first))
 
     async def _promote(self, due: list[JobInfo]) -> None:
         """Due scheduled jobs join their keys' sequences, in one write."""
@@ -932,6 +918,9 @@ class Supervisor:
             for append in later:
                 assert append.due_at is not None
                 runtime.schedule.noticed(runtime.core.clock_time(append.due_at))
+                runtime.log.debug(
+                    "job.scheduled", key=append.key, job_id=append.job_id, due_at=append.due_at
+                )
         give_back: list[Entry] = []
         for entry, mark in starting:
             # a key halted meanwhile starts nothing: its mark goes back, and its slot

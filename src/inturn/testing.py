@@ -14,7 +14,6 @@ once as a plain function, `check_journal`.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from itertools import pairwise
 from typing import Any
@@ -26,7 +25,7 @@ from ._checks import check_step
 from ._conformance import unfinished_jobs
 from ._conformance_arbiter import JournalConformance
 from ._conformance_reads import OperatorReadsConformance
-from ._steps import encode_result
+from ._steps import take_step
 from .actors import Handler
 from .codec import Codec, JSONCodec
 from .errors import JournalError
@@ -270,10 +269,7 @@ class _KeptSteps:
         check_step(name, fn)
         data = self.done.get((job_id, name))
         if data is None:
-            result = fn(*args)
-            if inspect.isawaitable(result):
-                result = await result
-            data = encode_result(self.codec, job_id, name, result)
+            data = await take_step(self.codec, job_id, name, fn, args)
             self.done[(job_id, name)] = data
         return self.codec.decode(data)
 
