@@ -59,13 +59,14 @@ from ._schedule import Schedule
 from ._steps import StepLog
 from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
-from .errors import DecodeError, LeaseLost, PermanentError
+from .errors import DecodeError, JournalError, LeaseLost, PermanentError
 from .events import Logger, exception_text
 from .jobs import Job
 from .journal import Complete, Discard, Journal, MarkAttempt
 from .journal.records import Retrying
 
 if TYPE_CHECKING:
+    from .fleet import Fleet
     from .journal.records import Change
 
 
@@ -127,6 +128,8 @@ class Runtime:
     running: int = 0
     closed: bool = False
     escalated: BaseException | None = None
+    fleet: Fleet | None = None
+    """This supervisor's part of a fleet (see `inturn.fleet`); None when it holds its journal alone."""
     reaper: IdleReaper = attrs.field(factory=lambda: IdleReaper())
     schedule: Schedule = attrs.field(factory=Schedule)
     steps: StepLog = attrs.field(
@@ -185,12 +188,17 @@ class Runtime:
         if actor is not None:
             actor.wake()
 
+    @property
+    def idle(self) -> bool:
+        """Nothing runs or waits here (a fleet member: and its last claim found nothing)."""
+        return self.core.idle and (self.fleet is None or self.fleet.dry)
+
     async def wait_idle(self) -> None:
-        while not self.core.idle and not self.closed:
+        while not self.idle and not self.closed:
             await self._idle.park()
 
     def check_idle(self) -> None:
-        if self._idle and (self.core.idle or self.closed):
+        if self._idle and (self.idle or self.closed):
             self._idle.unpark_all()
 
     def now_for(self, entry: Entry) -> float | None:
@@ -300,7 +308,16 @@ class Runtime:
                     "actor.crashed", key=key, error=describe(exc), exception=exception_text(exc)
                 )
                 # Another process holds the journal now: nothing here may go on.
-                if isinstance(exc, LeaseLost) or not self._may_restart():
+                if isinstance(exc, LeaseLost):
+                    self.escalate(exc)
+                    return
+                if self.fleet is not None and isinstance(exc, JournalError):
+                    # A fleet member rides out its server's outage: it starts nothing
+                    # until the journal answers again, or its heartbeat runs out
+                    # (LeaseLost).  Not a crash the restart budget counts.
+                    await trio.sleep(self.fleet.poll_interval)
+                    continue
+                if not self._may_restart():
                     self.escalate(exc)
                     return
             else:
@@ -404,8 +421,10 @@ class Actor:
         actor goes on in a fresh one.
         """
         core = self.runtime.core
-        # a keyless lane holds one job: nothing will follow it, so don't linger
-        linger = self.runtime.idle_timeout if isinstance(self.lane, str) else 0.0
+        fleet = self.runtime.fleet
+        # A keyless lane holds one job: nothing will follow it, so don't linger;
+        # nor does a fleet member's key, which another member may send to.
+        linger = self.runtime.idle_timeout if isinstance(self.lane, str) and not fleet else 0.0
         self.runtime.log.debug("actor.spawned", key=self._key)
         yielded = True  # a schedule point since the last job: spawned, or woken
         runtime = self.runtime
@@ -437,9 +456,18 @@ class Actor:
                     if overtaken is not None:
                         await runtime.give_back([overtaken])
                     if core.is_halted(self.lane) or not await self._wait(linger):
+                        if fleet is not None and isinstance(self.lane, str) and not core.stopping:
+                            if await fleet.let_go(self.lane):  # the journal released the key
+                                del runtime.actors[self.lane]
+                                runtime.log.debug("actor.exited", key=self._key)
+                                return
+                            yielded = True
+                            continue  # jobs came meanwhile: page them in
                         if core.try_retire(self.lane):
                             del self.runtime.actors[self.lane]
                             self.runtime.log.debug("actor.exited", key=self._key)
+                            if fleet is not None:
+                                fleet.retired()  # a keyless job's lane
                             return
                         if not core.has_work(self.lane):
                             # the head is still being journaled: its send will wake us
@@ -573,6 +601,7 @@ class Actor:
             payload=payload,
             attempt=entry.attempt,
             unique=entry.unique,
+            epoch=None if runtime.fleet is None else runtime.fleet.epochs.get(entry.key or ""),
             steps=runtime.steps,
         )
         runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)

@@ -66,7 +66,7 @@ import attrs
 from ._entries import Backoff, Discarding, Entry, Lane, LaneState, Outcome, Page
 from .errors import DecodeError, Snooze
 from .jobs import Stats
-from .journal.records import Recovery, StoredJob
+from .journal.records import Backlog, Recovery, StoredJob
 from .retry import Retry
 
 __all__ = ["Backoff", "Core", "Discarding", "Entry", "Lane", "Outcome", "Page"]
@@ -261,6 +261,39 @@ class Core:
             self._buffered += 1
         self._count(state, entry)
         return self._wants_actor(state)
+
+    # -- fleet mode: lanes the journal gave this process -------------------
+
+    def owned(self, key: str, backlog: Backlog) -> bool:
+        """This process owns *key* (a fleet's claim); all its unfinished jobs, *backlog*, are in the journal.
+
+        The lane pages them in from the start of its sequence, also when it
+        exists already (its FIFO ran dry and the journal says more waits:
+        a job may have come back below the last place read).  Return True
+        if the lane needs an actor.
+        """
+        state = self._lane(key)
+        assert not state.fifo, "a lane is refreshed only once it ran dry"
+        added = backlog.count - state.on_disk
+        self._pending += added
+        if state.halted:
+            self._parked += added
+        state.on_disk, state.disk_tail, state.tail = backlog.count, backlog.last_id, 0
+        state.skipped = state.forgotten = None
+        return self._wants_actor(state)
+
+    def disown(self, key: str) -> None:
+        """The journal released *key* (its actor asked, having nothing to run): forget its lane.
+
+        What it still holds (a halted key's jobs) stays in the journal for
+        the next owner.
+        """
+        state = self._lanes.pop(key)
+        assert not any(entry.running for entry in state.fifo), "a running job's key is kept"
+        self._pending -= state.size
+        self._buffered -= len(state.fifo)
+        if state.halted:
+            self._parked -= state.size
 
     def unix_time(self, clock: float) -> float:
         """The Unix time of the shell's *clock* reading, as `restore` set them side by side.

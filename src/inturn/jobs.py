@@ -29,7 +29,8 @@ class Job:
     """One accepted job, as the handler receives it."""
 
     id: int
-    """Unique and increasing in acceptance order, across restarts."""
+    """Unique and increasing in acceptance order, across restarts (in a fleet: each
+    member's own sends; a key's order across members is the journal's)."""
     key: str | None
     """The sequence key, or None for a job from ``submit``."""
     payload: object
@@ -38,6 +39,11 @@ class Job:
     """1 for the first try, counting attempts across restarts."""
     unique: str | None = None
     """The unique key this job holds until it is terminal (and its ``unique_for`` after), if any."""
+    epoch: int | None = None
+    """In a fleet, the fencing token of this process's hold on the job's key:
+    every later owner's is higher, so a store of your own that keeps the highest
+    epoch it saw per key can refuse a write from an owner that stalled and lost
+    the key.  None outside a fleet, and for a keyless job."""
     _steps: _Steps | None = attrs.field(default=None, eq=False, repr=False, alias="steps")
     """The supervisor's step log; None for a Job made by hand."""
 

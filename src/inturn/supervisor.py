@@ -41,7 +41,7 @@ import random as _random
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from typing import Literal, NoReturn, TypeVar, final
+from typing import Literal, NoReturn, TypeVar, cast, final
 
 import attrs
 import trio
@@ -70,6 +70,7 @@ from .errors import (
     SupervisorClosed,
 )
 from .events import Event, EventTee, exception_text
+from .fleet import Fleet, FleetJournal, capacity_for
 from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Item, Stats
 from .journal import (
@@ -212,8 +213,20 @@ class Supervisor:
         if not batch:
             await trio.lowlevel.checkpoint()
             return []
+        if runtime.fleet is not None:
+            ids = await runtime.fleet.new_ids(len(batch))
+            appends = [
+                Append(
+                    job_id=job_id, key=key, data=data, unique=unique, unique_for=window, due_at=due
+                )
+                for job_id, (key, data, unique, window, due) in zip(ids, batch, strict=True)
+            ]
+            uniques = any(append.unique is not None for append in appends)
+            await runtime.fleet.append(appends, now=now if uniques else None)
+            await schedule_point()
+            return ids
         core = runtime.core
-        ids: list[int] = []
+        ids = []
         entries: list[Entry] = []
         windows: list[float | None] = []
         later: list[Append] = []
@@ -267,6 +280,11 @@ class Supervisor:
         still runs: it was accepted.
         """
         key = validate_key(key)
+        if self._runtime.fleet is not None:
+            raise NotImplementedError(
+                "ask() on a fleet member: another member may run the job, and its result"
+                " stays there; use send() and a result store of your own"
+            )
         job_id = await self._accept(key, payload, unique, unique_for, delay, at)
         # _accept has no schedule point after the commit: the job cannot have
         # finished before its waiter is registered.
@@ -753,6 +771,14 @@ class Supervisor:
         window = validate_unique_for(unique_for, unique)
         due = None if delay is None and at is None else due_time(delay, at, runtime.unix_now())
         data = self._encode(payload)
+        if runtime.fleet is not None:  # the journal places it; its key's owner runs it
+            [job_id] = await runtime.fleet.new_ids(1)
+            append = Append(
+                job_id=job_id, key=key, data=data, unique=unique, unique_for=window, due_at=due
+            )
+            uniques = unique is not None
+            await runtime.fleet.append([append], now=runtime.unix_now() if uniques else None)
+            return job_id
         if due is not None:
             append = self._scheduled(key, data, unique, window, due)
             await self._journal([], later=[append])
@@ -790,7 +816,9 @@ class Supervisor:
                     now = runtime.unix_now()
                     # (a hand-made row may lack its due time: due at once)
                     due = [info for info in found if info.due_at is None or info.due_at <= now]
-                    if due:
+                    if due and runtime.fleet is not None:
+                        await runtime.fleet.promote(due)
+                    elif due:
                         await self._promote(due)
             except Exception as exc:
                 runtime.log.error(
@@ -1094,9 +1122,16 @@ async def open_supervisor(
         errors: list[BaseException] = []
         try:
             async with trio.open_nursery() as nursery:
+                if getattr(journal, "fleet", False) is True:
+                    runtime.fleet = Fleet(
+                        runtime,
+                        cast(FleetJournal, journal),
+                        capacity=capacity_for(max_concurrency),
+                    )
+                    nursery.start_soon(runtime.fleet.run, name="inturn.fleet")
                 runtime.start(nursery, lanes)
                 supervisor = Supervisor(runtime)
-                if callable(getattr(journal, "commands", None)):
+                if runtime.fleet is None and callable(getattr(journal, "commands", None)):
                     nursery.start_soon(supervisor.serve_commands, name="inturn.commands")
                 nursery.start_soon(supervisor.run_schedule, name="inturn.schedule")
                 yield supervisor

@@ -37,6 +37,7 @@ when a journal first connects, never by ``import inturn``.
 
 from __future__ import annotations
 
+import datetime
 import re
 from typing import TYPE_CHECKING, Any, Final
 
@@ -57,11 +58,13 @@ __all__ = [
     "database_error",
     "describe",
     "ensure_schema",
+    "interval",
+    "one_row",
     "lock_id",
     "schema_version",
 ]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -69,13 +72,16 @@ CREATE TABLE meta (
     high_id bigint NOT NULL DEFAULT 0,
     owner bigint,
     epoch bigint NOT NULL DEFAULT 0,
-    token bigint
+    token bigint,
+    fleet_synced boolean NOT NULL DEFAULT true
 );
 CREATE TABLE processes (
     id bigserial PRIMARY KEY,
     name text NOT NULL,
     started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-    expires_at timestamptz NOT NULL
+    expires_at timestamptz NOT NULL,
+    fleet boolean NOT NULL DEFAULT false,
+    token bigint
 );
 CREATE TABLE jobs (
     id bigint PRIMARY KEY,
@@ -91,7 +97,8 @@ CREATE TABLE jobs (
     stopped_during integer,
     unique_for double precision,
     seq bigint,
-    due_at double precision
+    due_at double precision,
+    owner bigint
 );
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
@@ -122,6 +129,22 @@ CREATE TABLE commands (
 );
 """
 
+_FLEET: Final = """
+CREATE TABLE keys (
+    key text PRIMARY KEY,
+    last_place bigint NOT NULL DEFAULT 0,
+    owner bigint,
+    epoch bigint NOT NULL DEFAULT 0
+);
+CREATE INDEX keys_claimable ON keys (key) WHERE owner IS NULL;
+CREATE INDEX keys_owned ON keys (owner) WHERE owner IS NOT NULL;
+CREATE SEQUENCE epochs;
+CREATE INDEX jobs_keyless_claimable ON jobs (seq)
+    WHERE key IS NULL AND state = 'pending' AND seq IS NOT NULL AND owner IS NULL;
+CREATE INDEX jobs_keyless_owned ON jobs (owner) WHERE key IS NULL AND owner IS NOT NULL;
+"""
+"""Fleet mode's tables (version 4): who owns each key with work, and the fencing epochs."""
+
 _UPGRADES: Final = {
     1: (
         "ALTER TABLE meta ADD COLUMN owner bigint, ADD COLUMN epoch bigint NOT NULL DEFAULT 0,"
@@ -146,10 +169,17 @@ _UPGRADES: Final = {
         "INSERT INTO uniques (unique_key, job_id) SELECT unique_key, id FROM jobs"
         " WHERE state = 'pending' AND unique_key IS NOT NULL",
     ),
+    3: (  # version 4: fleet mode
+        "ALTER TABLE meta ADD COLUMN fleet_synced boolean NOT NULL DEFAULT false",
+        "ALTER TABLE processes ADD COLUMN fleet boolean NOT NULL DEFAULT false,"
+        " ADD COLUMN token bigint",
+        "ALTER TABLE jobs ADD COLUMN owner bigint",
+        *(statement for statement in _FLEET.split(";") if statement.strip()),
+    ),
 }
 """What turns each version into the next."""
 
-_TABLES_ADDED: Final = {2: {"processes"}, 3: {"uniques", "steps"}}
+_TABLES_ADDED: Final = {2: {"processes"}, 3: {"uniques", "steps"}, 4: {"keys"}}
 """The tables each version added: a schema of an older version has none of them."""
 
 COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at, seq, due_at"
@@ -270,6 +300,7 @@ def ensure_schema(connection: psycopg.Connection[Any], schema: str, name: str) -
             if version == 0:
                 connection.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
                 connection.execute(_TABLES)
+                connection.execute(_FLEET)
                 connection.execute("INSERT INTO meta (version) VALUES (%s)", (SCHEMA_VERSION,))
             for step in range(version or SCHEMA_VERSION, SCHEMA_VERSION):
                 for statement in _UPGRADES[step]:
@@ -277,6 +308,20 @@ def ensure_schema(connection: psycopg.Connection[Any], schema: str, name: str) -
                 connection.execute("UPDATE meta SET version = %s", (step + 1,))
     except psycopg.Error as exc:
         raise database_error(name, exc, "open") from exc
+
+
+def one_row(
+    connection: psycopg.Connection[Any], sql: str, parameters: tuple[object, ...] = ()
+) -> tuple[Any, ...]:
+    """The one row *sql* returns."""
+    row = connection.execute(sql, parameters).fetchone()
+    assert row is not None, sql
+    return tuple(row)
+
+
+def interval(seconds: float) -> datetime.timedelta:
+    """*seconds* as the server's interval type."""
+    return datetime.timedelta(seconds=seconds)
 
 
 def database_error(name: str, exc: Exception, doing: str) -> JournalError:

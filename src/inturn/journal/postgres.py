@@ -36,20 +36,19 @@ Tables, versions and connecting live in `_postgres_schema`; reads in
 from __future__ import annotations
 
 import contextlib
-import datetime
 import os
 import secrets
 import socket
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
 import attrs
 import structlog
 import trio
 
 from ..errors import DuplicateError, JournalError, JournalLocked, LeaseLost
-from . import _postgres_inbox as inbox
+from . import _postgres_fleet as members, _postgres_inbox as inbox
 from ._dialect import Dialect, ThreadedJournal
 from ._inbox import await_answer
 from ._postgres_reads import POSTGRES_READS, PostgresReader
@@ -61,6 +60,8 @@ from ._postgres_schema import (
     database_error,
     describe,
     ensure_schema,
+    interval,
+    one_row,
     stored,
 )
 from ._thread import (
@@ -78,6 +79,7 @@ from .records import (
     Append,
     Backlog,
     Change,
+    Claim,
     Command,
     Complete,
     Discard,
@@ -91,12 +93,15 @@ from .records import (
     Retrying,
     Revive,
     Step,
+    StoredJob,
 )
 
 if TYPE_CHECKING:
     import psycopg
 
 __all__ = ["PostgresJournal", "PostgresReader"]
+
+_T = TypeVar("_T")
 
 _DIALECT: Final = attrs.evolve(POSTGRES_READS, take=inbox.take, answer=inbox.answer)
 _UNIQUES: Final = Uniques("%s")
@@ -135,6 +140,9 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
     )
     dialect: ClassVar[Dialect[psycopg.Connection[Any]]] = _DIALECT
     lease_ttl: float = attrs.field(default=10.0, kw_only=True)
+    fleet: bool = attrs.field(
+        default=False, kw_only=True, validator=attrs.validators.instance_of(bool)
+    )
     commits: int = attrs.field(default=0, init=False)
     """Transactions committed since `open` (group commit makes it < writes)."""
     epoch: int = attrs.field(default=0, init=False)
@@ -151,6 +159,13 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
     _worker: JournalThread[psycopg.Connection[Any]] | None = attrs.field(default=None, init=False)
     _next_id: int = attrs.field(default=1, init=False)
     """Ids below this were used: kept on the journal's thread, stored as ``meta.high_id``."""
+    _granted: list[range] = attrs.field(factory=list, init=False)
+    """A fleet member's ids (`ids`), oldest first: the only ids its `Append` may use."""
+    _listener: members.Listener | None = attrs.field(default=None, init=False)
+    _held: set[str] = attrs.field(factory=set, init=False)
+    """The keys this member claimed and still owns (on the journal's thread)."""
+    _orphans: bool = attrs.field(default=False, init=False)
+    """A claim's connection broke: it may have committed keys nobody here knows of."""
 
     @lease_ttl.validator
     def _check_ttl(self, attribute: attrs.Attribute[float], value: object) -> None:
@@ -221,9 +236,12 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         connection = connect(self.dsn, self.schema, self.name)
         try:
             ensure_schema(connection, self.schema, self.name)
-            self._claim(connection)
-            recovery = _recover(connection)
-            inbox.reset(connection)
+            if self.fleet:
+                recovery = self._join(connection)
+            else:
+                self._claim(connection)
+                recovery = _recover(connection)
+                inbox.reset(connection)
         except psycopg.Error as exc:
             connection.close()
             raise database_error(self.name, exc, "open") from exc
@@ -236,26 +254,130 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         """Register a fresh incarnation and take the journal, or raise `JournalLocked`."""
         started = time.monotonic()
         with connection.transaction():
-            (process,) = _one(
+            (process,) = one_row(
                 connection,
                 "INSERT INTO processes (name, expires_at) VALUES (%s, clock_timestamp() + %s)"
                 " RETURNING id",
-                (_incarnation(), _seconds(self.lease_ttl)),
+                (_incarnation(), interval(self.lease_ttl)),
             )
-            owner, epoch = _one(connection, "SELECT owner, epoch FROM meta FOR UPDATE")
-            if owner is not None:
-                (live,) = _one(
-                    connection,
-                    "SELECT count(*) FROM processes WHERE id = %s"
-                    " AND expires_at > clock_timestamp()",
-                    (owner,),
-                )
-                if live:
-                    raise JournalLocked(self.name)  # rolls our incarnation back too
-            connection.execute("UPDATE meta SET owner = %s, epoch = %s", (process, epoch + 1))
+            owner, epoch = one_row(connection, "SELECT owner, epoch FROM meta FOR UPDATE")
+            (live,) = one_row(
+                connection,
+                "SELECT count(*) FROM processes WHERE (id = %s OR fleet)"
+                " AND expires_at > clock_timestamp()",
+                (owner,),
+            )
+            if live:  # a holder, or members of a fleet
+                raise JournalLocked(self.name)  # rolls our incarnation back too
+            # A fleet joining later gives the keys this holder fills their rows.
+            connection.execute(
+                "UPDATE meta SET owner = %s, epoch = %s, fleet_synced = false",
+                (process, epoch + 1),
+            )
             # Incarnations whose lease ran out hold nothing: forget them.
             connection.execute("DELETE FROM processes WHERE expires_at <= clock_timestamp()")
         self._process, self.epoch, self._renewed = process, epoch + 1, started
+
+    def _join(self, connection: psycopg.Connection[Any]) -> Recovery:
+        """Join the fleet as a fresh member; its recovery holds no job: it claims them."""
+        started = time.monotonic()
+        self._process = members.join(connection, _incarnation(), self.lease_ttl, self.name)
+        self.epoch, self._renewed, self._granted = 0, started, []
+        self._held.clear()
+        self._orphans = False
+        (high_id,) = one_row(connection, "SELECT high_id FROM meta")
+        return Recovery(next_id=high_id + 1)
+
+    # -- fleet members (see `_postgres_fleet`) ---------------------------------
+
+    async def ids(self, count: int) -> range:
+        """*count* fresh job ids for this member's `Append`s: no other member has them."""
+        self._member_only("ids")
+
+        def grant(connection: psycopg.Connection[Any]) -> range:
+            block = members.grant_ids(connection, count)
+            self._granted.append(block)
+            return block
+
+        return await self._transact(grant)
+
+    async def claim(self, limit: int) -> tuple[list[Claim], list[StoredJob]]:
+        """Take up to *limit* keys and keyless jobs that have work and no live owner.
+
+        Each `Claim` says what its key holds (load it from place 0); the
+        keyless jobs come whole.  Every later change to their jobs is fenced
+        by this ownership.
+        """
+        self._member_only("claim")
+
+        def take(connection: psycopg.Connection[Any]) -> tuple[list[Claim], list[StoredJob]]:
+            return members.claim(connection, self._process, limit)
+
+        def held(taken: tuple[list[Claim], list[StoredJob]]) -> None:
+            self._held.update(claim.key for claim in taken[0])
+
+        return await self._transact(take, then=held)
+
+    async def release(self, key: str) -> Backlog | None:
+        """Let go of *key* if no job waits (or it is halted): None; else its `Backlog`, still owned.
+
+        A key not owned by this member, found in the transaction that renewed
+        its heartbeat, was released already: no member takes a key from a live
+        one, so this release committed on a connection that broke before it
+        could answer, and this is its retry.
+        """
+        self._member_only("release")
+
+        def let_go(connection: psycopg.Connection[Any]) -> Backlog | None:
+            backlog = members.release(connection, self._process, key)
+            if backlog is None or backlog is False:
+                self._held.discard(key)
+                return None
+            return backlog
+
+        return await self._transact(let_go)
+
+    def listen(self, woken: Callable[[], None]) -> None:
+        """Call *woken* (from another thread) whenever keys may have become claimable."""
+        self._member_only("listen")
+        if self._listener is None:
+            self._listener = members.Listener(self.dsn, self.schema, self.name, woken)
+            self._listener.start()
+
+    def _member_only(self, what: str) -> None:
+        if not self.fleet:
+            raise JournalError(f"{self.name}: {what}() is for a fleet member (fleet=True)")
+
+    async def _transact(
+        self,
+        body: Callable[[psycopg.Connection[Any]], _T],
+        then: Callable[[_T], None] | None = None,
+    ) -> _T:
+        """Run *body* on the journal's thread in a fenced transaction of its own; *then* once it committed."""
+        import psycopg
+
+        def run(connection: psycopg.Connection[Any]) -> _T:
+            try:
+                with connection.transaction():
+                    self._fence(connection)
+                    if self._orphans:  # a claim may have committed unseen: give it back
+                        connection.execute(
+                            "UPDATE keys SET owner = NULL WHERE owner = %s AND NOT key = ANY(%s)",
+                            (self._process, list(self._held)),
+                        )
+                        self._orphans = False
+                    result = body(connection)
+                if then is not None:
+                    then(result)
+                return result
+            except LeaseLost as exc:
+                self._lost(exc)
+                raise
+            except psycopg.OperationalError:
+                self._orphans = self._orphans or connection.broken
+                raise
+
+        return await self._read(run)
 
     def _fence(self, connection: psycopg.Connection[Any]) -> None:
         """Inside a transaction: hold ``meta``, mark it with a fresh token, renew the lease.
@@ -266,6 +388,19 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         """
         started = time.monotonic()
         self._token = secrets.randbits(63)
+        if self.fleet:
+            renewed = (
+                connection.execute(
+                    "UPDATE processes SET expires_at = clock_timestamp() + %s, token = %s"
+                    " WHERE id = %s AND expires_at > clock_timestamp()",
+                    (interval(self.lease_ttl), self._token, self._process),
+                ).rowcount
+                == 1
+            )
+            if not renewed:
+                raise LeaseLost(self.name)
+            self._renewed = started
+            return
         renewed = (
             connection.execute(
                 "UPDATE meta SET token = %s WHERE owner = %s AND epoch = %s",
@@ -275,7 +410,7 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             and connection.execute(
                 "UPDATE processes SET expires_at = clock_timestamp() + %s"
                 " WHERE id = %s AND expires_at > clock_timestamp()",
-                (_seconds(self.lease_ttl), self._process),
+                (interval(self.lease_ttl), self._process),
             ).rowcount
             == 1
         )
@@ -311,7 +446,16 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         while True:
             try:
                 connection = self._connection(connection)
-                token, owner, epoch = _one(connection, "SELECT token, owner, epoch FROM meta")
+                if self.fleet:
+                    row = connection.execute(
+                        "SELECT token FROM processes WHERE id = %s", (self._process,)
+                    ).fetchone()
+                    if row is None:
+                        raise LeaseLost(self.name)
+                    return bool(row[0] == self._token)
+                token, owner, epoch = one_row(connection, "SELECT token, owner, epoch FROM meta")
+            except LeaseLost:
+                raise
             except (JournalError, psycopg.Error):
                 if time.monotonic() > deadline:
                     raise LeaseLost(self.name) from None
@@ -360,12 +504,19 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         with contextlib.suppress(psycopg.Error, JournalError):
             connection = self._connection(connection)
             with connection.transaction():
-                connection.execute(
-                    "UPDATE meta SET owner = NULL WHERE owner = %s AND epoch = %s",
-                    (self._process, self.epoch),
-                )
-                connection.execute("DELETE FROM processes WHERE id = %s", (self._process,))
+                if self.fleet:  # what it owns is claimable at once
+                    members.hand_back(connection, self._process)
+                    members.notify(connection, self.schema)
+                else:
+                    connection.execute(
+                        "UPDATE meta SET owner = NULL WHERE owner = %s AND epoch = %s",
+                        (self._process, self.epoch),
+                    )
+                    connection.execute("DELETE FROM processes WHERE id = %s", (self._process,))
         connection.close()
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
 
     def _serve_read(
         self, connection: psycopg.Connection[Any], request: Read[psycopg.Connection[Any]]
@@ -415,10 +566,13 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         import psycopg
 
         next_id = self._next_id
+        member = _Member(self._process, self._granted) if self.fleet else None
         try:
             connection.execute("BEGIN")
             self._fence(connection)
             _UNIQUES.expire(connection, min(request.now for request in group))
+            if member is not None:
+                members.lock_keys(connection, _placed_keys(group))
             for request in group:
                 # A batch of one change breaks no rule as an SQL error; a batch
                 # of several, or one taking a unique key (two statements),
@@ -427,7 +581,7 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
                 if several:
                     connection.execute("SAVEPOINT batch")
                 try:
-                    next_id = _apply(connection, request, next_id, self.name)
+                    next_id = _apply(connection, request, next_id, self.name, member)
                 except _Refused as refused:
                     if several:
                         connection.execute("ROLLBACK TO SAVEPOINT batch")
@@ -435,7 +589,10 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
                     request.superseded.clear()
                 if several:
                     connection.execute("RELEASE SAVEPOINT batch")
-            if next_id != self._next_id:
+            if member is not None:
+                if member.wake:
+                    members.notify(connection, self.schema)
+            elif next_id != self._next_id:  # (a member's ids were counted when granted)
                 connection.execute("UPDATE meta SET high_id = %s", (next_id - 1,))
         except LeaseLost as exc:
             _rollback(connection)
@@ -446,6 +603,8 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             if connection.broken and not last:
                 return False
             _rollback(connection)
+            if _transient(exc) and not last:
+                return False  # members' transactions crossed: nothing committed, try again
             error = database_error(self.name, exc, "write")
             error.__cause__ = exc
             refuse(group, error)
@@ -473,6 +632,9 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
                 refuse(group, error)
                 return True
         self._next_id = next_id
+        if member is not None:  # ids below next_id are used: forget the blocks they filled
+            while self._granted and self._granted[0].stop <= next_id:
+                del self._granted[0]
         self.commits += 1
         if self._suspect():  # the answer came late: act on it only once renewed
             self._heartbeat(connection)
@@ -485,16 +647,34 @@ _TRIES: Final = 3
 """Transactions tried for one group whose connections the server keeps ending."""
 
 
-def _one(
-    connection: psycopg.Connection[Any], sql: str, parameters: tuple[object, ...] = ()
-) -> tuple[Any, ...]:
-    row = connection.execute(sql, parameters).fetchone()
-    assert row is not None, sql
-    return tuple(row)
+def _transient(exc: Exception) -> bool:
+    """Whether the same transaction may well commit when tried again (members' transactions crossed)."""
+    import psycopg
+
+    return isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure)
 
 
-def _seconds(value: float) -> datetime.timedelta:
-    return datetime.timedelta(seconds=value)
+@attrs.define(eq=False)
+class _Member:
+    """What `_apply` needs of a fleet member: who it is, its ids, and whether to wake the fleet."""
+
+    process: int
+    granted: list[range]
+    wake: bool = False
+    """A key with no owner, or a keyless job, got work: NOTIFY at commit."""
+
+    def grants(self, job_id: int) -> bool:
+        return any(job_id in block for block in self.granted)
+
+
+def _placed_keys(group: list[Request]) -> list[str]:
+    """The keys whose rows the group's `Append`s lock for their places."""
+    return [
+        change.key
+        for request in group
+        for change in request.changes
+        if isinstance(change, Append) and change.key is not None and change.due_at is None
+    ]
 
 
 def _incarnation() -> str:
@@ -544,19 +724,37 @@ def _recover(connection: psycopg.Connection[Any]) -> Recovery:
     )
 
 
-def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, name: str) -> int:
+def _apply(
+    connection: psycopg.Connection[Any],
+    request: Request,
+    next_id: int,
+    name: str,
+    member: _Member | None = None,
+) -> int:
     """Apply one batch inside the current transaction; return the next free id.
 
     Superseded changes go to ``request.superseded``.  Raises `_Refused` for a
     broken rule; `psycopg.Error` for the server failing.  Unique keys are
     judged by the writer's ``request.now``; the times operators read are ours.
+    For a fleet *member*, a change to a job is fenced (`_postgres_fleet.OWNED`)
+    and a new job's place is taken under its key's row lock.
     """
     now = time.time()
+    owned, mine = ("", ()) if member is None else (members.OWNED, (member.process,) * 2)
 
     def settle(applied: bool, change: Change, job_id: int) -> bool:
         if applied:
             return True
-        if job_id >= next_id:
+        if member is not None:
+            if (
+                not isinstance(change, Purge | Requeue | Revive | Due)
+                and connection.execute(
+                    f"SELECT 1 FROM jobs WHERE id = %s AND state = 'pending' AND NOT {members.OWNER}",
+                    (job_id, *mine),
+                ).fetchone()
+            ):
+                raise _Refused(LeaseLost(name))  # unfinished, and another owns it
+        elif job_id >= next_id:
             raise _Refused(JournalError(f"{name}: job {job_id} was never appended"))
         request.superseded.append(change)
         return False
@@ -564,9 +762,23 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
     def one(sql: str, parameters: tuple[object, ...], change: Change, job_id: int) -> bool:
         return settle(connection.execute(sql, parameters).rowcount == 1, change, job_id)
 
+    def fenced(sql: str, parameters: tuple[object, ...], change: Change, job_id: int) -> bool:
+        return one(sql + owned, parameters + mine, change, job_id)
+
     def new_id(job_id: int) -> None:
-        if job_id < next_id:
+        if job_id < next_id or (member is not None and not member.grants(job_id)):
             raise _Refused(JournalError(f"{name}: job id {job_id} was used before"))
+
+    def placed(key: str | None, at_least: int) -> int:
+        """The place of a job joining *key*'s sequence now (a fleet member's: under the key's lock)."""
+        if member is None:
+            return at_least
+        if key is None:
+            member.wake = True
+            return at_least
+        place, unowned = members.place(connection, key, at_least)
+        member.wake |= unowned
+        return place
 
     def reserve(unique: str | None, job_id: int, own: int | None = None) -> None:
         refused = _UNIQUES.reserve(connection, unique, job_id, request.now, own)
@@ -578,6 +790,7 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
             new_id(change.job_id)
             reserve(change.unique, change.job_id)
             scheduled = change.due_at is not None
+            place = None if scheduled else placed(change.key, change.job_id)
             inserted = connection.execute(
                 "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq, due_at)"
                 " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (unique_key)"
@@ -589,7 +802,7 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
                     change.unique_for,
                     change.data,
                     now,
-                    None if scheduled else change.job_id,
+                    place,
                     change.due_at,
                 ),
             ).rowcount
@@ -598,18 +811,22 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
             next_id = change.job_id + 1
         elif isinstance(change, Due):
             new_id(change.seq)
-            if one(
-                "UPDATE jobs SET seq = %s, due_at = NULL"
-                " WHERE id = %s AND state = 'pending' AND seq IS NULL",
-                (change.seq, change.job_id),
-                change,
-                change.job_id,
-            ):
+            due = connection.execute(
+                "SELECT key FROM jobs WHERE id = %s AND state = 'pending' AND seq IS NULL"
+                " FOR UPDATE",
+                (change.job_id,),
+            ).fetchone()
+            if settle(due is not None, change, change.job_id):
+                assert due is not None
+                connection.execute(
+                    "UPDATE jobs SET seq = %s, due_at = NULL WHERE id = %s",
+                    (placed(due[0], change.seq), change.job_id),
+                )
                 next_id = change.seq + 1  # taken from the ids: none is handed out again
         elif isinstance(change, MarkAttempt):
             # Running again: no longer waiting to retry.  A start (attempts
             # rising) is superseded on a halted key.
-            one(
+            fenced(
                 "UPDATE jobs SET attempts = %s, retry_at = NULL WHERE id = %s AND state = 'pending'"
                 " AND (%s <= attempts OR key IS NULL"
                 "      OR NOT EXISTS (SELECT 1 FROM halted WHERE halted.key = jobs.key))",
@@ -618,7 +835,7 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
                 change.job_id,
             )
         elif isinstance(change, Retrying):
-            one(
+            fenced(
                 "UPDATE jobs SET error = %s, retry_at = %s WHERE id = %s AND state = 'pending'",
                 (change.error, change.retry_at, change.job_id),
                 change,
@@ -627,8 +844,9 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
         elif isinstance(change, Complete):
             done = connection.execute(
                 "DELETE FROM jobs WHERE id = %s AND state = 'pending'"
-                " RETURNING unique_key, unique_for",
-                (change.job_id,),
+                + owned
+                + " RETURNING unique_key, unique_for",
+                (change.job_id, *mine),
             ).fetchone()
             if done is not None:
                 _UNIQUES.release(connection, done[0], done[1], change.job_id, request.now)
@@ -638,8 +856,9 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
             dead = connection.execute(
                 "UPDATE jobs SET state = 'dead', error = %s, finished_at = %s, retry_at = NULL,"
                 " due_at = NULL, stopped_during = %s WHERE id = %s AND state = 'pending'"
-                " RETURNING unique_key, unique_for",
-                (change.error, now, change.stopped_during, change.job_id),
+                + owned
+                + " RETURNING unique_key, unique_for",
+                (change.error, now, change.stopped_during, change.job_id, *mine),
             ).fetchone()
             if dead is not None:
                 _UNIQUES.release(connection, dead[0], dead[1], change.job_id, request.now)
@@ -665,15 +884,16 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
                 "INSERT INTO steps (job_id, n, name, data)"
                 " SELECT id, (SELECT COUNT(*) FROM steps WHERE job_id = %s), %s, %s FROM jobs"
                 " WHERE id = %s AND state = 'pending'"
-                " ON CONFLICT (job_id, name) DO UPDATE SET data = EXCLUDED.data",
-                (change.job_id, change.name, change.data, change.job_id),
+                + owned
+                + " ON CONFLICT (job_id, name) DO UPDATE SET data = EXCLUDED.data",
+                (change.job_id, change.name, change.data, change.job_id, *mine),
                 change,
                 change.job_id,
             )
         elif isinstance(change, Requeue):
             new_id(change.new_id)
             dead = connection.execute(
-                "SELECT unique_key FROM jobs WHERE id = %s AND state = 'dead' FOR UPDATE",
+                "SELECT unique_key, key FROM jobs WHERE id = %s AND state = 'dead' FOR UPDATE",
                 (change.job_id,),
             ).fetchone()
             if not settle(dead is not None, change, change.job_id):
@@ -685,7 +905,7 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
                 " SELECT %s, key, unique_key, unique_for, data, %s, %s FROM jobs WHERE id = %s"
                 " ON CONFLICT (unique_key) WHERE state = 'pending' AND unique_key IS NOT NULL"
                 " DO NOTHING",
-                (change.new_id, now, change.new_id, change.job_id),
+                (change.new_id, now, placed(dead[1], change.new_id), change.job_id),
             ).rowcount
             if not inserted:
                 _refuse_duplicate(connection, dead[0])
@@ -711,12 +931,15 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
                 ).fetchone()
             ):
                 _refuse_duplicate(connection, unique)
-            connection.execute(
+            (place,) = one_row(
+                connection,
                 "UPDATE jobs SET state = 'pending', attempts = 0, error = NULL, retry_at = NULL,"
-                " finished_at = NULL, stopped_during = NULL, seq = COALESCE(seq, id), due_at = NULL"
-                " WHERE id = %s",
+                " finished_at = NULL, stopped_during = NULL, seq = COALESCE(seq, id), due_at = NULL,"
+                " owner = NULL WHERE id = %s RETURNING seq",
                 (change.job_id,),
             )
+            if member is not None:  # back in its own place: its key must be claimable
+                member.wake |= key is None or members.revive(connection, key, place)
             if change.resume and key is not None:
                 connection.execute("DELETE FROM halted WHERE key = %s", (key,))
         elif isinstance(change, Halt):
@@ -725,6 +948,8 @@ def _apply(connection: psycopg.Connection[Any], request: Request, next_id: int, 
             )
         elif isinstance(change, Resume):
             connection.execute("DELETE FROM halted WHERE key = %s", (change.key,))
+            if member is not None:
+                member.wake = True
         else:
             raise _Refused(JournalError(f"{name}: not a journal change: {change!r}"))
     return next_id

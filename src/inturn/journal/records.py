@@ -25,6 +25,7 @@ __all__ = [
     "Append",
     "Backlog",
     "Change",
+    "Claim",
     "Command",
     "Complete",
     "DeadLetter",
@@ -255,6 +256,17 @@ class Backlog:
     count: int
     last_id: int
     """The id of the key's newest unfinished job."""
+
+
+@attrs.frozen(kw_only=True)
+class Claim:
+    """A key a fleet member now owns (`PostgresJournal.claim`), and what it holds."""
+
+    key: str
+    epoch: int
+    """The fencing token of this ownership: every later owner's is higher."""
+    backlog: Backlog
+    """Its unfinished jobs in its sequence: `Journal.load` pages them in from place 0."""
 
 
 @attrs.frozen(kw_only=True)

@@ -1,0 +1,223 @@
+"""Fleet mode: one supervisor among many processes sharing one journal.
+
+Theory of operation
+-------------------
+On a journal opened as a fleet member (``PostgresJournal(..., fleet=True)``),
+the journal, not this process, decides who runs a key: it hands each key
+with work to one member at a time (`Claim`), with an epoch that fences
+everything the member writes for it.  So this shell changes three things
+and the core none of its policy:
+
+* A ``send`` only journals the job (ids come from blocks the journal grants
+  this member); it does not put it in the core, since another member may
+  own its key.  The journal gives it its place at commit.
+* A claimer task takes keys with work and no owner, as many as there is
+  room for, whenever the journal says there may be some (a notification),
+  after a send of this process, and every *poll_interval*.  A claimed key
+  is a lane whose jobs are all in the journal (`Core.owned`): its actor
+  pages them in from the start of its sequence.
+* An actor that runs out of work asks the journal to release its key
+  (`let_go`), which it does only if no job waits; otherwise the journal
+  says what waits now, the lane pages it in, and the actor goes on.  An
+  owner never lingers: while it does, a job another member sends could
+  not be seen.
+
+`wait_idle` (and leaving the ``async with`` block) means, for a member:
+nothing this process owns runs or waits, and its last look found nothing to
+claim.  Jobs owned by other live members are theirs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+import attrs
+import trio
+
+from .errors import JournalError, LeaseLost
+from .events import exception_text
+from .journal.records import Append, Backlog, Change, Claim, Due, StoredJob
+
+if TYPE_CHECKING:
+    from .actors import Runtime
+    from .info import JobInfo
+
+__all__ = ["Fleet", "FleetJournal"]
+
+ID_BLOCK = 1000
+"""Ids a member asks the journal for at once."""
+
+
+class FleetJournal(Protocol):
+    """What a journal adds to `inturn.Journal` for fleet members (see `PostgresJournal`)."""
+
+    async def ids(self, count: int) -> range: ...
+
+    async def claim(self, limit: int) -> tuple[list[Claim], list[StoredJob]]: ...
+
+    async def release(self, key: str) -> Backlog | None: ...
+
+    def listen(self, woken: Callable[[], None]) -> None: ...
+
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]: ...
+
+
+@attrs.define(eq=False)
+class Fleet:
+    """This member's part of the fleet: its ids, its claims and its releases."""
+
+    runtime: Runtime
+    journal: FleetJournal
+    capacity: int
+    """At most this many keys and keyless jobs owned at once."""
+    poll_interval: float = 1.0
+    owned: int = 0
+    epochs: dict[str, int] = attrs.field(factory=dict)
+    """Each owned key's fencing token, as its claim gave it."""
+    dry: bool = False
+    """The last claim found nothing more, and nothing was sent since."""
+    _ids: range = range(0)
+    _next: int = 0
+    _granting: trio.Lock = attrs.field(factory=trio.Lock)
+    _woken: trio.Event = attrs.field(factory=trio.Event)
+    _reclaimed: set[str] = attrs.field(factory=set)
+    """Keys claimed again while their actor was releasing them."""
+
+    # -- sending -------------------------------------------------------------
+
+    async def new_ids(self, count: int) -> list[int]:
+        """*count* fresh ids, rising; no checkpoint unless the block runs out."""
+        ids: list[int] = []
+        while len(ids) < count:
+            if self._next >= self._ids.stop:
+                async with self._granting:
+                    if self._next >= self._ids.stop:
+                        self._ids = await self.journal.ids(max(ID_BLOCK, count - len(ids)))
+                        self._next = self._ids.start
+                continue
+            take = min(count - len(ids), self._ids.stop - self._next)
+            ids.extend(range(self._next, self._next + take))
+            self._next += take
+        return ids
+
+    async def append(self, appends: list[Append], *, now: float | None) -> None:
+        """Journal new jobs; whoever owns (or claims) their keys runs them."""
+        await self.journal.write(appends, now=now)
+        for append in appends:
+            if append.due_at is not None:
+                self.runtime.schedule.noticed(self.runtime.core.clock_time(append.due_at))
+            self.runtime.log.debug("job.accepted", key=append.key, job_id=append.job_id)
+        self.nudge()
+
+    async def promote(self, due: list[JobInfo]) -> None:
+        """Due scheduled jobs join their keys' sequences (their places given at commit)."""
+        ids = await self.new_ids(len(due))
+        await self.journal.write([Due(info.id, seq) for info, seq in zip(due, ids, strict=True)])
+        self.nudge()
+
+    # -- claiming ------------------------------------------------------------
+
+    def nudge(self) -> None:
+        """Keys may have become claimable: look now."""
+        self.dry = False
+        self._woken.set()
+
+    async def run(self) -> None:
+        """Claim keys with work, for as long as the supervisor runs."""
+        runtime = self.runtime
+        token = trio.lowlevel.current_trio_token()
+
+        def woken() -> None:  # on the listener's thread
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(self.nudge)
+
+        self.journal.listen(woken)
+        while not runtime.core.stopping:
+            self._woken = trio.Event()
+            room = self.capacity - self.owned
+            if room > 0:
+                try:
+                    claims, jobs = await self.journal.claim(room)
+                except LeaseLost as exc:  # nothing here may go on
+                    runtime.escalate(exc)
+                    return
+                except JournalError as exc:
+                    runtime.log.error(
+                        "fleet.claim_failed", error=str(exc), exception=exception_text(exc)
+                    )
+                    await trio.sleep(self.poll_interval)
+                    continue
+                self._adopt(claims, jobs)
+                if len(claims) + len(jobs) == room:
+                    continue  # there may be more
+                if not self._woken.is_set():
+                    self.dry = True
+                    runtime.check_idle()
+            with trio.move_on_after(self.poll_interval):
+                await self._woken.wait()
+
+    def _adopt(self, claims: list[Claim], jobs: list[StoredJob]) -> None:
+        runtime, core = self.runtime, self.runtime.core
+        for claim in claims:
+            if claim.key in self.epochs:
+                # Released as its actor asked, and claimed again before it heard:
+                # the actor goes on (`let_go`).
+                self._reclaimed.add(claim.key)
+            else:
+                self.owned += 1
+            self.epochs[claim.key] = claim.epoch
+            runtime.log.debug("key.claimed", key=claim.key, epoch=claim.epoch)
+            if core.owned(claim.key, claim.backlog):
+                runtime.spawn(claim.key)
+        for job in jobs:
+            self.owned += 1
+            if core.revive(job):
+                runtime.spawn(job.id)
+
+    # -- releasing -----------------------------------------------------------
+
+    async def let_go(self, key: str) -> bool:
+        """*key*'s actor ran out of work: True if the key is released (the actor exits).
+
+        False if jobs wait for it now: they are in its lane, to page in.  A
+        journal that fails is asked again every *poll_interval*; the key
+        stays owned meanwhile.
+        """
+        runtime = self.runtime
+        backlog = await self._release(key)
+        if key in self._reclaimed:  # its claim refreshed the lane already
+            self._reclaimed.discard(key)
+            return False
+        if backlog is not None:
+            runtime.core.owned(key, backlog)
+            return False
+        runtime.core.disown(key)
+        del self.epochs[key]
+        self.retired()
+        return True
+
+    async def _release(self, key: str) -> Backlog | None:
+        while True:
+            try:
+                return await self.journal.release(key)
+            except LeaseLost:
+                raise
+            except JournalError as exc:
+                self.runtime.log.error(
+                    "fleet.release_failed", key=key, error=str(exc), exception=exception_text(exc)
+                )
+                await trio.sleep(self.poll_interval)
+
+    def retired(self) -> None:
+        """A key released, or a keyless job's lane gone: room for one more claim."""
+        self.owned -= 1
+        self.nudge()
+
+
+def capacity_for(max_concurrency: int | None) -> int:
+    """How many keys a member owns at most: a few per slot, so slots stay busy."""
+    return 1000 if max_concurrency is None else max(1, min(1000, 2 * max_concurrency))

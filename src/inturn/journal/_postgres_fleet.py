@@ -1,0 +1,303 @@
+"""Fleet mode on PostgreSQL: many supervisors share one journal, one owner per key.
+
+Theory of operation
+-------------------
+Every supervisor of the fleet *joins* the journal: it registers a process
+incarnation (a ``processes`` row, fresh at every start, never reused) whose
+heartbeat, ``expires_at``, is timed by the server's clock.  Every transaction
+of a member first renews its heartbeat, if it has not expired, and writes a
+fresh token into it: one statement, O(1) whatever the member owns.  A member
+whose heartbeat expired (it stalled, or lost the server for longer than the
+TTL) is dead for good: it commits nothing more (`LeaseLost`).
+
+Keys are owned, jobs are not claimed one by one.  ``keys`` has a row for each
+key with work, owned or halted: the place of its newest job, its owner (a
+process, or NULL) and the epoch of that ownership, a fresh number from a
+sequence at every claim, so a later owner's is higher (the fencing token a
+handler reads).  A member claims keys with no owner, as many as it has room
+for, ``FOR UPDATE SKIP LOCKED`` over a partial index of the unowned rows, so
+a claim's cost does not grow with the number of keys; an unowned row found
+empty is deleted on the spot, so those rows are the claimable keys and the
+halted ones.  Keyless jobs are claimed one by one (``jobs.owner``).
+
+Order across the fleet: an `Append` takes its job's place under its key's
+row lock, ``greatest(last place + 1, id)``, so places rise in commit order
+whichever member sent the job.  The rows a transaction will lock for places
+are locked first, sorted by key, so two members' group commits never wait on
+each other in a cycle.
+
+Fencing: a change to a job (attempt, retry, step, completion, discard) applies
+only while its key is owned by this member (its keyless job owned by it), in
+the same transaction that renewed the member's heartbeat.  One that finds
+another owner is refused (`LeaseLost`).  A member releases a key once its
+actor has run out of work, in one statement that the key's row lock
+serializes with every `Append`: released only if no job waits (the row is
+deleted) or the key is halted (the row stays, unowned); otherwise it learns
+the key's new backlog.  So a send racing a release is never stranded.  The
+keys of a member whose heartbeat expired are released by the next claim,
+which deletes the member: failover takes the TTL plus one claim.
+
+Wake-up: a transaction that gave work to a key with no owner, or a keyless
+job, ends with one ``NOTIFY`` on the database's ``inturn`` channel, its
+payload the schema (constant: notifications of one transaction fold into
+one).  Each member listens on a connection of its own and claims at once; a
+member also claims every *poll_interval*, and after every reconnect of its
+listener, since a notification is lost with its connection.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import attrs
+
+from ..errors import JournalLocked
+from ._postgres_schema import COLUMNS, connect, interval, one_row, stored
+from .records import Backlog, Claim
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = [
+    "CHANNEL",
+    "Listener",
+    "OWNED",
+    "OWNER",
+    "claim",
+    "grant_ids",
+    "hand_back",
+    "join",
+    "lock_keys",
+    "place",
+    "release",
+    "revive",
+    "sync_keys",
+]
+
+CHANNEL: Final = "inturn"
+
+OWNER: Final = (
+    "CASE WHEN key IS NULL THEN owner = %s"
+    " ELSE EXISTS (SELECT 1 FROM keys WHERE keys.key = jobs.key AND keys.owner = %s) END"
+)
+"""Whether process %s (twice) owns the key of the ``jobs`` row, or the keyless job."""
+
+OWNED: Final = " AND " + OWNER
+"""The fence a member's change to a job adds to its statement."""
+
+
+def join(connection: psycopg.Connection[Any], name: str, ttl: float, journal: str) -> int:
+    """Register a fresh member incarnation; `JournalLocked` while a single holder holds the journal."""
+    with connection.transaction():
+        (owner,) = one_row(connection, "SELECT owner FROM meta FOR UPDATE")
+        if owner is not None and one_row(
+            connection,
+            "SELECT count(*) FROM processes WHERE id = %s AND expires_at > clock_timestamp()",
+            (owner,),
+        ) != (0,):
+            raise JournalLocked(journal)
+        (process,) = one_row(
+            connection,
+            "INSERT INTO processes (name, expires_at, fleet)"
+            " VALUES (%s, clock_timestamp() + %s, true) RETURNING id",
+            (name, interval(ttl)),
+        )
+        sync_keys(connection)
+    return int(process)
+
+
+def sync_keys(connection: psycopg.Connection[Any]) -> None:
+    """After a single holder wrote: give each key with work its row, so the fleet can claim it."""
+    (synced,) = one_row(connection, "SELECT fleet_synced FROM meta")
+    if synced:
+        return
+    connection.execute(
+        "INSERT INTO keys (key, last_place) SELECT key, MAX(seq) FROM jobs"
+        " WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL GROUP BY key"
+        " ON CONFLICT (key) DO UPDATE SET last_place = GREATEST(keys.last_place, EXCLUDED.last_place)"
+    )
+    connection.execute("UPDATE meta SET fleet_synced = true")
+
+
+def grant_ids(connection: psycopg.Connection[Any], count: int) -> range:
+    """*count* ids no other member has or will have (inside the caller's transaction)."""
+    (high,) = one_row(
+        connection, "UPDATE meta SET high_id = high_id + %s RETURNING high_id", (count,)
+    )
+    return range(high - count + 1, high + 1)
+
+
+def lock_keys(connection: psycopg.Connection[Any], keys: Sequence[str]) -> None:
+    """Lock the rows of *keys* (creating missing ones), in key order: no cycle with another member."""
+    if keys:
+        connection.execute(
+            "INSERT INTO keys (key) SELECT unnest(%s::text[]) ON CONFLICT (key)"
+            " DO UPDATE SET last_place = keys.last_place",
+            (sorted(set(keys)),),
+        )
+
+
+def place(connection: psycopg.Connection[Any], key: str, at_least: int) -> tuple[int, bool]:
+    """The next place in *key*'s sequence, at least *at_least*; and whether the key has no owner."""
+    row = one_row(
+        connection,
+        "INSERT INTO keys (key, last_place) VALUES (%s, %s) ON CONFLICT (key)"
+        " DO UPDATE SET last_place = GREATEST(keys.last_place + 1, EXCLUDED.last_place)"
+        " RETURNING last_place, owner IS NULL",
+        (key, at_least),
+    )
+    return int(row[0]), bool(row[1])
+
+
+def revive(connection: psycopg.Connection[Any], key: str, place: int) -> bool:
+    """A job is back in *key*'s sequence at *place* (`Revive`): give the key its row; whether it has no owner."""
+    (unowned,) = one_row(
+        connection,
+        "INSERT INTO keys (key, last_place) VALUES (%s, %s) ON CONFLICT (key)"
+        " DO UPDATE SET last_place = GREATEST(keys.last_place, EXCLUDED.last_place)"
+        " RETURNING owner IS NULL",
+        (key, place),
+    )
+    return bool(unowned)
+
+
+def reap(connection: psycopg.Connection[Any]) -> None:
+    """Release what members whose heartbeat expired own, and forget them."""
+    dead = "SELECT id FROM processes WHERE expires_at <= clock_timestamp()"
+    connection.execute(f"UPDATE keys SET owner = NULL WHERE owner IN ({dead})")
+    connection.execute(f"UPDATE jobs SET owner = NULL WHERE key IS NULL AND owner IN ({dead})")
+    connection.execute("DELETE FROM processes WHERE expires_at <= clock_timestamp()")
+
+
+def claim(
+    connection: psycopg.Connection[Any], process: int, limit: int
+) -> tuple[list[Claim], list[Any]]:
+    """Inside the caller's transaction: take up to *limit* keys and keyless jobs with no owner.
+
+    Returns each key's `Claim` and the keyless jobs' rows (``COLUMNS``).
+    """
+    reap(connection)
+    taken = connection.execute(
+        "WITH free AS (SELECT key FROM keys WHERE owner IS NULL"
+        " AND NOT EXISTS (SELECT 1 FROM halted WHERE halted.key = keys.key)"
+        " LIMIT %s FOR UPDATE SKIP LOCKED)"
+        " UPDATE keys SET owner = %s, epoch = nextval('epochs') FROM free"
+        " WHERE keys.key = free.key RETURNING keys.key, keys.epoch",
+        (limit, process),
+    ).fetchall()
+    claims: list[Claim] = []
+    if taken:
+        epochs = dict(taken)
+        counts = {
+            key: (count, last)
+            for key, count, last in connection.execute(
+                "SELECT key, COUNT(*), MAX(seq) FROM jobs WHERE key = ANY(%s)"
+                " AND state = 'pending' AND seq IS NOT NULL GROUP BY key",
+                (list(epochs),),
+            )
+        }
+        empty = [key for key in epochs if key not in counts]
+        if empty:  # nothing to run: not claimable any more
+            connection.execute("DELETE FROM keys WHERE key = ANY(%s)", (empty,))
+        claims = [
+            Claim(key=key, epoch=int(epochs[key]), backlog=Backlog(count=count, last_id=last))
+            for key, (count, last) in sorted(counts.items())
+        ]
+    rows: list[Any] = []
+    room = limit - len(taken)
+    if room > 0:
+        rows = connection.execute(
+            f"UPDATE jobs SET owner = %s WHERE id IN (SELECT id FROM jobs WHERE key IS NULL"
+            " AND state = 'pending' AND seq IS NOT NULL AND owner IS NULL ORDER BY seq"
+            f" LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING {COLUMNS}",
+            (process, room),
+        ).fetchall()
+        rows.sort(key=lambda row: row[0])
+    return claims, [stored(row) for row in rows]
+
+
+def release(
+    connection: psycopg.Connection[Any], process: int, key: str
+) -> Backlog | Literal[False] | None:
+    """Inside the caller's transaction: let *key* go if no job waits or it is halted.
+
+    Returns None if released, the key's `Backlog` (all its unfinished jobs in
+    its sequence) if jobs wait, False if this member does not own it.
+    """
+    row = connection.execute("SELECT owner FROM keys WHERE key = %s FOR UPDATE", (key,)).fetchone()
+    if row is None or row[0] != process:
+        return False
+    count, last = one_row(
+        connection,
+        "SELECT COUNT(*), MAX(seq) FROM jobs WHERE key = %s AND state = 'pending'"
+        " AND seq IS NOT NULL",
+        (key,),
+    )
+    if not count:
+        connection.execute("DELETE FROM keys WHERE key = %s", (key,))
+        return None
+    if connection.execute("SELECT 1 FROM halted WHERE key = %s", (key,)).fetchone():
+        connection.execute("UPDATE keys SET owner = NULL WHERE key = %s", (key,))
+        return None
+    return Backlog(count=int(count), last_id=int(last))
+
+
+def hand_back(connection: psycopg.Connection[Any], process: int) -> None:
+    """A member leaving: everything it owns is claimable at once, and it is forgotten."""
+    connection.execute("UPDATE keys SET owner = NULL WHERE owner = %s", (process,))
+    connection.execute("UPDATE jobs SET owner = NULL WHERE key IS NULL AND owner = %s", (process,))
+    connection.execute("DELETE FROM processes WHERE id = %s", (process,))
+
+
+def notify(connection: psycopg.Connection[Any], schema: str) -> None:
+    connection.execute("SELECT pg_notify(%s, %s)", (CHANNEL, schema))
+
+
+@attrs.define(eq=False)
+class Listener:
+    """A thread that LISTENs on a connection of its own and calls *woken* for each notification.
+
+    *woken* also runs after every (re)connection, since notifications sent
+    while it was away are lost: the caller then looks for work anyway.
+    """
+
+    dsn: str
+    schema: str
+    name: str
+    woken: Callable[[], None]
+    _stop: threading.Event = attrs.field(factory=threading.Event, init=False)
+    _thread: threading.Thread | None = attrs.field(default=None, init=False)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, name=f"inturn-listen:{self.schema}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        import psycopg
+
+        while not self._stop.is_set():
+            try:
+                connection = connect(self.dsn, self.schema, self.name)
+            except Exception:
+                self._stop.wait(1.0)
+                continue
+            try:
+                connection.execute(f"LISTEN {CHANNEL}")
+                self.woken()
+                while not self._stop.is_set():
+                    for note in connection.notifies(timeout=0.2, stop_after=64):
+                        if note.payload == self.schema:
+                            self.woken()
+            except psycopg.Error:
+                pass  # reconnect, and look for work again
+            finally:
+                connection.close()
