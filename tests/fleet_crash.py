@@ -80,9 +80,12 @@ class Fleet:
         finally:
             os.close(fd)
 
-    def replace(self, index: int) -> None:
+    def replace(self, index: int, *, on_its_own: bool = False) -> None:
         """Member *index* is gone (reaped): mark it, start a fresh one in its place."""
-        self.mark(f"KILL {self.members[index][0]}")
+        name = self.members[index][0]
+        if on_its_own:
+            self.mark(f"EXIT {name}")
+        self.mark(f"KILL {name}")
         self.members[index] = self._start()
 
     def kill(self, index: int) -> None:
@@ -109,7 +112,7 @@ class Fleet:
         """Replace members that exited on their own; how many."""
         exited = [n for n, (_, process) in enumerate(self.members) if process.poll() is not None]
         for index in exited:
-            self.replace(index)
+            self.replace(index, on_its_own=True)
         return len(exited)
 
     def close(self) -> None:

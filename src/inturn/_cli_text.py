@@ -181,22 +181,26 @@ def key_error(info: KeyInfo) -> str:
 
 
 def keys_table(keys: Sequence[KeyInfo], now: float) -> None:
-    table(
-        ["KEY", "STATE", "QUEUED", "HEAD", "ATTEMPTS", "AGE", "NEXT RETRY", "LAST ERROR"],
+    """One row per key; in a fleet, with the member that owns it (OWNER)."""
+    owners = any(info.owner is not None for info in keys)
+    rows = [
         [
-            [
-                cell(info.key),
-                key_state(info),
-                str(info.queued),
-                cell(info.head_job_id),
-                cell(info.head_attempt),
-                "-" if info.head_age is None else format_age(info.head_age),
-                "-" if info.next_retry_at is None else until(info.next_retry_at, now),
-                key_error(info),
-            ]
-            for info in keys
-        ],
-    )
+            cell(info.key),
+            key_state(info),
+            *([cell(info.owner)] if owners else []),
+            str(info.queued),
+            cell(info.head_job_id),
+            cell(info.head_attempt),
+            "-" if info.head_age is None else format_age(info.head_age),
+            "-" if info.next_retry_at is None else until(info.next_retry_at, now),
+            key_error(info),
+        ]
+        for info in keys
+    ]
+    headers = ["KEY", "STATE", "QUEUED", "HEAD", "ATTEMPTS", "AGE", "NEXT RETRY", "LAST ERROR"]
+    if owners:
+        headers.insert(2, "OWNER")
+    table(headers, rows)
 
 
 def dead_table(dead: Sequence[JobInfo], now: float) -> None:

@@ -630,7 +630,12 @@ class Actor:
                 changes: list[Change] = [Complete(entry.id)]
                 if successor is not None:
                     changes.append(MarkAttempt(successor.id, successor.attempt))
-                superseded = await runtime.journal.write(changes, now=runtime.now_for(entry))
+                if runtime.fleet is not None and successor is None and core.runs_dry(entry):
+                    # A fleet member hands the key back in the same transaction,
+                    # unless a job came for it meanwhile.
+                    superseded = await runtime.fleet.complete_last(entry, runtime.now_for(entry))
+                else:
+                    superseded = await runtime.journal.write(changes, now=runtime.now_for(entry))
                 if successor is not None and changes[-1] not in superseded:
                     successor.marked = True
                 if changes[0] in superseded:

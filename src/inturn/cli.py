@@ -174,7 +174,9 @@ def _reader(args: argparse.Namespace) -> SyncReads:
 
 def _journal(args: argparse.Namespace) -> Journal:
     if _is_dsn(args.path):
-        return inturn.PostgresJournal(args.path, schema=args.schema)
+        # As a fleet member: beside a fleet it fixes keys through the journal; beside
+        # one holder, joining is refused and the fix travels as a command.
+        return inturn.PostgresJournal(args.path, schema=args.schema, fleet=True)
     return inturn.SQLiteJournal(args.path)
 
 

@@ -264,13 +264,14 @@ class Core:
 
     # -- fleet mode: lanes the journal gave this process -------------------
 
-    def owned(self, key: str, backlog: Backlog) -> bool:
-        """This process owns *key* (a fleet's claim); all its unfinished jobs, *backlog*, are in the journal.
+    def owned(self, key: str, backlog: Backlog, jobs: Sequence[StoredJob] = ()) -> bool:
+        """This process owns *key* (a fleet's claim): its unfinished jobs are *backlog*, the first *jobs*.
 
-        The lane pages them in from the start of its sequence, also when it
-        exists already (its FIFO ran dry and the journal says more waits:
-        a job may have come back below the last place read).  Return True
-        if the lane needs an actor.
+        The lane holds *jobs* and pages in the rest from the journal, also
+        when it exists already (its FIFO ran dry and the journal says more
+        waits: a job may have come back below the last place read, so the
+        lane reads its sequence from the start).  Return True if the lane
+        needs an actor.
         """
         state = self._lane(key)
         assert not state.fifo, "a lane is refreshed only once it ran dry"
@@ -280,7 +281,25 @@ class Core:
             self._parked += added
         state.on_disk, state.disk_tail, state.tail = backlog.count, backlog.last_id, 0
         state.skipped = state.forgotten = None
+        for stored in jobs:
+            self._buffer(state, self._recovered(stored))
+            state.on_disk -= 1
         return self._wants_actor(state)
+
+    def runs_dry(self, entry: Entry) -> bool:
+        """Whether completing running *entry* leaves its key nothing to run or read.
+
+        Then a fleet member hands the key back in the completion's write
+        (`Release`); the journal keeps it, if a job came meanwhile.
+        """
+        state = self._lanes[entry.lane]
+        return (
+            isinstance(entry.lane, str)
+            and not state.halted
+            and not state.on_disk
+            and len(state.fifo) == 1
+            and state.fifo[0] is entry
+        )
 
     def disown(self, key: str) -> None:
         """The journal released *key* (its actor asked, having nothing to run): forget its lane.

@@ -38,10 +38,21 @@ import trio
 
 from .errors import JournalError, LeaseLost
 from .events import exception_text
-from .journal.records import Append, Backlog, Change, Claim, Due, StoredJob
+from .journal.records import (
+    Append,
+    Backlog,
+    Change,
+    Claim,
+    Complete,
+    Due,
+    FleetChange,
+    Release,
+    StoredJob,
+)
 
 if TYPE_CHECKING:
     from .actors import Runtime
+    from .core import Entry, Lane
     from .info import JobInfo
 
 __all__ = ["Fleet", "FleetJournal"]
@@ -55,13 +66,23 @@ class FleetJournal(Protocol):
 
     async def ids(self, count: int) -> range: ...
 
-    async def claim(self, limit: int) -> tuple[list[Claim], list[StoredJob]]: ...
+    async def claim(
+        self, limit: int, *, page: int = 100
+    ) -> tuple[list[Claim], list[StoredJob]]: ...
 
     async def release(self, key: str) -> Backlog | None: ...
 
     def listen(self, woken: Callable[[], None]) -> None: ...
 
     async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]: ...
+
+    async def write_releasing(
+        self, changes: Sequence[FleetChange], *, now: float | None = None
+    ) -> Sequence[FleetChange]: ...
+
+    async def fix(
         self, changes: Sequence[Change], *, now: float | None = None
     ) -> Sequence[Change]: ...
 
@@ -75,6 +96,8 @@ class Fleet:
     capacity: int
     """At most this many keys and keyless jobs owned at once."""
     poll_interval: float = 1.0
+    page: int = 100
+    """Jobs of each claimed key read with the claim (the rest are paged in)."""
     owned: int = 0
     epochs: dict[str, int] = attrs.field(factory=dict)
     """Each owned key's fencing token, as its claim gave it."""
@@ -84,8 +107,10 @@ class Fleet:
     _next: int = 0
     _granting: trio.Lock = attrs.field(factory=trio.Lock)
     _woken: trio.Event = attrs.field(factory=trio.Event)
-    _reclaimed: set[str] = attrs.field(factory=set)
-    """Keys claimed again while their actor was releasing them."""
+    _reclaimed: dict[str, Claim] = attrs.field(factory=dict)
+    """Keys claimed again while their actor was releasing them, with what the claim found."""
+    _released: set[str] = attrs.field(factory=set)
+    """Keys released with their last completion, whose actors have not heard yet."""
 
     # -- sending -------------------------------------------------------------
 
@@ -119,6 +144,23 @@ class Fleet:
         await self.journal.write([Due(info.id, seq) for info, seq in zip(due, ids, strict=True)])
         self.nudge()
 
+    # -- operators' fixes for keys another member owns -----------------------
+    #
+    # This member decides for the keys it owns (the `Supervisor` methods' own
+    # paths).  For any other key it writes the fix straight to the journal
+    # (`PostgresJournal.fix`, not fenced by ownership), whose compare-and-set
+    # decides the race with the owner: a skipped job's start or completion is
+    # superseded there, a halt stops its next start, and a requeued job is
+    # found when the owner next runs dry.
+
+    def owns(self, lane: Lane) -> bool:
+        """Whether this member decides for *lane*: it owns the key (or the keyless job)."""
+        return lane in self.epochs if isinstance(lane, str) else self.runtime.core.is_known(lane)
+
+    async def fix(self, changes: list[Change]) -> Sequence[Change]:
+        """Write an operator's *changes*; the superseded ones come back."""
+        return await self.journal.fix(changes, now=self.runtime.unix_now())
+
     # -- claiming ------------------------------------------------------------
 
     def nudge(self) -> None:
@@ -141,7 +183,7 @@ class Fleet:
             room = self.capacity - self.owned
             if room > 0:
                 try:
-                    claims, jobs = await self.journal.claim(room)
+                    claims, jobs = await self.journal.claim(room, page=self.page)
                 except LeaseLost as exc:  # nothing here may go on
                     runtime.escalate(exc)
                     return
@@ -163,15 +205,16 @@ class Fleet:
     def _adopt(self, claims: list[Claim], jobs: list[StoredJob]) -> None:
         runtime, core = self.runtime, self.runtime.core
         for claim in claims:
+            runtime.log.debug("key.claimed", key=claim.key, epoch=claim.epoch)
             if claim.key in self.epochs:
                 # Released as its actor asked, and claimed again before it heard:
-                # the actor goes on (`let_go`).
-                self._reclaimed.add(claim.key)
-            else:
-                self.owned += 1
+                # the actor goes on with what the claim found (`let_go`).
+                self._reclaimed[claim.key] = claim
+                self.epochs[claim.key] = claim.epoch
+                continue
+            self.owned += 1
             self.epochs[claim.key] = claim.epoch
-            runtime.log.debug("key.claimed", key=claim.key, epoch=claim.epoch)
-            if core.owned(claim.key, claim.backlog):
+            if core.owned(claim.key, claim.backlog, claim.jobs):
                 runtime.spawn(claim.key)
         for job in jobs:
             self.owned += 1
@@ -179,6 +222,15 @@ class Fleet:
                 runtime.spawn(job.id)
 
     # -- releasing -----------------------------------------------------------
+
+    async def complete_last(self, entry: Entry, now: float | None) -> Sequence[FleetChange]:
+        """Complete *entry*, the last job its key holds, and release the key in the same write."""
+        assert entry.key is not None
+        release = Release(entry.key)
+        superseded = await self.journal.write_releasing([Complete(entry.id), release], now=now)
+        if release not in superseded:
+            self._released.add(entry.key)  # `let_go` needs not ask again
+        return superseded
 
     async def let_go(self, key: str) -> bool:
         """*key*'s actor ran out of work: True if the key is released (the actor exits).
@@ -188,9 +240,14 @@ class Fleet:
         stays owned meanwhile.
         """
         runtime = self.runtime
-        backlog = await self._release(key)
-        if key in self._reclaimed:  # its claim refreshed the lane already
-            self._reclaimed.discard(key)
+        if key in self._released:  # with its last completion
+            self._released.discard(key)
+            backlog = None
+        else:
+            backlog = await self._release(key)
+        again = self._reclaimed.pop(key, None)  # claimed again meanwhile: go on with that
+        if again is not None:
+            runtime.core.owned(key, again.backlog, again.jobs)
             return False
         if backlog is not None:
             runtime.core.owned(key, backlog)

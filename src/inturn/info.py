@@ -82,3 +82,6 @@ class KeyInfo:
     operator's pause (or before inturn recorded halts)."""
     halt_error: str | None = None
     """That job's error, as its dead letter kept it: why the key is halted."""
+    owner: str | None = None
+    """In a fleet (``PostgresJournal(..., fleet=True)``): the live member that owns the
+    key now, as ``host:pid``; None if none does, or outside a fleet."""

@@ -9,6 +9,10 @@ Every fix has one implementation, the `Supervisor` method of its name.
   maintenance script): `operate` opens it with a supervisor of its own that
   has no slots, so it runs no job and starts no actor; its methods do the
   fixes as they would in a service, and the journal decides every race.
+* **A fleet's journal** (``PostgresJournal(..., fleet=True)``): `operate`
+  joins as a member that claims nothing, and each fix goes straight to the
+  journal, whose compare-and-set decides its race with the key's owner,
+  wherever that runs (`inturn.fleet`).
 * **A supervisor holds it** (`JournalLocked`, possibly in another process):
   each fix becomes a `Command` the journal carries to that supervisor
   (`Journal.submit`); it runs the same method and answers, and the operator
@@ -24,7 +28,7 @@ import random
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Final, Protocol, final
+from typing import Final, Protocol, cast, final
 
 import trio
 
@@ -43,6 +47,7 @@ from .errors import (
     KeyNotFound,
     SupervisorClosed,
 )
+from .fleet import Fleet, FleetJournal
 from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Job
 from .journal import Answer, Command, Journal
@@ -184,6 +189,10 @@ async def operate(
             max_restarts=0,
             restart_window=1.0,
         )
+        if getattr(journal, "fleet", False) is True:
+            # A fleet member that claims nothing: every fix goes straight to the
+            # journal, which decides its race with the key's owner.
+            runtime.fleet = Fleet(runtime, cast(FleetJournal, journal), capacity=0)
         try:
             yield Operator(Supervisor(runtime), live=False)
         finally:

@@ -347,6 +347,11 @@ class Supervisor:
         key = validate_key(key)
         self._check_open()
         runtime = self._runtime
+        if runtime.fleet is not None and not runtime.fleet.owns(key):
+            await runtime.fleet.fix([Resume(key)])  # a halted key is nobody's: claimable now
+            runtime.log.info("key.resumed", key=key)
+            await schedule_point()
+            return
         if not runtime.core.is_halted(key):
             await trio.lowlevel.checkpoint()
             return
@@ -469,6 +474,8 @@ class Supervisor:
         self._check_open()
         journal = self._runtime.journal
         info = await requeue_check(journal, job_id)
+        if self._runtime.fleet is not None:
+            return await self._fleet_requeue(info, head=head)
         if head:
             return await self._revive(info)
         entry = self._runtime.core.reserve(info.key, info.data, info.unique)
@@ -478,6 +485,27 @@ class Supervisor:
         self._runtime.log.info("job.requeued", key=info.key, job_id=entry.id, was=info.id)
         await schedule_point()
         return entry.id
+
+    async def _fleet_requeue(self, info: JobInfo, *, head: bool) -> int:
+        """`requeue` for a fleet member: straight to the journal, whoever owns the key.
+
+        The owner, if any, finds the job when it next runs dry (`Fleet.let_go`).
+        """
+        fleet = self._runtime.fleet
+        assert fleet is not None
+        if head:
+            change: Change = Revive(info.id, resume=info.key is not None)
+            job_id = info.id
+        else:
+            [job_id] = await fleet.new_ids(1)
+            change = Requeue(info.id, job_id)
+        if await fleet.fix([change]):
+            await requeue_check(self._runtime.journal, info.id)  # requeued meanwhile: say so
+            raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
+        fleet.nudge()
+        self._runtime.log.info("job.requeued", key=info.key, job_id=job_id, was=info.id, head=head)
+        await schedule_point()
+        return job_id
 
     async def _revive(self, info: JobInfo) -> int:
         runtime = self._runtime
@@ -549,6 +577,12 @@ class Supervisor:
         self._skipping[checked] = done = trio.Event()
         try:
             info = await skip_check(runtime.journal, checked)
+            if runtime.fleet is not None and (
+                info.state == "scheduled"  # in no key's sequence: nobody's
+                or not runtime.fleet.owns(info.id if info.key is None else info.key)
+            ):
+                await self._fleet_skip(info)
+                return
             if info.state == "scheduled":
                 if await self._skip_scheduled(info):
                     return
@@ -557,6 +591,19 @@ class Supervisor:
         finally:
             del self._skipping[checked]
             done.set()
+
+    async def _fleet_skip(self, info: JobInfo) -> None:
+        """`skip` of a job this fleet member does not own: its discard, straight to the journal.
+
+        The owner, if any, finds its start or its completion superseded; a
+        running attempt is not cut short, as it is on the key's own member.
+        """
+        runtime = self._runtime
+        assert runtime.fleet is not None
+        if await runtime.fleet.fix([Discard(info.id, SKIPPED_TEXT)]):
+            await skip_check(runtime.journal, info.id)  # say what it is now
+            raise JobStateError(info.id, "dead", "another writer discarded it first")
+        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
 
     async def _skip(self, info: JobInfo) -> None:
         runtime, core = self._runtime, self._runtime.core
@@ -602,6 +649,11 @@ class Supervisor:
         key = validate_key(key)
         self._check_open()
         runtime = self._runtime
+        if runtime.fleet is not None and not runtime.fleet.owns(key):
+            raise NotImplementedError(
+                "retry_now cuts a backoff short in the fleet member that owns the key only;"
+                " call it there"
+            )
         await trio.lowlevel.checkpoint()
         head = runtime.core.head(key)
         if head is None and not runtime.core.is_known(key):
@@ -624,6 +676,16 @@ class Supervisor:
         key = validate_key(key)
         self._check_open()
         runtime = self._runtime
+        if runtime.fleet is not None and not runtime.fleet.owns(key):
+            journal = runtime.journal
+            if not await journal.jobs(key, limit=1) and not await journal.scheduled(
+                key=key, limit=1
+            ):
+                raise KeyNotFound(key)
+            await runtime.fleet.fix([Halt(key)])  # its owner starts nothing more
+            runtime.log.info("key.paused", key=key)
+            await schedule_point()
+            return
         if not runtime.core.is_known(key) and not await runtime.journal.scheduled(key=key, limit=1):
             await trio.lowlevel.checkpoint()
             raise KeyNotFound(key)
@@ -1127,6 +1189,7 @@ async def open_supervisor(
                         runtime,
                         cast(FleetJournal, journal),
                         capacity=capacity_for(max_concurrency),
+                        page=min(window, 50),
                     )
                     nursery.start_soon(runtime.fleet.run, name="inturn.fleet")
                 runtime.start(nursery, lanes)

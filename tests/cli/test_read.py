@@ -113,6 +113,7 @@ def test_status_json_has_the_totals_and_key_objects(cli: Cli, scenario: Scenario
         "last_error",
         "halted_by",
         "halt_error",
+        "owner",
     }
     assert (a["head_job_id"], a["head_state"], a["head_attempt"], a["halted"]) == (
         scenario.stuck,
@@ -324,6 +325,7 @@ def test_keys_json_is_a_list_of_key_objects(cli: Cli, scenario: Scenario) -> Non
             "last_error": info.last_error,
             "halted_by": info.halted_by,
             "halt_error": info.halt_error,
+            "owner": info.owner,
         }
 
 

@@ -23,7 +23,7 @@ import inturn
 
 from .worker import run_member
 
-TTL = 1.0
+TTL = 2.0
 MAX_SLEEP = 0.004
 # A SIGKILL is not the job's failure: however often a job is cut, it runs to its end.
 RETRY = inturn.Retry(max_attempts=1_000_000)

@@ -8,7 +8,10 @@ opened with ``O_APPEND`` (a line is one ``write``, so lines of several
 processes never mix).  The driver appends ``KILL <worker>`` once it has
 reaped a worker it SIGKILLed, ``STOP <worker>`` once it has SIGSTOPped one
 and ``CONT <worker>`` just before it SIGCONTs it (a stop always outlasts the
-heartbeat TTL); a worker is never named twice (a restarted one has a new
+heartbeat TTL), and ``EXIT <worker>`` once it found a worker that exited on
+its own: on a machine so loaded that its heartbeat ran out, it stalled as if
+stopped, at a moment nobody saw, so `check` treats its every run as a
+stopped one.  A worker is never named twice (a restarted one has a new
 name).  The producer, the one process that sends, appends ``<job_id> <key>``
 to the acks file once the write that journaled the job returned, so an acked
 job is durable, and ids rise in the order it sends: per key, acceptance order
@@ -46,6 +49,8 @@ class Report:
 
     kills: int
     stops: int
+    exits: int
+    """Workers that exited on their own (their heartbeat ran out under load)."""
     acked: int
     runs: int
     lost: int
@@ -109,6 +114,10 @@ def check(log: Iterable[str], acks: Iterable[str]) -> Report:
             ahead[job] = last_of[key]
         last_of[key] = job
 
+    log = list(log)
+    exited = {
+        line.split()[1] for line in log if line.startswith("EXIT ") and len(line.split()) == 2
+    }
     kills = stops = runs_seen = 0
     order_violations = overlaps = duplicates = legal = stale = 0
     active: dict[str, list[_Run]] = {}  # key -> runs in flight
@@ -119,7 +128,7 @@ def check(log: Iterable[str], acks: Iterable[str]) -> Report:
     started: dict[int, list[_Run]] = {}
     for line in log:
         parts = line.split()
-        if len(parts) == 2 and parts[0] in ("KILL", "STOP", "CONT"):
+        if len(parts) == 2 and parts[0] in ("KILL", "STOP", "CONT", "EXIT"):
             what, worker = parts
             if what == "KILL":
                 kills += 1
@@ -157,7 +166,9 @@ def check(log: Iterable[str], acks: Iterable[str]) -> Report:
                 else:
                     problem(f"job {job} ran again with no fault after its earlier run started")
             latest[key] = job
-            run = _Run(worker, key, job, faults.get(worker, 0))
+            # A worker that exited on its own stalled unseen: every run of it as if stopped.
+            unseen = worker in exited
+            run = _Run(worker, key, job, -1 if unseen else faults.get(worker, 0), stopped=unseen)
             earlier.append(run)
             active.setdefault(key, []).append(run)
             by_worker.setdefault(worker, []).append(run)
@@ -179,6 +190,7 @@ def check(log: Iterable[str], acks: Iterable[str]) -> Report:
     return Report(
         kills=kills,
         stops=stops,
+        exits=len(exited),
         acked=len(acked),
         runs=runs_seen,
         lost=len(lost),

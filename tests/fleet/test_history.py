@@ -78,3 +78,19 @@ def test_a_stopped_run_may_overlap_its_rerun_but_its_end_does_not_count() -> Non
 def test_unparsable_lines_are_malformed() -> None:
     report = check(["start w1 k", "end w1 k 9 1"], ["x y z"])
     assert (report.ok, report.malformed) == (False, 3)
+
+
+def test_a_worker_that_exited_on_its_own_counts_as_stopped_throughout() -> None:
+    """Its heartbeat ran out unseen: its runs may be rerun and overlapped, its ends do not count."""
+    log = [
+        "start w1 k 1 1",
+        "start w2 k 1 2",  # w1's lease ran out under load; w2 took k
+        "end w1 k 1 1",
+        "end w2 k 1 2",
+        "EXIT w1",
+        "KILL w1",
+    ]
+    report = check(log, ["1 k"])
+    assert report.ok, report.problems
+    assert (report.exits, report.stale_ends, report.duplicates_after_fault) == (1, 1, 1)
+    assert check(log[:4], ["1 k"]).ok is False  # without EXIT: an overlap, a rerun unexplained

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+import pytest
 import trio
 
 import inturn
+from inturn.journal.records import Append, FleetChange
 
 from ..journal.test_postgres import terminate
 
@@ -101,26 +105,120 @@ async def test_a_key_claimed_again_before_its_actor_heard_it_was_released_goes_o
         done.append(str(job.payload))
 
     journal = member(pg_dsn, pg_schema)
-    real_release = journal.release
+    real_write = journal.write_releasing
     raced = False
 
-    async def release(key: str) -> inturn.journal.Backlog | None:
+    async def write_releasing(
+        changes: Sequence[FleetChange], *, now: float | None = None
+    ) -> list[FleetChange]:
         nonlocal raced
-        result = await real_release(key)
-        if result is None and not raced:
+        superseded = await real_write(changes, now=now)
+        if not superseded and not raced:  # the last job completed, and the key released
             raced = True
             fleet = sup._runtime.fleet
             assert fleet is not None
+            key = "k"
             epoch = fleet.epochs[key]
             await sup.send(key, "second")
             while fleet.epochs[key] == epoch:  # noqa: ASYNC110 (until the claimer takes it again)
                 await trio.sleep(0.01)
-        return result
+        return superseded
 
-    journal.release = release  # type: ignore[method-assign]
+    journal.write_releasing = write_releasing  # type: ignore[method-assign]
     with trio.fail_after(30):
         async with inturn.open_supervisor(handler, journal=journal) as sup:
             await sup.send("k", "first")
             while len(done) < 2:  # noqa: ASYNC110 (the handler appends)
                 await trio.sleep(0.01)
     assert (raced, done) == (True, ["first", "second"])
+
+
+async def test_unique_keys_hold_across_members(pg_dsn: str, pg_schema: str) -> None:
+    """A unique key one member's job holds is refused to another member's send, and free once it ran."""
+    done: list[object] = []
+    release = trio.Event()
+
+    async def handler(job: inturn.Job) -> None:
+        await release.wait()
+        done.append(job.payload)
+
+    with trio.fail_after(30):
+        async with (
+            inturn.open_supervisor(handler, journal=member(pg_dsn, pg_schema)) as a,
+            inturn.open_supervisor(handler, journal=member(pg_dsn, pg_schema)) as b,
+        ):
+            first = await a.send("k", "first", unique="u")
+            with pytest.raises(inturn.DuplicateError) as caught:
+                await b.send("j", "second", unique="u")
+            assert caught.value.job_id == first
+            release.set()
+            await a.wait_idle()
+            await b.wait_idle()
+            await b.send("j", "third", unique="u")
+            await b.wait_idle()
+            await a.wait_idle()
+    assert sorted(map(str, done)) == ["first", "third"]
+
+
+async def test_scheduled_jobs_and_keyless_jobs_run_in_a_fleet(pg_dsn: str, pg_schema: str) -> None:
+    """A job sent with a delay joins its key when due, behind what the key holds then; keyless jobs run once each."""
+    done: list[str] = []
+
+    async def handler(job: inturn.Job) -> None:
+        done.append(str(job.payload))
+
+    with trio.fail_after(30):
+        async with (
+            inturn.open_supervisor(handler, journal=member(pg_dsn, pg_schema)) as a,
+            inturn.open_supervisor(handler, journal=member(pg_dsn, pg_schema)) as b,
+        ):
+            await a.send("k", "later", delay=0.3)
+            await b.send("k", "now")
+            for n in range(6):
+                await (a if n % 2 else b).submit(f"loose{n}")
+            while "later" not in done:  # noqa: ASYNC110 (the members run it)
+                await trio.sleep(0.01)
+            await a.wait_idle()
+            await b.wait_idle()
+    assert done.index("now") < done.index("later")
+    assert sorted(done) == sorted(["now", "later", *(f"loose{n}" for n in range(6))])
+
+
+async def test_a_fleet_and_a_single_holder_never_share_a_schema(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """While a member is open, a single holder's open is refused, and the other way round."""
+    single = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    one = member(pg_dsn, pg_schema)
+    await one.open()
+    try:
+        with pytest.raises(inturn.JournalLocked):
+            await single.open()
+    finally:
+        await one.aclose()
+    await single.open()
+    try:
+        with pytest.raises(inturn.JournalLocked):
+            await member(pg_dsn, pg_schema).open()
+    finally:
+        await single.aclose()
+    second = member(pg_dsn, pg_schema)
+    await second.open()  # free again: members join
+    await second.aclose()
+
+
+async def test_a_fleet_runs_what_a_single_holder_left(pg_dsn: str, pg_schema: str) -> None:
+    """Jobs a single holder journaled (no key rows) are claimed and run, in order, by a fleet."""
+    single = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await single.open()
+    await single.write([Append(job_id=n, key=f"k{n % 2}", data=b"%d" % n) for n in range(1, 7)])
+    await single.aclose()
+    done: dict[str | None, list[object]] = {}
+
+    async def handler(job: inturn.Job) -> None:
+        done.setdefault(job.key, []).append(job.payload)
+
+    with trio.fail_after(30):
+        async with inturn.open_supervisor(handler, journal=member(pg_dsn, pg_schema)) as sup:
+            await sup.send("k0", 8)
+    assert done == {"k1": [1, 3, 5], "k0": [2, 4, 6, 8]}

@@ -30,10 +30,12 @@ Fencing: a change to a job (attempt, retry, step, completion, discard) applies
 only while its key is owned by this member (its keyless job owned by it), in
 the same transaction that renewed the member's heartbeat.  One that finds
 another owner is refused (`LeaseLost`).  A member releases a key once its
-actor has run out of work, in one statement that the key's row lock
-serializes with every `Append`: released only if no job waits (the row is
-deleted) or the key is halted (the row stays, unowned); otherwise it learns
-the key's new backlog.  So a send racing a release is never stranded.  The
+actor has run out of work, usually in the transaction that completes the
+key's last job (`Release`), under the key's row lock, which serializes it
+with every `Append`: released only if no job waits (the row is deleted) or
+the key is halted (the row stays, unowned); otherwise the member keeps it
+and learns the key's new backlog.  So a send racing a release is never
+stranded.  The
 keys of a member whose heartbeat expired are released by the next claim,
 which deletes the member: failover takes the TTL plus one claim.
 
@@ -55,7 +57,7 @@ import attrs
 
 from ..errors import JournalLocked
 from ._postgres_schema import COLUMNS, connect, interval, one_row, stored
-from .records import Backlog, Claim
+from .records import Backlog, Claim, StoredJob
 
 if TYPE_CHECKING:
     import psycopg
@@ -172,11 +174,11 @@ def reap(connection: psycopg.Connection[Any]) -> None:
 
 
 def claim(
-    connection: psycopg.Connection[Any], process: int, limit: int
-) -> tuple[list[Claim], list[Any]]:
+    connection: psycopg.Connection[Any], process: int, limit: int, page: int
+) -> tuple[list[Claim], list[StoredJob]]:
     """Inside the caller's transaction: take up to *limit* keys and keyless jobs with no owner.
 
-    Returns each key's `Claim` and the keyless jobs' rows (``COLUMNS``).
+    Returns each key's `Claim`, with its first *page* jobs, and the keyless jobs.
     """
     reap(connection)
     taken = connection.execute(
@@ -201,8 +203,21 @@ def claim(
         empty = [key for key in epochs if key not in counts]
         if empty:  # nothing to run: not claimable any more
             connection.execute("DELETE FROM keys WHERE key = ANY(%s)", (empty,))
+        firsts: dict[str, list[StoredJob]] = {key: [] for key in counts}
+        for row in connection.execute(  # each key's first page, all in one statement
+            f"SELECT first.* FROM unnest(%s::text[]) AS claimed (key) CROSS JOIN LATERAL"
+            f" (SELECT {COLUMNS} FROM jobs WHERE jobs.key = claimed.key AND state = 'pending'"
+            " AND seq IS NOT NULL ORDER BY seq LIMIT %s) AS first",
+            (list(counts), page),
+        ):
+            firsts[row[1]].append(stored(row))
         claims = [
-            Claim(key=key, epoch=int(epochs[key]), backlog=Backlog(count=count, last_id=last))
+            Claim(
+                key=key,
+                epoch=int(epochs[key]),
+                backlog=Backlog(count=count, last_id=last),
+                jobs=sorted(firsts[key], key=lambda job: job.place),
+            )
             for key, (count, last) in sorted(counts.items())
         ]
     rows: list[Any] = []

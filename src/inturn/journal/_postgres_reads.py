@@ -100,7 +100,18 @@ def select_keys(
                 " ORDER BY key LIMIT %s",
                 (limit - len(rows),),
             ).fetchall()
-    return key_infos(rows, idle, now)
+        owners = dict(
+            connection.execute(  # in a fleet: the live member that owns each key
+                "SELECT keys.key, processes.name FROM keys JOIN processes"
+                " ON processes.id = keys.owner AND processes.expires_at > clock_timestamp()"
+                " WHERE keys.key = ANY(%s)",
+                ([row[0] for row in rows],),
+            ).fetchall()
+        )
+    found = key_infos(rows, idle, now)
+    if owners:
+        found = [attrs.evolve(info, owner=owners.get(info.key)) for info in found]
+    return found
 
 
 def select_job(connection: psycopg.Connection[Any], job_id: int) -> JobInfo | None:
@@ -229,6 +240,15 @@ class PostgresReader(DialectReader["psycopg.Connection[Any]"]):
                 connection.execute(
                     "CREATE TEMP VIEW steps AS SELECT 0::bigint AS job_id, 0 AS n,"
                     " ''::text AS name, ''::bytea AS data WHERE false"
+                )
+            if version < 4:  # before fleets: no key has an owner
+                connection.execute(
+                    "CREATE TEMP VIEW keys AS SELECT ''::text AS key, 0::bigint AS owner WHERE false"
+                )
+            if version < 2:
+                connection.execute(
+                    "CREATE TEMP VIEW processes AS SELECT 0::bigint AS id, ''::text AS name,"
+                    " now() AS expires_at WHERE false"
                 )
             return run(connection)
         except psycopg.Error as exc:

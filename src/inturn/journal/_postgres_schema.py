@@ -25,11 +25,18 @@ finds another owner or epoch there, and writes nothing (`PostgresJournal`).
 ``jobs.seq`` is a job's place in its key's sequence (its id, or the number
 a `Due` gave it), NULL while the job is scheduled (``due_at`` set).
 
+A fleet (`_postgres_fleet`) adds ``keys``: per key with work, the place of
+its newest job, its owner among the members (``processes`` rows with
+``fleet`` set) and the epoch of that ownership; ``jobs.owner`` owns a keyless
+job; ``meta.fleet_synced`` is false once a single holder wrote, so that the
+next member gives its keys their rows.
+
 ``meta.version`` is the schema version: 1 had no lease (an advisory lock
 held the journal), 2 no ``seq`` and ``due_at``, did not record which job's
 discard halted a key (``halted.job_id`` and ``halted.error``) and had no dedup
-windows (``jobs.unique_for``, ``uniques``); both are upgraded in place; a schema of a version this code
-does not know is refused untouched, with the version in the message.
+windows (``jobs.unique_for``, ``uniques``), 3 had no fleet; each is upgraded
+in place; a schema of a version this code does not know is refused
+untouched, with the version in the message.
 
 psycopg is an extra (``pip install 'inturn[postgres]'``): it is imported here,
 when a journal first connects, never by ``import inturn``.

@@ -40,7 +40,7 @@ import trio.testing
 
 from ..errors import JournalError, LeaseLost
 from ..info import JobInfo, KeyFilter, KeyInfo
-from .records import Append, Change, Requeue, Revive
+from .records import Append, FleetChange, Requeue, Revive
 
 __all__ = [
     "JournalThread",
@@ -62,16 +62,18 @@ _T = TypeVar("_T")
 class Request:
     """A batch of changes on its way to the journal's thread."""
 
-    changes: Sequence[Change]
+    changes: Sequence[FleetChange]
     task: trio.lowlevel.Task
     now: float
     """The writer's Unix time (see `inturn.Journal.write`)."""
     error: BaseException | None = None
     """The verdict, set on the journal's thread: None if committed."""
-    superseded: list[Change] = attrs.field(factory=list)
+    superseded: list[FleetChange] = attrs.field(factory=list)
     spinning: bool = False
     """Its task spins instead of parking (an autojumping mock clock)."""
     done: bool = False
+    operator: bool = False
+    """An operator's fix, not a fleet member's own change: not fenced by key ownership."""
 
 
 @attrs.define(eq=False)
@@ -86,7 +88,7 @@ class Read(Generic[_C]):
     done: bool = False
 
 
-def needs_savepoint(changes: Sequence[Change]) -> bool:
+def needs_savepoint(changes: Sequence[FleetChange]) -> bool:
     """Whether a batch needs a savepoint of its own to be refused alone.
 
     A batch of several changes does; so does one change that takes a unique
@@ -199,7 +201,9 @@ class JournalThread(Generic[_C]):
     # the interrupt arrives at the caller's next checkpoint instead.
 
     @trio.lowlevel.enable_ki_protection
-    async def write(self, changes: Sequence[Change], now: float | None = None) -> list[Change]:
+    async def write(
+        self, changes: Sequence[FleetChange], now: float | None = None, *, operator: bool = False
+    ) -> list[FleetChange]:
         if self.broken is not None:
             raise self.refusal() from self.broken
         request = Request(
@@ -207,6 +211,7 @@ class JournalThread(Generic[_C]):
             trio.lowlevel.current_task(),
             time.time() if now is None else now,
             spinning=autojumping(),
+            operator=operator,
         )
         self._requests.put(request)
         # Once queued, the batch is committed or refused as a whole: wait for

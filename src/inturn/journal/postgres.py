@@ -40,8 +40,8 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, cast
 
 import attrs
 import structlog
@@ -64,6 +64,7 @@ from ._postgres_schema import (
     one_row,
     stored,
 )
+from ._reads import check_now
 from ._thread import (
     JournalThread,
     Read,
@@ -84,10 +85,12 @@ from .records import (
     Complete,
     Discard,
     Due,
+    FleetChange,
     Halt,
     MarkAttempt,
     Purge,
     Recovery,
+    Release,
     Requeue,
     Resume,
     Retrying,
@@ -301,17 +304,17 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
 
         return await self._transact(grant)
 
-    async def claim(self, limit: int) -> tuple[list[Claim], list[StoredJob]]:
+    async def claim(self, limit: int, *, page: int = 100) -> tuple[list[Claim], list[StoredJob]]:
         """Take up to *limit* keys and keyless jobs that have work and no live owner.
 
-        Each `Claim` says what its key holds (load it from place 0); the
-        keyless jobs come whole.  Every later change to their jobs is fenced
-        by this ownership.
+        Each `Claim` says what its key holds, with its first *page* jobs
+        (`load` pages in the rest); the keyless jobs come whole.  Every later
+        change to their jobs is fenced by this ownership.
         """
         self._member_only("claim")
 
         def take(connection: psycopg.Connection[Any]) -> tuple[list[Claim], list[StoredJob]]:
-            return members.claim(connection, self._process, limit)
+            return members.claim(connection, self._process, limit, page)
 
         def held(taken: tuple[list[Claim], list[StoredJob]]) -> None:
             self._held.update(claim.key for claim in taken[0])
@@ -336,6 +339,29 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             return backlog
 
         return await self._transact(let_go)
+
+    async def fix(self, changes: Sequence[Change], *, now: float | None = None) -> list[Change]:
+        """Write an operator's *changes*: as `write`, but not fenced by key ownership.
+
+        A fleet member's own changes to a job apply only while it owns the
+        job's key; an operator's fix (a skip, a pause, a requeue) applies to
+        any key, and the journal's compare-and-set decides its races with
+        the owner: the first commit wins, and the loser learns it.
+        """
+        self._member_only("fix")
+        check_now(now)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        superseded = await self._open_worker().write(changes, now, operator=True)
+        return cast(list[Change], superseded)  # some of *changes*: no other kind
+
+    async def write_releasing(
+        self, changes: Sequence[FleetChange], *, now: float | None = None
+    ) -> list[FleetChange]:
+        """A member's `write` that may hold `Release`s; a superseded one kept its key."""
+        self._member_only("write_releasing")
+        check_now(now)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return await self._open_worker().write(changes, now)
 
     def listen(self, woken: Callable[[], None]) -> None:
         """Call *woken* (from another thread) whenever keys may have become claimable."""
@@ -635,6 +661,7 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         if member is not None:  # ids below next_id are used: forget the blocks they filled
             while self._granted and self._granted[0].stop <= next_id:
                 del self._granted[0]
+            self._held.difference_update(member.released)
         self.commits += 1
         if self._suspect():  # the answer came late: act on it only once renewed
             self._heartbeat(connection)
@@ -662,19 +689,24 @@ class _Member:
     granted: list[range]
     wake: bool = False
     """A key with no owner, or a keyless job, got work: NOTIFY at commit."""
+    released: list[str] = attrs.field(factory=list)
+    """Keys let go by `Release`s of the transaction."""
 
     def grants(self, job_id: int) -> bool:
         return any(job_id in block for block in self.granted)
 
 
 def _placed_keys(group: list[Request]) -> list[str]:
-    """The keys whose rows the group's `Append`s lock for their places."""
-    return [
-        change.key
-        for request in group
-        for change in request.changes
-        if isinstance(change, Append) and change.key is not None and change.due_at is None
-    ]
+    """The keys whose rows the group's `Append`s (for their places) and `Release`s lock."""
+    keys: list[str] = []
+    for request in group:
+        for change in request.changes:
+            if isinstance(change, Release) or (
+                isinstance(change, Append) and change.key is not None and change.due_at is None
+            ):
+                assert change.key is not None
+                keys.append(change.key)
+    return keys
 
 
 def _incarnation() -> str:
@@ -740,14 +772,16 @@ def _apply(
     and a new job's place is taken under its key's row lock.
     """
     now = time.time()
-    owned, mine = ("", ()) if member is None else (members.OWNED, (member.process,) * 2)
+    fencing = member is not None and not request.operator
+    owned, mine = (members.OWNED, (member.process,) * 2) if member and fencing else ("", ())
 
     def settle(applied: bool, change: Change, job_id: int) -> bool:
         if applied:
             return True
         if member is not None:
             if (
-                not isinstance(change, Purge | Requeue | Revive | Due)
+                fencing
+                and not isinstance(change, Purge | Requeue | Revive | Due)
                 and connection.execute(
                     f"SELECT 1 FROM jobs WHERE id = %s AND state = 'pending' AND NOT {members.OWNER}",
                     (job_id, *mine),
@@ -946,6 +980,11 @@ def _apply(
             connection.execute(
                 "INSERT INTO halted (key) VALUES (%s) ON CONFLICT DO NOTHING", (change.key,)
             )
+        elif isinstance(change, Release) and member is not None and fencing:
+            if members.release(connection, member.process, change.key) is None:
+                member.released.append(change.key)
+            else:  # a job waits (or the key is not ours): kept
+                request.superseded.append(change)
         elif isinstance(change, Resume):
             connection.execute("DELETE FROM halted WHERE key = %s", (change.key,))
             if member is not None:

@@ -34,7 +34,9 @@ __all__ = [
     "Halt",
     "MarkAttempt",
     "Purge",
+    "FleetChange",
     "Recovery",
+    "Release",
     "Requeue",
     "Resume",
     "Retrying",
@@ -212,6 +214,23 @@ Change: TypeAlias = (
 )
 
 
+@attrs.frozen
+class Release:
+    """A fleet member lets go of *key*, which it owns: only if no job waits in its sequence.
+
+    Written with the completion of the last job it knew of, so that running
+    a key dry and handing it back take one transaction.  Superseded while a
+    job waits (sent meanwhile, by any member): the member keeps the key.
+    Only a fleet's journal takes it (``PostgresJournal(..., fleet=True)``).
+    """
+
+    key: str
+
+
+FleetChange: TypeAlias = Change | Release
+"""What a fleet member writes: any `Change`, and `Release`."""
+
+
 @attrs.frozen(kw_only=True)
 class StoredJob:
     """An unfinished job as a journal hands it back."""
@@ -266,7 +285,9 @@ class Claim:
     epoch: int
     """The fencing token of this ownership: every later owner's is higher."""
     backlog: Backlog
-    """Its unfinished jobs in its sequence: `Journal.load` pages them in from place 0."""
+    """All its unfinished jobs in its sequence: how many, and the last one's place."""
+    jobs: Sequence[StoredJob] = ()
+    """The first of them, in order; `Journal.load` pages in the rest."""
 
 
 @attrs.frozen(kw_only=True)
