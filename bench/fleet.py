@@ -32,19 +32,26 @@ procrastinate runs at its best settings for this workload:
   worker (the listener holds one for good);
 - ``concurrency`` per worker process and ``fetch_job_polling_interval`` from
   ``PROCRASTINATE_SETTINGS``, per number of keys, chosen by a sweep (4
-  processes, 10,000 keys; 2 processes, 1 key; single runs alternated, on the
-  shared machine).  Over 10,000 keys, concurrency 8: medians 102 jobs/s at 1,
-  127 at 4, 139 at 8, 142 at 16, all within the noise above 4; 8 holds 40
-  connections for 4 workers, 16 would hold 72 of the server's 100.  Over one
-  key, concurrency 1 and polling 0.05 s: 120-173 jobs/s, against 41-49 at
-  concurrency 2 and 26-27 at 4.  A worker whose fetch finds nothing waits for
-  a NOTIFY (sent on insert only) or its polling interval, and on one key
-  every fetch but the next job's finds nothing: at concurrency 1 a worker
-  fetches again as soon as its job completes, above 1 it waits.  Over 10,000
-  keys the interval is only a fallback (a NOTIFY wakes the workers);
+  processes, 10,000 keys, 10,000 jobs; 2 processes, 1 key, 2,000 jobs;
+  single runs alternated, on the shared machine).  Over 10,000 keys,
+  concurrency 8: medians 102 jobs/s at 1, 127 at 4, 139 at 8, 142 at 16, all
+  within the noise above 4; 8 holds 40 connections for 4 workers, 16 would
+  hold 72 of the server's 100.  Over one key, concurrency 1 and polling
+  0.05 s: 120-173 jobs/s, against 41-49 at concurrency 2 and 26-27 at 4.  A
+  worker whose fetch finds nothing waits for a NOTIFY (sent on insert only)
+  or its polling interval, and on one key every fetch but the next job's
+  finds nothing: at concurrency 1 a worker fetches again as soon as its job
+  completes, above 1 it waits.  Over 10,000 keys the interval is only a
+  fallback (a NOTIFY wakes the workers);
 - ``delete_jobs="never"`` (its default): the clock stops when a poll of
   ``procrastinate_jobs`` (every ``POLL`` seconds) finds no job todo or doing,
   and every job must then have succeeded.
+
+A run stops at ``RUN_TIMEOUT`` (120 s); its figure is then the jobs finished
+by then per second, marked ``*``.  procrastinate over one key needs it: its
+fetch slows down as the key's backlog grows (a bare loop of its fetch and
+finish functions, 10,000 jobs waiting on one key: 13 jobs/s, 25-75 ms per
+fetch; the sweep's runs of 2,000 jobs went ten times faster).
 
 Each procrastinate run gets a fresh schema (``procrastinate_bench``, reached
 through the connection's ``search_path``), so no run inherits dead rows.
@@ -56,6 +63,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import functools
 import logging
 import signal
@@ -88,7 +96,11 @@ PROCRASTINATE_SETTINGS: dict[int, tuple[int, float]] = {10_000: (8, 1.0), 1: (1,
 
 
 class RunTimeout(Exception):
-    pass
+    """A run stopped at RUN_TIMEOUT; ``rate`` is the jobs finished by then per second."""
+
+    def __init__(self, rate: float) -> None:
+        super().__init__(rate)
+        self.rate = rate
 
 
 def ensure_database(server: str) -> str:
@@ -219,7 +231,8 @@ async def produce_and_wait(dsn: str, keys: int, jobs: int) -> float:
             await app.job_manager.batch_defer_jobs_async(batch)
         while await count_jobs(connection, "status IN ('todo', 'doing')"):
             if time.perf_counter() - start > RUN_TIMEOUT:
-                raise RunTimeout
+                finished = await count_jobs(connection, "status = 'succeeded'")
+                raise RunTimeout(finished / (time.perf_counter() - start))
             await asyncio.sleep(POLL)
         elapsed = time.perf_counter() - start
         succeeded = await count_jobs(connection, "status = 'succeeded'")
@@ -263,31 +276,39 @@ def run_procrastinate(
 # -- the table ---------------------------------------------------------------------
 
 Side = Callable[..., float]
-Outcome = list[float] | str  # the rates of the runs, or why there are none
+
+
+@dataclasses.dataclass
+class Outcome:
+    rates: list[float] = dataclasses.field(default_factory=list)
+    stopped: int = 0  # runs stopped at RUN_TIMEOUT: their rate is not end to end
+    missing: str = ""  # why there are no rates
 
 
 def measure(sides: dict[str, Side], dsn: str, runs: int, **params: int) -> dict[str, Outcome]:
     """Run each side *runs* times, alternately, so the machine's noise hits both."""
-    outcomes: dict[str, Outcome] = {name: [] for name in sides}
+    outcomes = {name: Outcome() for name in sides}
     for _ in range(runs):
         for name, side in sides.items():
-            rates = outcomes[name]
-            if isinstance(rates, str):
+            outcome = outcomes[name]
+            if outcome.missing:
                 continue
             try:
-                rates.append(side(dsn, **params))
+                outcome.rates.append(side(dsn, **params))
             except NotImplementedError:
-                outcomes[name] = "not built"
-            except RunTimeout:
-                outcomes[name] = f"over {RUN_TIMEOUT:.0f} s"
+                outcome.missing = "not built"
+            except RunTimeout as stop:
+                outcome.rates.append(stop.rate)
+                outcome.stopped += 1
     return outcomes
 
 
 def cell(outcome: Outcome) -> str:
-    if isinstance(outcome, str):
-        return f"{outcome:>23}"
-    spread = f"({min(outcome):,.0f}-{max(outcome):,.0f})"
-    return f"{statistics.median(outcome):>9,.0f} {spread:>13}"
+    if outcome.missing:
+        return f"{outcome.missing:>23}"
+    rates, mark = outcome.rates, "*" if outcome.stopped else " "
+    spread = f"({min(rates):,.0f}-{max(rates):,.0f})"
+    return f"{statistics.median(rates):>8,.0f}{mark} {spread:>13}"
 
 
 def main() -> None:
@@ -328,14 +349,22 @@ def main() -> None:
             print(f"  over {over}: concurrency {concurrency} per process, polling {polling} s")
     header = f"{'keys':>6} {'procs':>5}" + "".join(f" {name + ' jobs/s':>23}" for name in sides)
     print(header + (f" {'ratio':>6}" if len(sides) == 2 else ""), flush=True)
+    stopped = 0
     for keys in args.keys:
         for processes in args.processes:
             outcomes = measure(sides, dsn, runs, processes=processes, keys=keys, jobs=jobs)
             line = f"{keys:>6,} {processes:>5}" + "".join(f" {cell(o)}" for o in outcomes.values())
             inturn, baseline = outcomes.get("inturn"), outcomes.get("procrastinate")
-            if isinstance(inturn, list) and isinstance(baseline, list):
-                line += f" {statistics.median(inturn) / statistics.median(baseline):>6.1f}"
+            if inturn and inturn.rates and baseline and baseline.rates:
+                ratio = statistics.median(inturn.rates) / statistics.median(baseline.rates)
+                line += f" {ratio:>6.1f}"
             print(line, flush=True)
+            stopped += sum(outcome.stopped for outcome in outcomes.values())
+    if stopped:
+        print(
+            f"* {stopped} run(s) stopped at {RUN_TIMEOUT:.0f} s: the figure is the jobs"
+            " finished by then per second (not end to end; the backlog was still there)"
+        )
 
 
 if __name__ == "__main__":
