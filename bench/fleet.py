@@ -1,0 +1,371 @@
+"""Fleet throughput on one PostgreSQL: inturn's PostgresJournal against procrastinate.
+
+    python bench/fleet.py                         # both sides (issue #9's table)
+    python bench/fleet.py --only procrastinate    # the baseline alone
+    python bench/fleet.py --quick                 # 1,000 jobs, one run: a smoke test
+
+Needs the ``bench`` extra (``pip install -e '.[bench]'``) and the local server
+(127.0.0.1:5432, trust auth).  Everything runs in the database ``inturn_bench``,
+created if missing: never in ``test``, whose schemas belong to the test suite.
+
+The workload (issue #9, "Benchmark"): ``--jobs`` no-op jobs (10,000), job
+``n`` on key ``k{n % keys}``, over 10,000 keys and over 1 key, run by 1, 2 and
+4 worker processes (separate OS processes, started and idle before the clock
+starts).  The figure is jobs/s end to end: from the first enqueue until the
+last job is finished, the enqueue time included.  The producer is this
+process; it enqueues every job up front, batch after batch, while the workers
+already run, so they start on the first batch as soon as it commits.  Over
+10,000 keys each key gets one job, so the per-key gate costs only its check;
+over one key every job waits for the one before it, fleet-wide.  Each
+configuration runs ``--runs`` times (3), alternating the two sides, and the
+table shows the median: the machine has two cores and is shared, so single
+runs are noisy (the spread is printed beside each median).
+
+procrastinate runs at its best settings for this workload:
+
+- ``lock=key`` on every job: its per-key serialisation (a job is not fetched
+  while a job with its lock is doing, or an earlier one is todo);
+- batch defer: ``BATCH`` jobs per call and transaction, through
+  ``JobManager.batch_defer_jobs_async``, the call ``Task.batch_defer_async``
+  makes (that one sets one lock for the whole batch; here each job has its own);
+- ``listen_notify=True``, and a pool of ``concurrency + 2`` connections per
+  worker (the listener holds one for good);
+- ``concurrency`` per worker process and ``fetch_job_polling_interval`` from
+  ``PROCRASTINATE_SETTINGS``, per number of keys, chosen by a sweep (4
+  processes, 10,000 keys, 10,000 jobs; 2 processes, 1 key, 2,000 jobs;
+  single runs alternated, on the shared machine).  Over 10,000 keys,
+  concurrency 8: medians 102 jobs/s at 1, 127 at 4, 139 at 8, 142 at 16, all
+  within the noise above 4; 8 holds 40 connections for 4 workers, 16 would
+  hold 72 of the server's 100.  Over one key, concurrency 1 and polling
+  0.05 s: 120-173 jobs/s, against 41-49 at concurrency 2 and 26-27 at 4.  A
+  worker whose fetch finds nothing waits for a NOTIFY (sent on insert only)
+  or its polling interval, and on one key every fetch but the next job's
+  finds nothing: at concurrency 1 a worker fetches again as soon as its job
+  completes, above 1 it waits.  Over 10,000 keys the interval is only a
+  fallback (a NOTIFY wakes the workers);
+- ``delete_jobs="never"`` (its default): the clock stops when a poll of
+  ``procrastinate_jobs`` (every ``POLL`` seconds) finds no job todo or doing,
+  and every job must then have succeeded.
+
+A run stops at ``RUN_TIMEOUT`` (120 s); its figure is then the jobs finished
+by then per second, marked ``*``.  procrastinate over one key needs it: its
+fetch slows down as the key's backlog grows (a bare loop of its fetch and
+finish functions, 10,000 jobs waiting on one key: 13 jobs/s, 25-75 ms per
+fetch; the sweep's runs of 2,000 jobs went ten times faster).
+
+Each procrastinate run gets a fresh schema (``procrastinate_bench``, reached
+through the connection's ``search_path``), so no run inherits dead rows.
+
+The inturn side is ``run_inturn`` below: the same parameters, the same figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import functools
+import logging
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import psycopg
+
+if TYPE_CHECKING:
+    import procrastinate
+
+SERVER = "postgresql://postgres@127.0.0.1:5432"
+DATABASE = "inturn_bench"
+PROCRASTINATE_SCHEMA = "procrastinate_bench"
+
+PROCESS_COUNTS = (1, 2, 4)
+KEY_COUNTS = (10_000, 1)
+BATCH = 1_000  # jobs per enqueue call and transaction
+POLL = 0.05  # seconds between polls of the jobs table for the end of a run
+RUN_TIMEOUT = 120.0  # seconds: a run slower than this is reported as such
+
+# keys -> (concurrency per worker process, fetch_job_polling_interval in seconds);
+# any number of keys but 1 takes the settings of 10,000
+PROCRASTINATE_SETTINGS: dict[int, tuple[int, float]] = {10_000: (8, 1.0), 1: (1, 0.05)}
+
+
+class RunTimeout(Exception):
+    """A run stopped at RUN_TIMEOUT; ``rate`` is the jobs finished by then per second."""
+
+    def __init__(self, rate: float) -> None:
+        super().__init__(rate)
+        self.rate = rate
+
+
+def ensure_database(server: str) -> str:
+    """Create the benchmark's own database if missing; return its DSN."""
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as connection:
+        if not connection.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (DATABASE,)
+        ).fetchone():
+            connection.execute(f'CREATE DATABASE "{DATABASE}"')
+    return f"{server}/{DATABASE}"
+
+
+def job_key(n: int, keys: int) -> str:
+    return f"k{n % keys}"
+
+
+# -- inturn (the lead fills this in) ---------------------------------------------
+
+
+def run_inturn(dsn: str, *, processes: int, keys: int, jobs: int) -> float:
+    """Run *jobs* no-op jobs over *keys* keys with *processes* workers; return jobs/s.
+
+    To be written with ``inturn.PostgresJournal`` (issue #9), on the same
+    terms as ``run_procrastinate``: ``processes`` separate OS processes, each
+    with an open supervisor on ``PostgresJournal(dsn, schema=...)`` and a
+    no-op handler, started and idle before the clock starts; job ``n`` sent
+    to ``job_key(n, keys)``, the sends counted in the time; the clock stopped
+    when the last job is complete in the database; a fresh schema per run.
+    """
+    raise NotImplementedError("the inturn side of bench/fleet.py awaits PostgresJournal")
+
+
+# -- procrastinate -----------------------------------------------------------------
+
+
+def procrastinate_dsn(dsn: str) -> str:
+    return f"{dsn}?options={quote(f'-c search_path={PROCRASTINATE_SCHEMA}')}"
+
+
+async def noop(n: int) -> None:
+    pass
+
+
+def procrastinate_app(dsn: str, pool_size: int) -> procrastinate.App:
+    try:
+        import procrastinate  # the bench extra: never a dependency of inturn
+    except ImportError:
+        sys.exit("bench/fleet.py: procrastinate is missing: pip install -e '.[bench]'")
+
+    # It warns that an App made in __main__ cannot be found by import path by
+    # its CLI; every process here makes its own, so that does not matter.
+    logging.getLogger("procrastinate.blueprints").setLevel(logging.ERROR)
+    connector = procrastinate.PsycopgConnector(
+        conninfo=procrastinate_dsn(dsn), min_size=pool_size, max_size=pool_size
+    )
+    app = procrastinate.App(connector=connector)
+
+    app.task(name="noop")(noop)
+    return app
+
+
+def procrastinate_worker(dsn: str, concurrency: int, polling: float) -> None:
+    """One worker process: run until SIGTERM (procrastinate stops gracefully)."""
+    app = procrastinate_app(dsn, pool_size=concurrency + 2)
+
+    async def work() -> None:
+        async with app.open_async():
+            await app.run_worker_async(
+                concurrency=concurrency,
+                listen_notify=True,
+                fetch_job_polling_interval=polling,
+                delete_jobs="never",
+                install_signal_handlers=True,
+            )
+
+    asyncio.run(work())
+
+
+def reset_procrastinate_schema(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(f"DROP SCHEMA IF EXISTS {PROCRASTINATE_SCHEMA} CASCADE")
+        connection.execute(f"CREATE SCHEMA {PROCRASTINATE_SCHEMA}")
+    app = procrastinate_app(dsn, pool_size=1)
+
+    async def apply() -> None:
+        async with app.open_async():
+            await app.schema_manager.apply_schema_async()
+
+    asyncio.run(apply())
+
+
+def wait_for_workers(dsn: str, count: int, workers: list[subprocess.Popen[bytes]]) -> None:
+    deadline = time.monotonic() + 30
+    with psycopg.connect(procrastinate_dsn(dsn), autocommit=True) as connection:
+        while True:
+            row = connection.execute("SELECT count(*) FROM procrastinate_workers").fetchone()
+            if row is not None and row[0] == count:
+                break
+            if time.monotonic() > deadline or any(w.poll() is not None for w in workers):
+                raise RuntimeError("procrastinate workers did not start")
+            time.sleep(0.05)
+    time.sleep(0.5)  # a worker registers itself just before it starts listening
+
+
+async def count_jobs(connection: psycopg.AsyncConnection[Any], where: str) -> int:
+    cursor = await connection.execute(f"SELECT count(*) FROM procrastinate_jobs WHERE {where}")
+    row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def produce_and_wait(dsn: str, keys: int, jobs: int) -> float:
+    """Enqueue every job, wait for the last to finish; return the seconds taken."""
+    app = procrastinate_app(dsn, pool_size=2)
+    async with (
+        app.open_async(),
+        await psycopg.AsyncConnection.connect(
+            procrastinate_dsn(dsn), autocommit=True
+        ) as connection,
+    ):
+        task = app.tasks["noop"]
+        start = time.perf_counter()
+        for first in range(0, jobs, BATCH):
+            batch = [
+                task.configure(lock=job_key(n, keys), task_kwargs={"n": n}).job
+                for n in range(first, min(first + BATCH, jobs))
+            ]
+            await app.job_manager.batch_defer_jobs_async(batch)
+        while await count_jobs(connection, "status IN ('todo', 'doing')"):
+            if time.perf_counter() - start > RUN_TIMEOUT:
+                finished = await count_jobs(connection, "status = 'succeeded'")
+                raise RunTimeout(finished / (time.perf_counter() - start))
+            await asyncio.sleep(POLL)
+        elapsed = time.perf_counter() - start
+        succeeded = await count_jobs(connection, "status = 'succeeded'")
+    if succeeded != jobs:
+        raise RuntimeError(f"procrastinate: {succeeded} of {jobs} jobs succeeded")
+    return elapsed
+
+
+def run_procrastinate(
+    dsn: str,
+    *,
+    processes: int,
+    keys: int,
+    jobs: int,
+    concurrency: int | None = None,
+    polling: float | None = None,
+) -> float:
+    """Run *jobs* no-op jobs over *keys* keys with *processes* workers; return jobs/s."""
+    best_concurrency, best_polling = PROCRASTINATE_SETTINGS[1 if keys == 1 else 10_000]
+    concurrency = best_concurrency if concurrency is None else concurrency
+    polling = best_polling if polling is None else polling
+    reset_procrastinate_schema(dsn)
+    command = [sys.executable, __file__, "--procrastinate-worker", dsn]
+    command += [str(concurrency), str(polling)]
+    workers = [subprocess.Popen(command) for _ in range(processes)]
+    try:
+        wait_for_workers(dsn, processes, workers)
+        elapsed = asyncio.run(produce_and_wait(dsn, keys, jobs))
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            try:
+                worker.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
+    return jobs / elapsed
+
+
+# -- the table ---------------------------------------------------------------------
+
+Side = Callable[..., float]
+
+
+@dataclasses.dataclass
+class Outcome:
+    rates: list[float] = dataclasses.field(default_factory=list)
+    stopped: int = 0  # runs stopped at RUN_TIMEOUT: their rate is not end to end
+    missing: str = ""  # why there are no rates
+
+
+def measure(sides: dict[str, Side], dsn: str, runs: int, **params: int) -> dict[str, Outcome]:
+    """Run each side *runs* times, alternately, so the machine's noise hits both."""
+    outcomes = {name: Outcome() for name in sides}
+    for _ in range(runs):
+        for name, side in sides.items():
+            outcome = outcomes[name]
+            if outcome.missing:
+                continue
+            try:
+                outcome.rates.append(side(dsn, **params))
+            except NotImplementedError:
+                outcome.missing = "not built"
+            except RunTimeout as stop:
+                outcome.rates.append(stop.rate)
+                outcome.stopped += 1
+    return outcomes
+
+
+def cell(outcome: Outcome) -> str:
+    if outcome.missing:
+        return f"{outcome.missing:>23}"
+    rates, mark = outcome.rates, "*" if outcome.stopped else " "
+    spread = f"({min(rates):,.0f}-{max(rates):,.0f})"
+    return f"{statistics.median(rates):>8,.0f}{mark} {spread:>13}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server", default=SERVER, help=f"PostgreSQL server ({SERVER})")
+    parser.add_argument("--only", choices=["inturn", "procrastinate"], help="run one side")
+    parser.add_argument("--jobs", type=int, default=10_000, help="jobs per run (10,000)")
+    parser.add_argument("--runs", type=int, default=3, help="runs per configuration (3)")
+    parser.add_argument("--quick", action="store_true", help="1,000 jobs, one run")
+    parser.add_argument("--processes", type=int, nargs="+", default=PROCESS_COUNTS)
+    parser.add_argument("--keys", type=int, nargs="+", default=KEY_COUNTS)
+    parser.add_argument("--concurrency", type=int, help="procrastinate: per worker process")
+    parser.add_argument("--polling", type=float, help="procrastinate: fetch polling (s)")
+    parser.add_argument("--procrastinate-worker", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.procrastinate_worker:
+        dsn, concurrency, polling = args.procrastinate_worker
+        procrastinate_worker(dsn, int(concurrency), float(polling))
+        return
+    jobs, runs = (1_000, 1) if args.quick else (args.jobs, args.runs)
+    dsn = ensure_database(args.server)
+    sides: dict[str, Side] = {
+        "inturn": run_inturn,
+        "procrastinate": functools.partial(
+            run_procrastinate, concurrency=args.concurrency, polling=args.polling
+        ),
+    }
+    if args.only:
+        sides = {args.only: sides[args.only]}
+
+    print(f"jobs/s end to end, {jobs:,} no-op jobs per run: median of {runs} (min-max)")
+    if "procrastinate" in sides:
+        print(f"procrastinate: lock=key, {BATCH:,} jobs per batch defer, listen_notify=True")
+        for keys, (concurrency, polling) in PROCRASTINATE_SETTINGS.items():
+            concurrency = args.concurrency or concurrency
+            polling = args.polling or polling
+            over = f"{keys:,} key" + ("s" if keys > 1 else "")
+            print(f"  over {over}: concurrency {concurrency} per process, polling {polling} s")
+    header = f"{'keys':>6} {'procs':>5}" + "".join(f" {name + ' jobs/s':>23}" for name in sides)
+    print(header + (f" {'ratio':>6}" if len(sides) == 2 else ""), flush=True)
+    stopped = 0
+    for keys in args.keys:
+        for processes in args.processes:
+            outcomes = measure(sides, dsn, runs, processes=processes, keys=keys, jobs=jobs)
+            line = f"{keys:>6,} {processes:>5}" + "".join(f" {cell(o)}" for o in outcomes.values())
+            inturn, baseline = outcomes.get("inturn"), outcomes.get("procrastinate")
+            if inturn and inturn.rates and baseline and baseline.rates:
+                ratio = statistics.median(inturn.rates) / statistics.median(baseline.rates)
+                line += f" {ratio:>6.1f}"
+            print(line, flush=True)
+            stopped += sum(outcome.stopped for outcome in outcomes.values())
+    if stopped:
+        print(
+            f"* {stopped} run(s) stopped at {RUN_TIMEOUT:.0f} s: the figure is the jobs"
+            " finished by then per second (not end to end; the backlog was still there)"
+        )
+
+
+if __name__ == "__main__":
+    main()
