@@ -66,12 +66,16 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import os
+import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -120,17 +124,184 @@ def job_key(n: int, keys: int) -> str:
 # -- inturn (the lead fills this in) ---------------------------------------------
 
 
+INTURN_SCHEMA = "inturn_bench"
+
+
+def inturn_worker(dsn: str) -> None:
+    """One member process: a no-op handler on a fleet journal, until SIGTERM."""
+    import structlog
+    import trio
+
+    import inturn
+
+    # What an application does in production: warnings and up, loggers cached.
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        cache_logger_on_first_use=True,
+    )
+
+    async def noop(job: inturn.Job) -> None:
+        pass
+
+    async def work() -> None:
+        journal = inturn.PostgresJournal(dsn, schema=INTURN_SCHEMA, fleet=True)
+        with trio.open_signal_receiver(signal.SIGTERM) as signals:
+            async with inturn.open_supervisor(noop, journal=journal) as supervisor:
+                print("joined", flush=True)
+                async for _ in signals:
+                    await supervisor.shutdown(5.0)
+                    return
+
+    trio.run(work)
+
+
+def start_inturn_workers(dsn: str, processes: int) -> list[subprocess.Popen[bytes]]:
+    """A fresh schema, and *processes* members joined to it (idle) before the clock starts."""
+    import trio
+
+    import inturn
+
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(f"DROP SCHEMA IF EXISTS {INTURN_SCHEMA} CASCADE")
+
+    async def create() -> None:
+        journal = inturn.PostgresJournal(dsn, schema=INTURN_SCHEMA, fleet=True)
+        await journal.open()
+        await journal.aclose()
+
+    trio.run(create)
+    command = [sys.executable, __file__, "--inturn-worker", dsn]
+    workers = [subprocess.Popen(command, stdout=subprocess.PIPE) for _ in range(processes)]
+    for worker in workers:
+        assert worker.stdout is not None
+        if worker.stdout.readline() != b"joined\n":
+            raise RuntimeError("an inturn worker did not start")
+    return workers
+
+
+def stop(workers: list[subprocess.Popen[bytes]]) -> None:
+    for worker in workers:
+        worker.send_signal(signal.SIGTERM)
+    for worker in workers:
+        try:
+            worker.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
+def unfinished(connection: psycopg.Connection[Any]) -> int:
+    row = connection.execute(
+        f"SELECT count(*) FROM {INTURN_SCHEMA}.jobs WHERE state = 'pending'"
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def inturn_produce_and_wait(dsn: str, keys: int, jobs: int) -> float:
+    """Send every job, wait for the last to complete; return the seconds taken.
+
+    The producer is a fleet member that claims nothing: it takes ids and
+    writes ``BATCH`` appends per transaction, what ``send_many`` does for a
+    member (as procrastinate's side calls its batch defer directly).
+    """
+    import trio
+
+    import inturn
+    from inturn.journal import Append
+
+    codec = inturn.JSONCodec()
+    journal = inturn.PostgresJournal(dsn, schema=INTURN_SCHEMA, fleet=True)
+    await journal.open()
+    try:
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            start = time.perf_counter()
+            for first in range(0, jobs, BATCH):
+                numbers = range(first, min(first + BATCH, jobs))
+                ids = await journal.ids(len(numbers))
+                await journal.write(
+                    [
+                        Append(job_id=job_id, key=job_key(n, keys), data=codec.encode(n))
+                        for job_id, n in zip(ids, numbers, strict=True)
+                    ]
+                )
+            while left := unfinished(connection):
+                if time.perf_counter() - start > RUN_TIMEOUT:
+                    raise RunTimeout((jobs - left) / (time.perf_counter() - start))
+                await trio.sleep(POLL)
+            elapsed = time.perf_counter() - start
+            row = connection.execute(f"SELECT count(*) FROM {INTURN_SCHEMA}.jobs").fetchone()
+    finally:
+        await journal.aclose()
+    if row is None or row[0]:  # completed jobs are deleted: nothing may be left
+        raise RuntimeError(f"inturn: {row} jobs left (dead letters?)")
+    return elapsed
+
+
 def run_inturn(dsn: str, *, processes: int, keys: int, jobs: int) -> float:
     """Run *jobs* no-op jobs over *keys* keys with *processes* workers; return jobs/s.
 
-    To be written with ``inturn.PostgresJournal`` (issue #9), on the same
-    terms as ``run_procrastinate``: ``processes`` separate OS processes, each
-    with an open supervisor on ``PostgresJournal(dsn, schema=...)`` and a
-    no-op handler, started and idle before the clock starts; job ``n`` sent
-    to ``job_key(n, keys)``, the sends counted in the time; the clock stopped
-    when the last job is complete in the database; a fresh schema per run.
+    On the same terms as ``run_procrastinate``: *processes* member processes
+    (``PostgresJournal(dsn, fleet=True)``, a no-op handler) joined and idle
+    before the clock starts; job ``n`` sent to ``job_key(n, keys)``, the sends
+    counted in the time; the clock stopped when no job is unfinished in the
+    database; a fresh schema per run.
     """
-    raise NotImplementedError("the inturn side of bench/fleet.py awaits PostgresJournal")
+    import trio
+
+    workers = start_inturn_workers(dsn, processes)
+    try:
+        elapsed = trio.run(inturn_produce_and_wait, dsn, keys, jobs)
+    finally:
+        stop(workers)
+    return jobs / elapsed
+
+
+def failover(dsn: str) -> float:
+    """Seconds from the SIGKILL of a key's owner to the key's next start on another member.
+
+    Two members with a 2 s heartbeat TTL; the first runs a job that never
+    ends, is killed, and the second must rerun it.
+    """
+    folder = tempfile.mkdtemp()
+    try:
+        with psycopg.connect(dsn, autocommit=True) as connection:
+            connection.execute(f"DROP SCHEMA IF EXISTS {INTURN_SCHEMA} CASCADE")
+        log = os.path.join(folder, "log")
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+        def member(name: str, sends: str = "") -> subprocess.Popen[bytes]:
+            command = [sys.executable, "-m", "tests.fleet.worker", dsn, INTURN_SCHEMA, folder]
+            process = subprocess.Popen(
+                [*command, name, *([sends] if sends else [])], cwd=root, stdout=subprocess.PIPE
+            )
+            assert process.stdout is not None
+            if process.stdout.readline() != b"joined\n":
+                raise RuntimeError("a failover member did not start")
+            return process
+
+        def logged(line: str) -> float:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if os.path.exists(log) and line in Path(log).read_text().splitlines():
+                    return time.monotonic()
+                time.sleep(0.005)
+            raise RuntimeError(f"never logged {line!r}")
+
+        first = member("A", "k:one")
+        second = member("B")
+        try:
+            logged("start A 1")
+            first.kill()
+            first.wait()
+            killed = time.monotonic()
+            return logged("start B 1") - killed
+        finally:
+            for process in (first, second):
+                process.kill()
+                process.wait()
+    finally:
+        shutil.rmtree(folder)
 
 
 # -- procrastinate -----------------------------------------------------------------
@@ -323,7 +494,11 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, help="procrastinate: per worker process")
     parser.add_argument("--polling", type=float, help="procrastinate: fetch polling (s)")
     parser.add_argument("--procrastinate-worker", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--inturn-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.inturn_worker:
+        inturn_worker(args.inturn_worker)
+        return
     if args.procrastinate_worker:
         dsn, concurrency, polling = args.procrastinate_worker
         procrastinate_worker(dsn, int(concurrency), float(polling))
@@ -364,6 +539,13 @@ def main() -> None:
         print(
             f"* {stopped} run(s) stopped at {RUN_TIMEOUT:.0f} s: the figure is the jobs"
             " finished by then per second (not end to end; the backlog was still there)"
+        )
+    if "inturn" in sides:
+        takeovers = [failover(dsn) for _ in range(runs)]
+        print(
+            f"inturn failover, SIGKILL of a key's owner to its next start elsewhere"
+            f" (TTL 2 s): median {statistics.median(takeovers):.2f} s"
+            f" ({min(takeovers):.2f}-{max(takeovers):.2f})"
         )
 
 

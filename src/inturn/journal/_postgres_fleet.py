@@ -66,6 +66,7 @@ __all__ = [
     "CHANNEL",
     "Listener",
     "OWNED",
+    "PLACE",
     "OWNER",
     "claim",
     "grant_ids",
@@ -141,15 +142,17 @@ def lock_keys(connection: psycopg.Connection[Any], keys: Sequence[str]) -> None:
         )
 
 
+PLACE: Final = (
+    "INSERT INTO keys (key, last_place) VALUES (%s, %s) ON CONFLICT (key)"
+    " DO UPDATE SET last_place = GREATEST(keys.last_place + 1, EXCLUDED.last_place)"
+    " RETURNING last_place, owner IS NULL"
+)
+"""A new job's place in its key's sequence (key, at least), and whether the key has no owner."""
+
+
 def place(connection: psycopg.Connection[Any], key: str, at_least: int) -> tuple[int, bool]:
     """The next place in *key*'s sequence, at least *at_least*; and whether the key has no owner."""
-    row = one_row(
-        connection,
-        "INSERT INTO keys (key, last_place) VALUES (%s, %s) ON CONFLICT (key)"
-        " DO UPDATE SET last_place = GREATEST(keys.last_place + 1, EXCLUDED.last_place)"
-        " RETURNING last_place, owner IS NULL",
-        (key, at_least),
-    )
+    row = one_row(connection, PLACE, (key, at_least))
     return int(row[0]), bool(row[1])
 
 

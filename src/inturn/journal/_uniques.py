@@ -84,13 +84,15 @@ class Uniques:
                 (now + unique_for, unique, job_id),
             )
 
-    def expire(self, connection: Any, now: float) -> None:
-        """Delete a few reservations that ended by *now*, the oldest first."""
+    def expire(self, connection: Any, now: float) -> int:
+        """Delete a few reservations that ended by *now*, the oldest first; how many."""
         p = self.mark
-        connection.execute(
-            "DELETE FROM uniques WHERE unique_key IN (SELECT unique_key FROM uniques"
-            f" WHERE until <= {p} ORDER BY until LIMIT {p})",
-            (now, EXPIRE_AT_ONCE),
+        return int(
+            connection.execute(
+                "DELETE FROM uniques WHERE unique_key IN (SELECT unique_key FROM uniques"
+                f" WHERE until <= {p} ORDER BY until LIMIT {p})",
+                (now, EXPIRE_AT_ONCE),
+            ).rowcount
         )
 
     def holder(self, connection: Any, unique: str) -> DuplicateError:

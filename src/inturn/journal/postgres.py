@@ -165,6 +165,8 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
     _granted: list[range] = attrs.field(factory=list, init=False)
     """A fleet member's ids (`ids`), oldest first: the only ids its `Append` may use."""
     _listener: members.Listener | None = attrs.field(default=None, init=False)
+    _quiet_until: float = attrs.field(default=0.0, init=False)
+    """`time.monotonic` before which no ended reservation is looked for: the last look found none."""
     _held: set[str] = attrs.field(factory=set, init=False)
     """The keys this member claimed and still owns (on the journal's thread)."""
     _orphans: bool = attrs.field(default=False, init=False)
@@ -405,25 +407,30 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
 
         return await self._read(run)
 
-    def _fence(self, connection: psycopg.Connection[Any]) -> None:
-        """Inside a transaction: hold ``meta``, mark it with a fresh token, renew the lease.
+    def _fence(self, connection: psycopg.Connection[Any], *, begin: bool = False) -> None:
+        """Inside a transaction (with *begin*, begin one first): renew the lease, or the heartbeat.
 
-        Raises `LeaseLost` if another incarnation owns the journal now, or
-        this one's lease ran out.  The token tells, after a connection lost
-        during COMMIT, whether that transaction committed.
+        A single holder holds ``meta`` and marks it with a fresh token; a
+        fleet member marks its heartbeat's row.  Raises `LeaseLost` if
+        another incarnation owns the journal now, or this one's lease (its
+        heartbeat) ran out.  The token tells, after a connection lost during
+        COMMIT, whether that transaction committed.
         """
         started = time.monotonic()
         self._token = secrets.randbits(63)
+        if begin and not self.fleet:
+            connection.execute("BEGIN")
         if self.fleet:
-            renewed = (
-                connection.execute(
-                    "UPDATE processes SET expires_at = clock_timestamp() + %s, token = %s"
-                    " WHERE id = %s AND expires_at > clock_timestamp()",
-                    (interval(self.lease_ttl), self._token, self._process),
-                ).rowcount
-                == 1
+            # One round trip: BEGIN with the renewal, every value an int or a float of ours.
+            renew = (
+                f"UPDATE processes SET expires_at = clock_timestamp() + interval"
+                f" '{float(self.lease_ttl)!r} seconds', token = {int(self._token)}"
+                f" WHERE id = {int(self._process)} AND expires_at > clock_timestamp()"
             )
-            if not renewed:
+            cursor = connection.execute(f"BEGIN; {renew}" if begin else renew)
+            if begin:
+                cursor.nextset()
+            if cursor.rowcount != 1:
                 raise LeaseLost(self.name)
             self._renewed = started
             return
@@ -572,49 +579,71 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         A transaction whose connection the server ended committed nothing
         (before COMMIT, or during it when its token is not in ``meta``): the
         group is tried again on a new connection, up to `_TRIES` times.
+        A batch of several changes that breaks a rule is refused alone the
+        same way: the transaction is rolled back and the rest of the group
+        tried again without it (not counted as a try), so no batch pays for
+        a savepoint, and a refusal, which is rare, pays a second transaction.
         """
-        for attempt in range(_TRIES):
+        pending, attempt = list(group), 0
+        while pending:
             try:
                 connection = self._connection(connection)
             except JournalError as exc:
-                refuse(group, exc)
+                refuse(pending, exc)
                 return
-            if self._commit_once(connection, group, last=attempt == _TRIES - 1):
+            outcome = self._commit_once(connection, pending, last=attempt == _TRIES - 1)
+            if outcome is True:
                 return
-            for request in group:
+            if outcome is False:
+                attempt += 1
+            else:
+                pending.remove(outcome)  # refused alone: its error stays
+            for request in pending:
                 request.error = None
                 request.superseded.clear()
 
     def _commit_once(
         self, connection: psycopg.Connection[Any], group: list[Request], *, last: bool
-    ) -> bool:
-        """One try of `_commit_group`: False if it should be tried again (nothing committed)."""
+    ) -> bool | Request:
+        """One try of `_commit_group`: False if it should be tried again (nothing
+        committed), or the batch of several changes refused (nothing committed)."""
         import psycopg
 
         next_id = self._next_id
         member = _Member(self._process, self._granted) if self.fleet else None
         try:
-            connection.execute("BEGIN")
-            self._fence(connection)
-            _UNIQUES.expire(connection, min(request.now for request in group))
+            self._fence(connection, begin=True)
+            # Ended reservations: a few at every commit; none found, none looked for a second.
+            now = min(request.now for request in group)
+            if time.monotonic() >= self._quiet_until and not _UNIQUES.expire(connection, now):
+                self._quiet_until = time.monotonic() + 1.0
             if member is not None:
                 members.lock_keys(connection, _placed_keys(group))
-            for request in group:
-                # A batch of one change breaks no rule as an SQL error; a batch
-                # of several, or one taking a unique key (two statements),
-                # needs a savepoint to be refused alone.
-                several = needs_savepoint(request.changes)
-                if several:
-                    connection.execute("SAVEPOINT batch")
+            # Actors' starts, and members' last completions with their keys' release:
+            # a few round trips for them all, then the rest of the group, then again
+            # those that did not apply, to learn why.  (The requests of a group are
+            # concurrent: any order of them is one.)
+            ordered = group
+            marks = [request for request in group if _lone_mark(request)]
+            if len(marks) > 1:
+                rest = [request for request in ordered if not _lone_mark(request)]
+                ordered = [*rest, *_mark_all(connection, marks, member)]
+            lasts = [request for request in ordered if _last_completion(request)]
+            if member is not None and len(lasts) > 1:
+                rest = [request for request in ordered if not _last_completion(request)]
+                ordered = [*rest, *_complete_all(connection, lasts, member)]
+            for request in ordered:
                 try:
                     next_id = _apply(connection, request, next_id, self.name, member)
                 except _Refused as refused:
-                    if several:
-                        connection.execute("ROLLBACK TO SAVEPOINT batch")
                     request.error = refused.error
                     request.superseded.clear()
-                if several:
-                    connection.execute("RELEASE SAVEPOINT batch")
+                    # A batch of one change breaks no rule as an SQL error: it changed
+                    # nothing.  A batch of several, or one taking a unique key (two
+                    # statements), may have: the rest of the group goes without it.
+                    if needs_savepoint(request.changes):
+                        _rollback(connection)
+                        return request
             if member is not None:
                 if member.wake:
                     members.notify(connection, self.schema)
@@ -819,6 +848,40 @@ def _apply(
         if refused is not None:
             raise _Refused(refused)
 
+    complete, mark = request.changes if len(request.changes) == 2 else (None, None)
+    if (
+        isinstance(complete, Complete)
+        and isinstance(mark, MarkAttempt)
+        and complete.job_id != mark.job_id
+    ):
+        # The runtime's completion with its successor's start: one round trip.
+        done, unique, unique_for, marked = one_row(
+            connection,
+            "WITH done AS (DELETE FROM jobs WHERE id = %s AND state = 'pending'"
+            + owned
+            + " RETURNING id, unique_key, unique_for),"
+            " gone AS (DELETE FROM steps WHERE job_id IN (SELECT id FROM done)),"
+            " marked AS (" + _MARK + owned + " RETURNING id)"
+            " SELECT done.id, done.unique_key, done.unique_for, (SELECT count(*) FROM marked)"
+            " FROM (SELECT 1) AS one LEFT JOIN done ON true",
+            (complete.job_id, *mine, mark.attempt, mark.job_id, mark.attempt, *mine),
+        )
+        if done is not None:
+            _UNIQUES.release(connection, unique, unique_for, complete.job_id, request.now)
+        settle(done is not None, complete, complete.job_id)
+        settle(bool(marked), mark, mark.job_id)
+        return next_id
+
+    appends = request.changes
+    if len(appends) > 1 and all(_plain(change) for change in appends):
+        # A batch of new jobs that take no unique key (send_many): each statement
+        # once for all of them, in one round trip.
+        for change in appends:
+            assert isinstance(change, Append)
+            new_id(change.job_id)
+            next_id = change.job_id + 1
+        return _append_all(connection, cast("list[Append]", appends), now, member, next_id)
+
     for change in request.changes:
         if isinstance(change, Append):
             new_id(change.job_id)
@@ -860,14 +923,7 @@ def _apply(
         elif isinstance(change, MarkAttempt):
             # Running again: no longer waiting to retry.  A start (attempts
             # rising) is superseded on a halted key.
-            fenced(
-                "UPDATE jobs SET attempts = %s, retry_at = NULL WHERE id = %s AND state = 'pending'"
-                " AND (%s <= attempts OR key IS NULL"
-                "      OR NOT EXISTS (SELECT 1 FROM halted WHERE halted.key = jobs.key))",
-                (change.attempt, change.job_id, change.attempt),
-                change,
-                change.job_id,
-            )
+            fenced(_MARK, (change.attempt, change.job_id, change.attempt), change, change.job_id)
         elif isinstance(change, Retrying):
             fenced(
                 "UPDATE jobs SET error = %s, retry_at = %s WHERE id = %s AND state = 'pending'",
@@ -876,15 +932,16 @@ def _apply(
                 change.job_id,
             )
         elif isinstance(change, Complete):
-            done = connection.execute(
-                "DELETE FROM jobs WHERE id = %s AND state = 'pending'"
+            done = connection.execute(  # the job and its steps, in one round trip
+                "WITH done AS (DELETE FROM jobs WHERE id = %s AND state = 'pending'"
                 + owned
-                + " RETURNING unique_key, unique_for",
+                + " RETURNING id, unique_key, unique_for),"
+                " gone AS (DELETE FROM steps WHERE job_id IN (SELECT id FROM done))"
+                " SELECT unique_key, unique_for FROM done",
                 (change.job_id, *mine),
             ).fetchone()
             if done is not None:
                 _UNIQUES.release(connection, done[0], done[1], change.job_id, request.now)
-                connection.execute("DELETE FROM steps WHERE job_id = %s", (change.job_id,))
             settle(done is not None, change, change.job_id)
         elif isinstance(change, Discard):
             dead = connection.execute(
@@ -992,6 +1049,160 @@ def _apply(
         else:
             raise _Refused(JournalError(f"{name}: not a journal change: {change!r}"))
     return next_id
+
+
+def _plain(change: FleetChange) -> bool:
+    return isinstance(change, Append) and change.unique is None
+
+
+def _append_all(
+    connection: psycopg.Connection[Any],
+    appends: list[Append],
+    now: float,
+    member: _Member | None,
+    next_id: int,
+) -> int:
+    """`_apply` of a batch of `Append`s without unique keys (their ids checked); the next free id."""
+    places = [append.job_id for append in appends]
+    if member is not None:
+        keyed = [n for n, append in enumerate(appends) if append.key and append.due_at is None]
+        member.wake |= any(append.key is None and append.due_at is None for append in appends)
+        if keyed:
+            cursor = connection.cursor()
+            cursor.executemany(
+                members.PLACE, [(appends[n].key, appends[n].job_id) for n in keyed], returning=True
+            )
+            for n in keyed:
+                place, unowned = cursor.fetchone() or (places[n], False)
+                places[n] = int(place)
+                member.wake |= bool(unowned)
+                cursor.nextset()
+    connection.cursor().executemany(
+        "INSERT INTO jobs (id, key, unique_for, data, accepted_at, seq, due_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        [
+            (
+                append.job_id,
+                append.key,
+                append.unique_for,
+                append.data,
+                now,
+                None if append.due_at is not None else place,
+                append.due_at,
+            )
+            for append, place in zip(appends, places, strict=True)
+        ],
+    )
+    return next_id
+
+
+def _mark_all(
+    connection: psycopg.Connection[Any], requests: list[Request], member: _Member | None
+) -> list[Request]:
+    """Apply lone `MarkAttempt`s of several requests in one round trip; the requests not applied.
+
+    Those go through `_apply` again, to learn why (superseded, or fenced off).
+    """
+    owned, mine = (members.OWNED, (member.process,) * 2) if member else ("", ())
+    marks = [cast(MarkAttempt, request.changes[0]) for request in requests]
+    cursor = connection.cursor()
+    cursor.executemany(
+        _MARK + owned + " RETURNING id",
+        [(mark.attempt, mark.job_id, mark.attempt, *mine) for mark in marks],
+        returning=True,
+    )
+    missed = []
+    for request in requests:
+        if not cursor.fetchall():
+            missed.append(request)
+        cursor.nextset()
+    return missed
+
+
+def _last_completion(request: Request) -> bool:
+    """Whether *request* is a member's ``[Complete(job), Release(key)]``."""
+    changes = request.changes
+    return (
+        len(changes) == 2
+        and isinstance(changes[0], Complete)
+        and isinstance(changes[1], Release)
+        and not request.operator
+    )
+
+
+def _complete_all(
+    connection: psycopg.Connection[Any], requests: list[Request], member: _Member
+) -> list[Request]:
+    """Apply members' last completions and their keys' release, set-based; the requests not applied.
+
+    The keys' rows are locked already, in key order (`_placed_keys`), so what
+    waits for them cannot change before the commit.  A completion that did
+    not apply goes through `_apply` again, to learn why; a key a job waits
+    for is kept (its `Release` superseded).
+    """
+    mine = (member.process,) * 2
+    ids = [cast(Complete, request.changes[0]).job_id for request in requests]
+    done = {
+        row[0]: row
+        for row in connection.execute(
+            "WITH done AS (DELETE FROM jobs WHERE id = ANY(%s) AND state = 'pending'"
+            + members.OWNED
+            + " RETURNING id, unique_key, unique_for),"
+            " gone AS (DELETE FROM steps WHERE job_id IN (SELECT id FROM done))"
+            " SELECT id, unique_key, unique_for FROM done",
+            (ids, *mine),
+        )
+    }
+    missed, completed = [], []
+    for request in requests:
+        row = done.get(cast(Complete, request.changes[0]).job_id)
+        if row is None:
+            missed.append(request)
+            continue
+        if row[1] is not None:
+            _UNIQUES.release(connection, row[1], row[2], row[0], request.now)
+        completed.append(request)
+    keys = [cast(Release, request.changes[1]).key for request in completed]
+    states = {
+        key: (ours, waiting, halted)
+        for key, ours, waiting, halted in connection.execute(
+            "SELECT key, owner = %s, EXISTS (SELECT 1 FROM jobs WHERE jobs.key = keys.key"
+            " AND state = 'pending' AND seq IS NOT NULL),"
+            " EXISTS (SELECT 1 FROM halted WHERE halted.key = keys.key)"
+            " FROM keys WHERE key = ANY(%s)",
+            (member.process, keys),
+        )
+    }
+    empty: list[str] = []
+    unowned: list[str] = []
+    for request, key in zip(completed, keys, strict=True):
+        ours, waiting, halted = states.get(key, (False, False, False))
+        if not ours or (waiting and not halted):
+            request.superseded.append(request.changes[1])  # kept: a job waits (or not ours)
+            continue
+        (unowned if waiting else empty).append(key)
+        member.released.append(key)
+    if empty:
+        connection.execute("DELETE FROM keys WHERE key = ANY(%s)", (empty,))
+    if unowned:
+        connection.execute("UPDATE keys SET owner = NULL WHERE key = ANY(%s)", (unowned,))
+    return missed
+
+
+def _lone_mark(request: Request) -> bool:
+    return (
+        len(request.changes) == 1
+        and isinstance(request.changes[0], MarkAttempt)
+        and not request.operator
+    )
+
+
+_MARK: Final = (
+    "UPDATE jobs SET attempts = %s, retry_at = NULL WHERE id = %s AND state = 'pending'"
+    " AND (%s <= attempts OR key IS NULL"
+    "      OR NOT EXISTS (SELECT 1 FROM halted WHERE halted.key = jobs.key))"
+)
+"""A `MarkAttempt`: a start (attempts rising) is superseded on a halted key."""
 
 
 def _refuse_duplicate(connection: psycopg.Connection[Any], unique: str | None) -> None:
