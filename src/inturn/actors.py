@@ -528,6 +528,10 @@ class Actor:
                         await self._start_superseded(entry)
                         return
                     entry.marked = True
+                elif self.runtime.fleet is not None:
+                    # Marked by an earlier write: a member that may have stalled past
+                    # its heartbeat since renews it first, or stops (LeaseLost).
+                    await self.runtime.fleet.journal.hold()
                 if not self.runtime.core.may_run(entry):  # paused or skipped meanwhile
                     await self._take_back(entry)
                     return

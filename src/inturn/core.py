@@ -264,14 +264,17 @@ class Core:
 
     # -- fleet mode: lanes the journal gave this process -------------------
 
-    def owned(self, key: str, backlog: Backlog, jobs: Sequence[StoredJob] = ()) -> bool:
+    def owned(
+        self, key: str, backlog: Backlog, jobs: Sequence[StoredJob] = (), *, marked: bool = False
+    ) -> bool:
         """This process owns *key* (a fleet's claim): its unfinished jobs are *backlog*, the first *jobs*.
 
         The lane holds *jobs* and pages in the rest from the journal, also
         when it exists already (its FIFO ran dry and the journal says more
         waits: a job may have come back below the last place read, so the
-        lane reads its sequence from the start).  Return True if the lane
-        needs an actor.
+        lane reads its sequence from the start).  With *marked*, the claim
+        marked the first job's next attempt, as a completion marks its
+        successor's.  Return True if the lane needs an actor.
         """
         state = self._lane(key)
         assert not state.fifo, "a lane is refreshed only once it ran dry"
@@ -284,6 +287,8 @@ class Core:
         for stored in jobs:
             self._buffer(state, self._recovered(stored))
             state.on_disk -= 1
+        if marked and state.fifo:
+            state.fifo[0].marked = True  # its next attempt, `Entry.attempt`
         return self._wants_actor(state)
 
     def runs_dry(self, entry: Entry) -> bool:

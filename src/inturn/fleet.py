@@ -67,12 +67,14 @@ class FleetJournal(Protocol):
     async def ids(self, count: int) -> range: ...
 
     async def claim(
-        self, limit: int, *, page: int = 100
+        self, limit: int, *, page: int = 100, mark_below: int | None = None
     ) -> tuple[list[Claim], list[StoredJob]]: ...
 
     async def release(self, key: str) -> Backlog | None: ...
 
     def listen(self, woken: Callable[[], None]) -> None: ...
+
+    async def hold(self) -> None: ...
 
     async def write(
         self, changes: Sequence[Change], *, now: float | None = None
@@ -98,6 +100,9 @@ class Fleet:
     poll_interval: float = 1.0
     page: int = 100
     """Jobs of each claimed key read with the claim (the rest are paged in)."""
+    mark_below: int | None = None
+    """The retry policy's ``max_attempts``, for a claim to mark its heads' starts;
+    None under ``max_concurrency``, where a marked head could wait for a slot."""
     owned: int = 0
     epochs: dict[str, int] = attrs.field(factory=dict)
     """Each owned key's fencing token, as its claim gave it."""
@@ -183,7 +188,9 @@ class Fleet:
             room = self.capacity - self.owned
             if room > 0:
                 try:
-                    claims, jobs = await self.journal.claim(room, page=self.page)
+                    claims, jobs = await self.journal.claim(
+                        room, page=self.page, mark_below=self.mark_below
+                    )
                 except LeaseLost as exc:  # nothing here may go on
                     runtime.escalate(exc)
                     return
@@ -214,7 +221,7 @@ class Fleet:
                 continue
             self.owned += 1
             self.epochs[claim.key] = claim.epoch
-            if core.owned(claim.key, claim.backlog, claim.jobs):
+            if core.owned(claim.key, claim.backlog, claim.jobs, marked=claim.marked):
                 runtime.spawn(claim.key)
         for job in jobs:
             self.owned += 1
@@ -247,7 +254,7 @@ class Fleet:
             backlog = await self._release(key)
         again = self._reclaimed.pop(key, None)  # claimed again meanwhile: go on with that
         if again is not None:
-            runtime.core.owned(key, again.backlog, again.jobs)
+            runtime.core.owned(key, again.backlog, again.jobs, marked=again.marked)
             return False
         if backlog is not None:
             runtime.core.owned(key, backlog)

@@ -1190,6 +1190,8 @@ async def open_supervisor(
                         cast(FleetJournal, journal),
                         capacity=capacity_for(max_concurrency),
                         page=min(window, 50),
+                        # Its starts marked in the claim, unless a slot could keep one waiting.
+                        mark_below=retry.max_attempts if max_concurrency is None else None,
                     )
                     nursery.start_soon(runtime.fleet.run, name="inturn.fleet")
                 runtime.start(nursery, lanes)

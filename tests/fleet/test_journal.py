@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
 import pytest
 import trio
 
@@ -140,5 +141,32 @@ async def test_a_batch_refused_in_a_group_is_refused_alone(pg_dsn: str, pg_schem
         assert outcomes["a"] == outcomes["c"] == []
         assert isinstance(outcomes["b"], inturn.DuplicateError)
         assert [len(await journal.jobs(key)) for key in "abc"] == [2, 0, 2]
+    finally:
+        await journal.aclose()
+
+
+async def test_hold_renews_a_heartbeat_that_may_have_run_out_or_refuses(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """Before a start marked by an earlier write: nothing to do while the heartbeat is fresh; after a
+    (simulated) stall, a renewal, which a heartbeat expired meanwhile refuses with LeaseLost."""
+    journal = member(pg_dsn, pg_schema, lease_ttl=2.0)
+    await journal.open()
+    try:
+        fresh = journal.commits
+        await journal.hold()  # fresh: no transaction
+        journal._renewed -= 10.0  # as if the process had stalled since its last renewal
+        await journal.hold()  # still live in the database: renewed
+        assert not journal._suspect()
+        with psycopg.connect(pg_dsn, autocommit=True) as connection:
+            connection.execute(
+                f"UPDATE {pg_schema}.processes SET expires_at = clock_timestamp() - interval '1 s'"
+            )
+        journal._renewed -= 10.0
+        with pytest.raises(inturn.LeaseLost):
+            await journal.hold()
+        with pytest.raises(inturn.LeaseLost):  # and nothing more is written
+            await journal.write([MarkAttempt(1, 1)])
+        assert journal.commits == fresh
     finally:
         await journal.aclose()

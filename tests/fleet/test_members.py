@@ -222,3 +222,27 @@ async def test_a_fleet_runs_what_a_single_holder_left(pg_dsn: str, pg_schema: st
         async with inturn.open_supervisor(handler, journal=member(pg_dsn, pg_schema)) as sup:
             await sup.send("k0", 8)
     assert done == {"k1": [1, 3, 5], "k0": [2, 4, 6, 8]}
+
+
+async def test_a_claim_marks_each_heads_start_once(pg_dsn: str, pg_schema: str) -> None:
+    """A claim marks the head's attempt: with max_attempts=1 it runs once, as attempt 1, and a
+    failure makes it a dead letter with 1 attempt (the claim's mark is that attempt, not another)."""
+    attempts: list[tuple[object, int]] = []
+
+    async def handler(job: inturn.Job) -> None:
+        attempts.append((job.payload, job.attempt))
+        if job.payload == "fails":
+            raise ValueError("no")
+
+    retry = inturn.Retry(max_attempts=1)
+    with trio.fail_after(30):
+        async with inturn.open_supervisor(
+            handler, journal=member(pg_dsn, pg_schema), retry=retry
+        ) as sup:
+            await sup.send("a", "runs")
+            failing = await sup.send("b", "fails")
+            await sup.wait_idle()
+            dead = await sup.job(failing)
+    assert sorted(attempts) == [("fails", 1), ("runs", 1)]
+    assert dead is not None
+    assert (dead.state, dead.attempts) == ("dead", 1)

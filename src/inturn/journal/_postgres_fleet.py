@@ -35,9 +35,8 @@ key's last job (`Release`), under the key's row lock, which serializes it
 with every `Append`: released only if no job waits (the row is deleted) or
 the key is halted (the row stays, unowned); otherwise the member keeps it
 and learns the key's new backlog.  So a send racing a release is never
-stranded.  The
-keys of a member whose heartbeat expired are released by the next claim,
-which deletes the member: failover takes the TTL plus one claim.
+stranded.  The keys of a member whose heartbeat expired are released by the
+next claim, which deletes the member: failover takes the TTL plus one claim.
 
 Wake-up: a transaction that gave work to a key with no owner, or a keyless
 job, ends with one ``NOTIFY`` on the database's ``inturn`` channel, its
@@ -66,8 +65,8 @@ __all__ = [
     "CHANNEL",
     "Listener",
     "OWNED",
-    "PLACE",
     "OWNER",
+    "PLACE",
     "claim",
     "grant_ids",
     "hand_back",
@@ -177,11 +176,18 @@ def reap(connection: psycopg.Connection[Any]) -> None:
 
 
 def claim(
-    connection: psycopg.Connection[Any], process: int, limit: int, page: int
+    connection: psycopg.Connection[Any],
+    process: int,
+    limit: int,
+    page: int,
+    mark_below: int | None = None,
 ) -> tuple[list[Claim], list[StoredJob]]:
     """Inside the caller's transaction: take up to *limit* keys and keyless jobs with no owner.
 
-    Returns each key's `Claim`, with its first *page* jobs, and the keyless jobs.
+    Returns each key's `Claim`, with its first *page* jobs, and the keyless
+    jobs.  With *mark_below*, each key's head that has started fewer attempts
+    and waits out no backoff has its next attempt marked here
+    (`Claim.marked`), as a completion marks its successor's.
     """
     reap(connection)
     taken = connection.execute(
@@ -214,12 +220,26 @@ def claim(
             (list(counts), page),
         ):
             firsts[row[1]].append(stored(row))
+        for jobs in firsts.values():
+            jobs.sort(key=lambda job: job.place)
+        marked: set[int] = set()
+        if mark_below is not None:
+            heads = [jobs[0] for jobs in firsts.values() if jobs]
+            marked = {
+                row[0]
+                for row in connection.execute(
+                    "UPDATE jobs SET attempts = attempts + 1 WHERE id = ANY(%s)"
+                    " AND attempts < %s AND retry_at IS NULL RETURNING id",
+                    ([head.id for head in heads if head.attempts < mark_below], mark_below),
+                )
+            }
         claims = [
             Claim(
                 key=key,
                 epoch=int(epochs[key]),
                 backlog=Backlog(count=count, last_id=last),
-                jobs=sorted(firsts[key], key=lambda job: job.place),
+                jobs=firsts[key],
+                marked=bool(firsts[key]) and firsts[key][0].id in marked,
             )
             for key, (count, last) in sorted(counts.items())
         ]

@@ -306,17 +306,21 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
 
         return await self._transact(grant)
 
-    async def claim(self, limit: int, *, page: int = 100) -> tuple[list[Claim], list[StoredJob]]:
+    async def claim(
+        self, limit: int, *, page: int = 100, mark_below: int | None = None
+    ) -> tuple[list[Claim], list[StoredJob]]:
         """Take up to *limit* keys and keyless jobs that have work and no live owner.
 
         Each `Claim` says what its key holds, with its first *page* jobs
         (`load` pages in the rest); the keyless jobs come whole.  Every later
-        change to their jobs is fenced by this ownership.
+        change to their jobs is fenced by this ownership.  With *mark_below*
+        (the retry policy's ``max_attempts``), a head that may run at once
+        has its next attempt marked in the claim (`Claim.marked`).
         """
         self._member_only("claim")
 
         def take(connection: psycopg.Connection[Any]) -> tuple[list[Claim], list[StoredJob]]:
-            return members.claim(connection, self._process, limit, page)
+            return members.claim(connection, self._process, limit, page, mark_below)
 
         def held(taken: tuple[list[Claim], list[StoredJob]]) -> None:
             self._held.update(claim.key for claim in taken[0])
@@ -364,6 +368,13 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         check_now(now)
         await trio.lowlevel.checkpoint_if_cancelled()
         return await self._open_worker().write(changes, now)
+
+    async def hold(self) -> None:
+        """Before a start marked by an earlier write: if this member may have stalled past its
+        heartbeat since its last renewal (local time, with a margin), renew it now, or raise
+        `LeaseLost`; otherwise return at once."""
+        if self._suspect():
+            await self._transact(lambda connection: None)
 
     def listen(self, woken: Callable[[], None]) -> None:
         """Call *woken* (from another thread) whenever keys may have become claimable."""

@@ -288,6 +288,9 @@ class Claim:
     """All its unfinished jobs in its sequence: how many, and the last one's place."""
     jobs: Sequence[StoredJob] = ()
     """The first of them, in order; `Journal.load` pages in the rest."""
+    marked: bool = False
+    """The claim marked the first job's next attempt, ``attempts + 1`` (its
+    ``attempts`` are as they were before)."""
 
 
 @attrs.frozen(kw_only=True)
