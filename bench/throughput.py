@@ -45,6 +45,7 @@ import importlib.util
 import json
 import logging
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -298,6 +299,30 @@ def rss_growth(side: str, keys: int, idle_timeout: float = 1.0) -> float:
     return float(json.loads(out)["growth_kib"]) / 1024
 
 
+def one(run: Run, shape: Shape, callgrind: bool) -> None:
+    """Run one side on one shape, after a small warm-up: for a profiler.
+
+    With *callgrind*, under ``valgrind --tool=callgrind --instr-atstart=no``,
+    instructions are counted during that run alone: ``totals`` in the output
+    file over the jobs printed is the count per job, which the machine's
+    load does not move.
+    """
+    trio.run(run, Shape(10, 6, 600))
+    gc.collect()
+    if callgrind:
+        subprocess.run(
+            ["callgrind_control", "-i", "on", str(os.getpid())], check=True, capture_output=True
+        )
+    cpu = time.process_time()
+    trio.run(run, shape)
+    cpu = time.process_time() - cpu
+    if callgrind:
+        subprocess.run(
+            ["callgrind_control", "-i", "off", str(os.getpid())], check=True, capture_output=True
+        )
+    print(f"{shape.total} jobs, {cpu:.2f} s CPU")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shapes (smoke test)")
@@ -305,6 +330,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, help="least jobs per run (default 200,000)")
     parser.add_argument("--against", type=Path, help="a src/ dir with another inturn to run too")
     parser.add_argument("--sweep-only", action="store_true", help="skip the memory figures")
+    parser.add_argument(
+        "--one", nargs=3, metavar=("SIDE", "KEYS", "PER_KEY"), help="run one side on one shape"
+    )
+    parser.add_argument(
+        "--callgrind", action="store_true", help="with --one: count its run alone (see below)"
+    )
     parser.add_argument("--rss-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_child:
@@ -324,6 +355,10 @@ def main() -> None:
     if args.against:
         sides["against"] = inturn_side(load_inturn(args.against))
         print(f"against: {args.against}")
+    if args.one:
+        side, keys, per_key = args.one
+        one(sides[side], Shape(int(keys), int(per_key), jobs), args.callgrind)
+        return
 
     print(f"at least {jobs:,} jobs per run, {reps} repetitions; no-op handler")
     times = sweep(sides, grid, jobs, reps)
