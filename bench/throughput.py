@@ -3,6 +3,7 @@
     python bench/throughput.py                 # the whole sweep, 3 repetitions
     python bench/throughput.py --quick         # smaller shapes, for a smoke test
     python bench/throughput.py --against DIR   # also DIR/inturn (another commit's src/)
+    python bench/throughput.py --keys 1,100    # only those rows of the sweep
 
 A *shape* is a number of keys and a number of jobs per key.  A run sends
 ``keys x per_key`` jobs round-robin over fresh keys (each key gets its next
@@ -328,6 +329,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small shapes (smoke test)")
     parser.add_argument("--reps", type=int, help="repetitions (default 3; 2 with --quick)")
     parser.add_argument("--jobs", type=int, help="least jobs per run (default 200,000)")
+    parser.add_argument("--keys", help="only these rows of the sweep, as 1,100")
     parser.add_argument("--against", type=Path, help="a src/ dir with another inturn to run too")
     parser.add_argument("--sweep-only", action="store_true", help="skip the memory figures")
     parser.add_argument(
@@ -344,6 +346,8 @@ def main() -> None:
         return
     configure_logging()
     grid = QUICK if args.quick else SWEEP
+    if args.keys:
+        grid = {int(keys): grid[int(keys)] for keys in args.keys.split(",")}
     jobs = args.jobs or (20_000 if args.quick else 200_000)
     reps = args.reps or (2 if args.quick else 3)
     distinct = 20_000 if args.quick else 1_000_000
