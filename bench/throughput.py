@@ -16,8 +16,8 @@ on trio: a dict of key -> unbounded memory channel, one task per key spawned
 lazily that exits when its channel is empty, the no-op handler's one
 checkpoint inlined in that task's loop, and a producer that awaits one
 checkpoint per job.  ``pooled`` is the same design with a pool of parked
-worker tasks that take keys from a ready queue (a task per key activation
-spawns no task): the stronger baseline.  Neither has a journal, codec,
+worker tasks that take keys from a ready queue (activating a key spawns no
+task): the stronger baseline.  Neither has a journal, codec,
 retries, unique keys, stats or idle linger: they are ceilings, not rivals.
 
 inturn runs with its defaults (``MemoryJournal``, JSON codec,
