@@ -1,19 +1,38 @@
-"""Throughput of inturn against a minimal hand-written trio design, side by side.
+"""Throughput of inturn against minimal hand-written trio designs, over a sweep of shapes.
 
-    python bench/throughput.py            # full run (issue #2's figures)
-    python bench/throughput.py --quick    # smaller counts, for a smoke test
+    python bench/throughput.py                 # the whole sweep, 3 repetitions
+    python bench/throughput.py --quick         # smaller shapes, for a smoke test
+    python bench/throughput.py --against DIR   # also DIR/inturn (another commit's src/)
+    python bench/throughput.py --keys 1,100    # only those rows of the sweep
 
-The minimal design is what one would write by hand for per-key FIFO on trio:
-a dict of key -> unbounded memory channel, one task per key spawned lazily
-that exits when its channel is empty, a no-op handler that awaits one
-checkpoint, and a producer that awaits one checkpoint per job.  It has no
-journal, no retries, no unique keys, no stats and no idle linger, so it is a
-ceiling, not a rival.
+A *shape* is a number of keys and a number of jobs per key.  A run sends
+``keys x per_key`` jobs round-robin over fresh keys (each key gets its next
+job after one of every other key), repeated with new keys until at least
+``--jobs`` jobs were sent; so at one job per key every job activates a key,
+and at 100,000 keys a key's next job comes after ``idle_timeout``.
 
-inturn runs with its default in-memory journal (every payload goes through
-the JSON codec) and a producer that awaits ``send`` per job, then
-``wait_idle()``.  Both run in this one process, alternately, so machine noise
-hits both; the ratio inturn/minimal is the figure to read.
+The reference (``minimal``) is what one would write by hand for per-key FIFO
+on trio: a dict of key -> unbounded memory channel, one task per key spawned
+lazily that exits when its channel is empty, the no-op handler's one
+checkpoint inlined in that task's loop, and a producer that awaits one
+checkpoint per job.  ``pooled`` is the same design with a pool of parked
+worker tasks that take keys from a ready queue (activating a key spawns no
+task): the stronger baseline.  Neither has a journal, codec,
+retries, unique keys, stats or idle linger: they are ceilings, not rivals.
+
+inturn runs with its defaults (``MemoryJournal``, JSON codec,
+``idle_timeout=1.0``), a no-op handler that awaits one checkpoint, and a
+producer that awaits ``send`` per job, then ``wait_idle()``; the time
+includes closing the supervisor, as the baselines' includes their nursery.
+
+Every side runs in this one process with the same logging (structlog as in
+production: debug filtered out, loggers cached) and the same collector
+(enabled, with its default thresholds, ``gc.collect()`` before each run).
+Each repetition runs every shape once per side, back to back, in an order
+that rotates between repetitions; the tables give the median over the
+repetitions of each run's ratio, in CPU time (``time.process_time``) and in
+wall time.  A ratio is baseline time / inturn time: 1.0 is as fast as the
+baseline.
 
 Memory: each side runs 100,000 and then one million distinct keys, one job
 each, in a fresh child process, and reports the growth of its peak RSS.
@@ -23,17 +42,33 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
 import logging
 import math
+import os
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeAlias
 
+import attrs
 import structlog
 import trio
 
 import inturn
+
+SWEEP = {  # keys: jobs per key (issue 13's table)
+    1: (1, 6, 20, 100, 1000),
+    100: (1, 6, 20, 100, 1000),
+    10_000: (1, 6, 20, 100),
+    100_000: (1, 6, 20),
+}
+QUICK = {1: (1, 6, 100), 100: (1, 6, 100), 1_000: (1, 6)}
 
 
 def configure_logging() -> None:
@@ -44,25 +79,47 @@ def configure_logging() -> None:
     )
 
 
-async def run_minimal(jobs: int, keys: int) -> None:
-    channels: dict[str, trio.MemorySendChannel[int]] = {}
+@attrs.frozen
+class Shape:
+    keys: int
+    per_key: int
+    jobs: int
+    """At least this many jobs in all: the shape repeats over new keys."""
 
-    async def handler(job: int) -> None:
-        await trio.lowlevel.checkpoint()
+    @property
+    def rounds(self) -> int:
+        return max(1, math.ceil(self.jobs / (self.keys * self.per_key)))
+
+    @property
+    def total(self) -> int:
+        return self.rounds * self.keys * self.per_key
+
+    def sequence(self) -> Iterator[str]:
+        """Each job's key, in sending order."""
+        for round_ in range(self.rounds):
+            names = [f"{round_}.{key}" for key in range(self.keys)]
+            for _ in range(self.per_key):
+                yield from names
+
+
+Run: TypeAlias = Callable[[Shape], Awaitable[None]]
+
+
+async def run_minimal(shape: Shape) -> None:
+    channels: dict[str, trio.MemorySendChannel[int]] = {}
 
     async def actor(key: str, receive: trio.MemoryReceiveChannel[int]) -> None:
         while True:
             try:
-                job = receive.receive_nowait()
+                receive.receive_nowait()
             except trio.WouldBlock:
                 # empty: exit, and let the next job for this key spawn a new task
                 del channels[key]
                 return
-            await handler(job)
+            await trio.lowlevel.checkpoint()  # the no-op handler
 
     async with trio.open_nursery() as nursery:
-        for n in range(jobs):
-            key = f"key-{n % keys}"
+        for n, key in enumerate(shape.sequence()):
             send = channels.get(key)
             if send is None:
                 send, receive = trio.open_memory_channel[int](math.inf)
@@ -72,21 +129,146 @@ async def run_minimal(jobs: int, keys: int) -> None:
             await trio.lowlevel.checkpoint()
 
 
-async def run_inturn(jobs: int, keys: int, idle_timeout: float = 1.0) -> None:
-    async def handler(job: inturn.Job) -> None:
-        await trio.lowlevel.checkpoint()
+async def run_pooled(shape: Shape) -> None:
+    channels: dict[str, trio.MemorySendChannel[int]] = {}
+    Ready: TypeAlias = tuple[str, trio.MemoryReceiveChannel[int]]
+    ready, take = trio.open_memory_channel[Ready](math.inf)
+    spare = 0  # workers done with their key, parked (or about to park) on the ready queue
 
-    async with inturn.open_supervisor(handler, idle_timeout=idle_timeout) as sup:
-        for n in range(jobs):
-            await sup.send(f"key-{n % keys}", n)
-        await sup.wait_idle()
+    async def worker() -> None:
+        nonlocal spare
+        async for key, receive in take:  # parks while no key is ready; ends when closed
+            while True:
+                try:
+                    receive.receive_nowait()
+                except trio.WouldBlock:
+                    del channels[key]
+                    break
+                await trio.lowlevel.checkpoint()  # the no-op handler
+            spare += 1
+
+    async with trio.open_nursery() as nursery:
+        for n, key in enumerate(shape.sequence()):
+            send = channels.get(key)
+            if send is None:
+                send, receive = trio.open_memory_channel[int](math.inf)
+                channels[key] = send
+                if spare:
+                    spare -= 1
+                else:
+                    nursery.start_soon(worker)
+                ready.send_nowait((key, receive))
+            send.send_nowait(n)
+            await trio.lowlevel.checkpoint()
+        ready.close()  # wakes the parked workers to exit (cheaper than cancelling them)
 
 
-def timed(run: object, jobs: int, keys: int) -> float:
+def inturn_side(module: ModuleType, idle_timeout: float = 1.0) -> Run:
+    async def run(shape: Shape) -> None:
+        async def handler(job: Any) -> None:
+            await trio.lowlevel.checkpoint()
+
+        async with module.open_supervisor(handler, idle_timeout=idle_timeout) as sup:
+            for n, key in enumerate(shape.sequence()):
+                await sup.send(key, n)
+            await sup.wait_idle()
+
+    return run
+
+
+def load_inturn(src: Path) -> ModuleType:
+    """Another copy of inturn (another commit's ``src/inturn``), as module ``inturn_against``.
+
+    inturn imports itself relatively, so the copy runs its own code throughout.
+    """
+    spec = importlib.util.spec_from_file_location(
+        "inturn_against",
+        src / "inturn" / "__init__.py",
+        submodule_search_locations=[str(src / "inturn")],
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["inturn_against"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@attrs.frozen
+class Timing:
+    cpu: float
+    wall: float
+
+
+def timed(run: Run, shape: Shape) -> Timing:
     gc.collect()
-    start = time.perf_counter()
-    trio.run(run, jobs, keys)  # type: ignore[arg-type]
-    return jobs / (time.perf_counter() - start)
+    cpu, wall = time.process_time(), time.perf_counter()
+    trio.run(run, shape)
+    return Timing(time.process_time() - cpu, time.perf_counter() - wall)
+
+
+def table(title: str, sweep: dict[int, tuple[int, ...]], cell: Callable[[Shape], str]) -> None:
+    columns = sorted({per_key for row in sweep.values() for per_key in row})
+    print(f"\n{title}")
+    print("| keys \\ jobs per key | " + " | ".join(f"{c:,}" for c in columns) + " |")
+    print("|---|" + "---|" * len(columns))
+    for keys, row in sweep.items():
+        cells = [cell(Shape(keys, c, 0)) if c in row else "" for c in columns]
+        print(f"| {keys:,} | " + " | ".join(cells) + " |")
+
+
+def sweep(
+    sides: dict[str, Run], grid: dict[int, tuple[int, ...]], jobs: int, reps: int
+) -> dict[tuple[str, int, int], list[Timing]]:
+    """Each side's timings of each shape, one per repetition.
+
+    Ctrl-C stops after the repetitions done so far, which are kept: a long
+    run on a busy machine can be cut short and still read.
+    """
+    shapes = [Shape(keys, per_key, jobs) for keys, row in grid.items() for per_key in row]
+    times: dict[tuple[str, int, int], list[Timing]] = {}
+    names = list(sides)
+    started = time.perf_counter()
+    for rep in range(reps):
+        order = names[rep % len(names) :] + names[: rep % len(names)]
+        try:
+            for shape in shapes:
+                for name in order:
+                    times.setdefault((name, shape.keys, shape.per_key), []).append(
+                        timed(sides[name], shape)
+                    )
+        except KeyboardInterrupt:
+            if not rep:
+                raise
+            print(f"interrupted: the first {rep} repetitions")
+            return {cell: timings[:rep] for cell, timings in times.items()}
+        print(f"repetition {rep + 1}/{reps} done at {time.perf_counter() - started:.0f} s")
+    return times
+
+
+def ratios(
+    times: dict[tuple[str, int, int], list[Timing]], side: str, baseline: str
+) -> Callable[[Shape], str]:
+    """A cell's median ratio of *baseline*'s time to *side*'s, CPU / wall."""
+
+    def cell(shape: Shape) -> str:
+        where = (shape.keys, shape.per_key)
+        pairs = list(zip(times[(side, *where)], times[(baseline, *where)], strict=True))
+        cpu = statistics.median(theirs.cpu / ours.cpu for ours, theirs in pairs)
+        wall = statistics.median(theirs.wall / ours.wall for ours, theirs in pairs)
+        return f"{cpu:.2f} / {wall:.2f}"
+
+    return cell
+
+
+def rate(
+    times: dict[tuple[str, int, int], list[Timing]], side: str, jobs: int
+) -> Callable[[Shape], str]:
+    def cell(shape: Shape) -> str:
+        cpu = statistics.median(t.cpu for t in times[side, shape.keys, shape.per_key])
+        return f"{Shape(shape.keys, shape.per_key, jobs).total / cpu:,.0f}"
+
+    return cell
 
 
 def peak_rss_kib() -> int:
@@ -101,11 +283,10 @@ def peak_rss_kib() -> int:
 
 def rss_child(side: str, keys: int, idle_timeout: float) -> None:
     configure_logging()
+
     before = peak_rss_kib()
-    if side == "minimal":
-        trio.run(run_minimal, keys, keys)
-    else:
-        trio.run(run_inturn, keys, keys, idle_timeout)
+    run = run_minimal if side == "minimal" else inturn_side(inturn, idle_timeout)
+    trio.run(run, Shape(keys, 1, keys))
     print(json.dumps({"growth_kib": peak_rss_kib() - before}))
 
 
@@ -119,9 +300,44 @@ def rss_growth(side: str, keys: int, idle_timeout: float = 1.0) -> float:
     return float(json.loads(out)["growth_kib"]) / 1024
 
 
+def one(run: Run, shape: Shape, callgrind: bool) -> None:
+    """Run one side on one shape, after a small warm-up: for a profiler.
+
+    With *callgrind*, under ``valgrind --tool=callgrind --instr-atstart=no``,
+    instructions are counted during that run alone: ``totals`` in the output
+    file over the jobs printed is the count per job, which the machine's
+    load does not move.
+    """
+    trio.run(run, Shape(10, 6, 600))
+    gc.collect()
+    if callgrind:
+        subprocess.run(
+            ["callgrind_control", "-i", "on", str(os.getpid())], check=True, capture_output=True
+        )
+    cpu = time.process_time()
+    trio.run(run, shape)
+    cpu = time.process_time() - cpu
+    if callgrind:
+        subprocess.run(
+            ["callgrind_control", "-i", "off", str(os.getpid())], check=True, capture_output=True
+        )
+    print(f"{shape.total} jobs, {cpu:.2f} s CPU")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
+    parser.add_argument("--quick", action="store_true", help="small shapes (smoke test)")
+    parser.add_argument("--reps", type=int, help="repetitions (default 3; 2 with --quick)")
+    parser.add_argument("--jobs", type=int, help="least jobs per run (default 200,000)")
+    parser.add_argument("--keys", help="only these rows of the sweep, as 1,100")
+    parser.add_argument("--against", type=Path, help="a src/ dir with another inturn to run too")
+    parser.add_argument("--sweep-only", action="store_true", help="skip the memory figures")
+    parser.add_argument(
+        "--one", nargs=3, metavar=("SIDE", "KEYS", "PER_KEY"), help="run one side on one shape"
+    )
+    parser.add_argument(
+        "--callgrind", action="store_true", help="with --one: count its run alone (see below)"
+    )
     parser.add_argument("--rss-child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rss_child:
@@ -129,18 +345,36 @@ def main() -> None:
         rss_child(side, int(keys), float(idle))
         return
     configure_logging()
-    jobs = 20_000 if args.quick else 200_000
-    key_counts = [1, 100, 1_000] if args.quick else [1, 100, 10_000, 100_000]
+    grid = QUICK if args.quick else SWEEP
+    if args.keys:
+        grid = {int(keys): grid[int(keys)] for keys in args.keys.split(",")}
+    jobs = args.jobs or (20_000 if args.quick else 200_000)
+    reps = args.reps or (2 if args.quick else 3)
     distinct = 20_000 if args.quick else 1_000_000
+    sides: dict[str, Run] = {
+        "minimal": run_minimal,
+        "pooled": run_pooled,
+        "inturn": inturn_side(inturn),
+    }
+    if args.against:
+        sides["against"] = inturn_side(load_inturn(args.against))
+        print(f"against: {args.against}")
+    if args.one:
+        side, keys, per_key = args.one
+        one(sides[side], Shape(int(keys), int(per_key), jobs), args.callgrind)
+        return
 
-    print(f"jobs per run: {jobs:,}; no-op handler; producer awaits each job")
-    print(f"{'keys':>8}  {'minimal jobs/s':>15}  {'inturn jobs/s':>14}  {'ratio':>6}")
-    rates = {}
-    for keys in key_counts:
-        minimal = timed(run_minimal, jobs, keys)
-        rates[keys] = timed(run_inturn, jobs, keys)
-        print(
-            f"{keys:>8,}  {minimal:>15,.0f}  {rates[keys]:>14,.0f}  {rates[keys] / minimal:>6.2f}"
+    print(f"at least {jobs:,} jobs per run, {reps} repetitions; no-op handler")
+    times = sweep(sides, grid, jobs, reps)
+    for name in sides:
+        table(f"{name}: jobs/s by CPU time (median)", grid, rate(times, name, jobs))
+    inturns = ["inturn", "against"] if args.against else ["inturn"]
+    pairs = [(side, baseline) for side in inturns for baseline in ("minimal", "pooled")]
+    for side, baseline in [*pairs, ("pooled", "minimal")]:
+        table(
+            f"{side}/{baseline}, CPU / wall time ratio (median)",
+            grid,
+            ratios(times, side, baseline),
         )
 
     # Per-job debug events (job.accepted, job.started, job.completed) with
@@ -151,12 +385,9 @@ def main() -> None:
     for n in range(calls):
         log.debug("job.started", key="key-1", job_id=n, attempt=1)
     per_call = (time.perf_counter() - start) / calls
-    per_job = 1 / rates[key_counts[2]]
-    print(
-        f"\ndebug events with debug off: {per_call * 1e9:.0f} ns per call;"
-        f" 3 per job = {3 * per_call / per_job:.1%} of inturn's time per job"
-        f" at {key_counts[2]:,} keys"
-    )
+    print(f"\ndebug events with debug off: {per_call * 1e9:.0f} ns per call")
+    if args.sweep_only:
+        return
 
     # An idle actor lingers idle_timeout seconds, so the peak holds about
     # (jobs/s x idle_timeout) lingering actors whatever the number of keys;

@@ -211,8 +211,12 @@ class MemoryJournal:
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
         clock = time.time() if now is None else now
+        if self._expiry:
+            self._expire(clock)  # first: a check takes an ended reservation as gone anyway
+        common = self._write_common(changes, clock, now is None)
+        if common is not None:
+            return common
         superseded = self._check(changes, clock)  # the whole batch first: all or nothing
-        self._expire(clock)
         if not superseded:
             for change in changes:
                 self._apply(change, clock)
@@ -386,13 +390,64 @@ class MemoryJournal:
             halt_error=halt_error,
         )
 
+    def _write_common(
+        self, changes: Sequence[Change], now: float, wall: bool
+    ) -> Sequence[Change] | None:
+        """Check and apply the runtime's common batches in one pass: what it superseded.
+
+        None, changing nothing, for any other batch, and for a change naming
+        a job that is gone: the general path checks those.  The common ones
+        are a send (`Append`, with its start if it starts next), a completion
+        (`Complete`, with the start of the job behind) and a start
+        (`MarkAttempt`).  *wall*: *now* is this machine's clock, the time an
+        `Append` is accepted at.
+        """
+        if len(changes) == 1:
+            only = changes[0]
+            if isinstance(only, Complete):
+                if only.job_id not in self._jobs:
+                    return None
+                self._forget(only.job_id, now)
+                return _NONE
+            if isinstance(only, MarkAttempt):
+                row = self._jobs.get(only.job_id)
+                return None if row is None else self._mark(row, only)
+            if isinstance(only, Append):
+                self._check_append(only, now)
+                self._append(only, now if wall else time.time())
+                return _NONE
+            return None
+        if len(changes) != 2:
+            return None
+        first, second = changes
+        if not isinstance(second, MarkAttempt):
+            return None
+        if isinstance(first, Complete) and second.job_id != first.job_id:
+            behind = self._jobs.get(second.job_id)
+            if behind is None or first.job_id not in self._jobs:
+                return None
+            self._forget(first.job_id, now)
+            return self._mark(behind, second)
+        if isinstance(first, Append) and second.job_id == first.job_id:
+            self._check_append(first, now)
+            return self._mark(self._append(first, now if wall else time.time()), second)
+        return None
+
+    def _mark(self, row: _Row, mark: MarkAttempt) -> Sequence[Change]:
+        """Apply *mark* to *row*: superseded (returned) if it starts an attempt on a halted key."""
+        if mark.attempt > row.attempts and row.key is not None and row.key in self._halted:
+            return [mark]
+        row.attempts = mark.attempt
+        row.retry_at = None  # running again; its last error stays
+        return _NONE
+
     def _check(self, changes: Sequence[Change], now: float) -> AbstractSet[int]:
         """The positions of *changes* that are superseded; raise, changing nothing, if one is illegal.
 
         Plays the batch forward on a few sets, so each change sees the ones
         before it, without touching the journal.
         """
-        if len(changes) == 1:  # the common case: nothing to stage
+        if len(changes) == 1:  # nothing to stage (the commonest are `_write_common`'s)
             only = changes[0]
             if isinstance(only, Step | Retrying | Complete | Discard):
                 if only.job_id in self._jobs:
@@ -407,15 +462,8 @@ class MemoryJournal:
                 key = found.key
                 starts = only.attempt > found.attempts
                 return {0} if starts and key is not None and key in self._halted else _EMPTY
-            if isinstance(only, Append):
-                self._check_append(only, now)
-                return _EMPTY
             if isinstance(only, Halt | Resume):
                 return _EMPTY
-        if len(changes) == 2:
-            pair = self._check_pair(changes[0], changes[1], now)
-            if pair is not None:
-                return pair
         appended: dict[int, _Row] = {}  # job id -> its row, as this batch appends it
         next_id = self._next_id  # ids rise in acceptance order, within a batch too
         finished: set[int] = set()
@@ -533,27 +581,6 @@ class MemoryJournal:
                 halted[change.key] = False
         return superseded
 
-    def _check_pair(self, first: Change, second: Change, now: float) -> AbstractSet[int] | None:
-        """The runtime's two hot batches, checked without staging; None for any other pair.
-
-        ``Append`` + its start (a send whose job starts next), and
-        ``Complete`` + the start of the job behind it.
-        """
-        if not isinstance(second, MarkAttempt):
-            return None
-        if isinstance(first, Append) and second.job_id == first.job_id:
-            self._check_append(first, now)
-            key = first.key
-            return {1} if second.attempt > 0 and key is not None and key in self._halted else _EMPTY
-        if isinstance(first, Complete) and second.job_id != first.job_id:
-            done, behind = self._jobs.get(first.job_id), self._jobs.get(second.job_id)
-            if done is None or behind is None:
-                return None  # the general path says what was superseded, or refused
-            key = behind.key
-            starts = second.attempt > behind.attempts
-            return {1} if starts and key is not None and key in self._halted else _EMPTY
-        return None
-
     def _check_append(self, append: Append, now: float) -> None:
         """An `Append` alone against the journal: a fresh id, a free unique key."""
         if append.job_id < self._next_id:  # every id ever appended is below it
@@ -581,30 +608,8 @@ class MemoryJournal:
 
     def _apply(self, change: Change, now: float) -> None:
         match change:
-            case Append(
-                job_id=job_id,
-                key=key,
-                data=data,
-                unique=unique,
-                unique_for=unique_for,
-                due_at=due_at,
-            ):
-                self._jobs[job_id] = _Row(
-                    key=key,
-                    data=data,
-                    unique=unique,
-                    accepted_at=time.time(),
-                    unique_for=unique_for,
-                    due_at=due_at,
-                )
-                if due_at is not None:
-                    self._scheduled[job_id] = None
-                elif key is not None:
-                    self._by_key.setdefault(key, {})[job_id] = None
-                if unique is not None:
-                    self._unique[unique] = job_id
-                    self._reserved.pop(unique, None)
-                self._next_id = max(self._next_id, job_id + 1)
+            case Append():
+                self._append(change, time.time())
             case Due(job_id=job_id, seq=seq):
                 del self._scheduled[job_id]
                 row = self._jobs[job_id]
@@ -662,6 +667,31 @@ class MemoryJournal:
                 self._halted.pop(key, None)
             case _:
                 assert_never(change)
+
+    def _append(self, append: Append, accepted_at: float) -> _Row:
+        job_id, key, unique = append.job_id, append.key, append.unique
+        row = self._jobs[job_id] = _Row(
+            key=key,
+            data=append.data,
+            unique=unique,
+            accepted_at=accepted_at,
+            unique_for=append.unique_for,
+            due_at=append.due_at,
+        )
+        if append.due_at is not None:
+            self._scheduled[job_id] = None
+        elif key is not None:
+            ids = self._by_key.get(key)
+            if ids is None:
+                self._by_key[key] = {job_id: None}
+            else:
+                ids[job_id] = None
+        if unique is not None:
+            self._unique[unique] = job_id
+            self._reserved.pop(unique, None)
+        if job_id >= self._next_id:
+            self._next_id = job_id + 1
+        return row
 
     def _revive(self, job_id: int) -> None:
         """Dead letter *job_id* unfinished again, in id order among its key's jobs."""
