@@ -71,6 +71,7 @@ __all__ = [
     "grant_ids",
     "hand_back",
     "join",
+    "let_go",
     "lock_keys",
     "place",
     "release",
@@ -256,29 +257,63 @@ def claim(
     return claims, [stored(row) for row in rows]
 
 
+def let_go(
+    connection: psycopg.Connection[Any], process: int, keys: Sequence[str], *, locked: bool = False
+) -> tuple[list[str], list[str]]:
+    """Inside the caller's transaction: release those of *keys* this member owns that no job waits for.
+
+    A halted key is released too (its row stays, unowned: not claimable
+    until resumed); an empty one's row is deleted.  Returns the keys
+    released, and the keys kept (owned, and a job waits); a key this member
+    does not own is in neither.  The rows are locked first, in key order,
+    unless the caller holds them (*locked*): what waits for a key cannot
+    change under its row lock, since every `Append` takes it.
+    """
+    if not locked:
+        connection.execute(
+            "SELECT key FROM keys WHERE key = ANY(%s) ORDER BY key FOR UPDATE", (sorted(keys),)
+        )
+    states = {
+        key: (ours, waiting, halted)
+        for key, ours, waiting, halted in connection.execute(
+            "SELECT key, owner = %s, EXISTS (SELECT 1 FROM jobs WHERE jobs.key = keys.key"
+            " AND state = 'pending' AND seq IS NOT NULL),"
+            " EXISTS (SELECT 1 FROM halted WHERE halted.key = keys.key)"
+            " FROM keys WHERE key = ANY(%s)",
+            (process, list(keys)),
+        )
+    }
+    empty: list[str] = []
+    unowned: list[str] = []
+    kept: list[str] = []
+    for key in keys:
+        ours, waiting, halted = states.get(key, (False, False, False))
+        if ours:
+            (kept if waiting and not halted else unowned if waiting else empty).append(key)
+    if empty:
+        connection.execute("DELETE FROM keys WHERE key = ANY(%s)", (empty,))
+    if unowned:
+        connection.execute("UPDATE keys SET owner = NULL WHERE key = ANY(%s)", (unowned,))
+    return empty + unowned, kept
+
+
 def release(
     connection: psycopg.Connection[Any], process: int, key: str
 ) -> Backlog | Literal[False] | None:
-    """Inside the caller's transaction: let *key* go if no job waits or it is halted.
+    """Inside the caller's transaction: let *key* go if no job waits or it is halted (`let_go`).
 
     Returns None if released, the key's `Backlog` (all its unfinished jobs in
     its sequence) if jobs wait, False if this member does not own it.
     """
-    row = connection.execute("SELECT owner FROM keys WHERE key = %s FOR UPDATE", (key,)).fetchone()
-    if row is None or row[0] != process:
-        return False
+    released, kept = let_go(connection, process, [key])
+    if not kept:
+        return None if released else False
     count, last = one_row(
         connection,
         "SELECT COUNT(*), MAX(seq) FROM jobs WHERE key = %s AND state = 'pending'"
         " AND seq IS NOT NULL",
         (key,),
     )
-    if not count:
-        connection.execute("DELETE FROM keys WHERE key = %s", (key,))
-        return None
-    if connection.execute("SELECT 1 FROM halted WHERE key = %s", (key,)).fetchone():
-        connection.execute("UPDATE keys SET owner = NULL WHERE key = %s", (key,))
-        return None
     return Backlog(count=int(count), last_id=int(last))
 
 

@@ -868,11 +868,7 @@ def _apply(
         # The runtime's completion with its successor's start: one round trip.
         done, unique, unique_for, marked = one_row(
             connection,
-            "WITH done AS (DELETE FROM jobs WHERE id = %s AND state = 'pending'"
-            + owned
-            + " RETURNING id, unique_key, unique_for),"
-            " gone AS (DELETE FROM steps WHERE job_id IN (SELECT id FROM done)),"
-            " marked AS (" + _MARK + owned + " RETURNING id)"
+            _done("= %s", owned) + ", marked AS (" + _MARK + owned + " RETURNING id)"
             " SELECT done.id, done.unique_key, done.unique_for, (SELECT count(*) FROM marked)"
             " FROM (SELECT 1) AS one LEFT JOIN done ON true",
             (complete.job_id, *mine, mark.attempt, mark.job_id, mark.attempt, *mine),
@@ -943,12 +939,8 @@ def _apply(
                 change.job_id,
             )
         elif isinstance(change, Complete):
-            done = connection.execute(  # the job and its steps, in one round trip
-                "WITH done AS (DELETE FROM jobs WHERE id = %s AND state = 'pending'"
-                + owned
-                + " RETURNING id, unique_key, unique_for),"
-                " gone AS (DELETE FROM steps WHERE job_id IN (SELECT id FROM done))"
-                " SELECT unique_key, unique_for FROM done",
+            done = connection.execute(
+                _done("= %s", owned) + " SELECT unique_key, unique_for FROM done",
                 (change.job_id, *mine),
             ).fetchone()
             if done is not None:
@@ -1049,8 +1041,10 @@ def _apply(
                 "INSERT INTO halted (key) VALUES (%s) ON CONFLICT DO NOTHING", (change.key,)
             )
         elif isinstance(change, Release) and member is not None and fencing:
-            if members.release(connection, member.process, change.key) is None:
-                member.released.append(change.key)
+            # (its row locked with the group's, `_placed_keys`)
+            released, _ = members.let_go(connection, member.process, [change.key], locked=True)
+            if released:
+                member.released.extend(released)
             else:  # a job waits (or the key is not ours): kept
                 request.superseded.append(change)
         elif isinstance(change, Resume):
@@ -1156,11 +1150,7 @@ def _complete_all(
     done = {
         row[0]: row
         for row in connection.execute(
-            "WITH done AS (DELETE FROM jobs WHERE id = ANY(%s) AND state = 'pending'"
-            + members.OWNED
-            + " RETURNING id, unique_key, unique_for),"
-            " gone AS (DELETE FROM steps WHERE job_id IN (SELECT id FROM done))"
-            " SELECT id, unique_key, unique_for FROM done",
+            _done("= ANY(%s)", members.OWNED) + " SELECT id, unique_key, unique_for FROM done",
             (ids, *mine),
         )
     }
@@ -1174,30 +1164,23 @@ def _complete_all(
             _UNIQUES.release(connection, row[1], row[2], row[0], request.now)
         completed.append(request)
     keys = [cast(Release, request.changes[1]).key for request in completed]
-    states = {
-        key: (ours, waiting, halted)
-        for key, ours, waiting, halted in connection.execute(
-            "SELECT key, owner = %s, EXISTS (SELECT 1 FROM jobs WHERE jobs.key = keys.key"
-            " AND state = 'pending' AND seq IS NOT NULL),"
-            " EXISTS (SELECT 1 FROM halted WHERE halted.key = keys.key)"
-            " FROM keys WHERE key = ANY(%s)",
-            (member.process, keys),
-        )
-    }
-    empty: list[str] = []
-    unowned: list[str] = []
+    released, _ = members.let_go(connection, member.process, keys, locked=True)
+    member.released.extend(released)
+    gone = set(released)
     for request, key in zip(completed, keys, strict=True):
-        ours, waiting, halted = states.get(key, (False, False, False))
-        if not ours or (waiting and not halted):
-            request.superseded.append(request.changes[1])  # kept: a job waits (or not ours)
-            continue
-        (unowned if waiting else empty).append(key)
-        member.released.append(key)
-    if empty:
-        connection.execute("DELETE FROM keys WHERE key = ANY(%s)", (empty,))
-    if unowned:
-        connection.execute("UPDATE keys SET owner = NULL WHERE key = ANY(%s)", (unowned,))
+        if key not in gone:  # kept: a job waits (or the key is not ours)
+            request.superseded.append(request.changes[1])
     return missed
+
+
+def _done(match: str, owned: str) -> str:
+    """The start of a statement that completes the jobs whose id is *match*: they and
+    their steps are deleted (``done`` holds each one's id, unique key and window)."""
+    return (
+        f"WITH done AS (DELETE FROM jobs WHERE id {match} AND state = 'pending'{owned}"
+        " RETURNING id, unique_key, unique_for),"
+        " gone AS (DELETE FROM steps WHERE job_id IN (SELECT id FROM done))"
+    )
 
 
 def _lone_mark(request: Request) -> bool:
