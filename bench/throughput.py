@@ -34,6 +34,12 @@ repetitions of each run's ratio, in CPU time (``time.process_time``) and in
 wall time.  A ratio is baseline time / inturn time: 1.0 is as fast as the
 baseline.
 
+Batches: a backlog, sent in ``send_many`` chunks of 1,000 jobs in key-major
+order (each key's jobs together: one key with 200,000 jobs, and 10,000 keys
+with 100 each), run by inturn with ``batch=100`` (a handler awaiting one
+checkpoint per batch) and with no batch, against the minimal design fed by
+the same producer (1,000 ``send_nowait`` then one checkpoint).
+
 Memory: each side runs 100,000 and then one million distinct keys, one job
 each, in a fresh child process, and reports the growth of its peak RSS.
 """
@@ -105,26 +111,31 @@ class Shape:
 Run: TypeAlias = Callable[[Shape], Awaitable[None]]
 
 
+async def minimal_actor(
+    channels: dict[str, trio.MemorySendChannel[int]],
+    key: str,
+    receive: trio.MemoryReceiveChannel[int],
+) -> None:
+    """The minimal design's task for *key*: run its jobs, exit once its channel is empty."""
+    while True:
+        try:
+            receive.receive_nowait()
+        except trio.WouldBlock:
+            # empty: exit, and let the next job for this key spawn a new task
+            del channels[key]
+            return
+        await trio.lowlevel.checkpoint()  # the no-op handler
+
+
 async def run_minimal(shape: Shape) -> None:
     channels: dict[str, trio.MemorySendChannel[int]] = {}
-
-    async def actor(key: str, receive: trio.MemoryReceiveChannel[int]) -> None:
-        while True:
-            try:
-                receive.receive_nowait()
-            except trio.WouldBlock:
-                # empty: exit, and let the next job for this key spawn a new task
-                del channels[key]
-                return
-            await trio.lowlevel.checkpoint()  # the no-op handler
-
     async with trio.open_nursery() as nursery:
         for n, key in enumerate(shape.sequence()):
             send = channels.get(key)
             if send is None:
                 send, receive = trio.open_memory_channel[int](math.inf)
                 channels[key] = send
-                nursery.start_soon(actor, key, receive)
+                nursery.start_soon(minimal_actor, channels, key, receive)
             send.send_nowait(n)
             await trio.lowlevel.checkpoint()
 
@@ -171,6 +182,60 @@ def inturn_side(module: ModuleType, idle_timeout: float = 1.0) -> Run:
         async with module.open_supervisor(handler, idle_timeout=idle_timeout) as sup:
             for n, key in enumerate(shape.sequence()):
                 await sup.send(key, n)
+            await sup.wait_idle()
+
+    return run
+
+
+CHUNK = 1_000
+"""Jobs per ``send_many`` in the batch rows."""
+
+BATCH_SHAPES = [(1, 200_000), (10_000, 100)]
+"""The batch rows: (keys, jobs per key), sent key-major."""
+
+
+def backlog(shape: Shape) -> Iterator[list[str]]:
+    """*shape*'s jobs' keys in chunks of `CHUNK`, each key's jobs together."""
+    chunk: list[str] = []
+    for key in range(shape.keys):
+        for _ in range(shape.per_key):
+            chunk.append(f"k{key}")
+            if len(chunk) == CHUNK:
+                yield chunk
+                chunk = []
+    if chunk:
+        yield chunk
+
+
+async def run_minimal_chunked(shape: Shape) -> None:
+    """`run_minimal`, fed a chunk of sends per checkpoint (`backlog`)."""
+    channels: dict[str, trio.MemorySendChannel[int]] = {}
+    async with trio.open_nursery() as nursery:
+        n = 0
+        for chunk in backlog(shape):
+            for key in chunk:
+                send = channels.get(key)
+                if send is None:
+                    send, receive = trio.open_memory_channel[int](math.inf)
+                    channels[key] = send
+                    nursery.start_soon(minimal_actor, channels, key, receive)
+                send.send_nowait(n)
+                n += 1
+            await trio.lowlevel.checkpoint()
+
+
+def inturn_chunked(module: ModuleType, batch: int | None) -> Run:
+    """inturn fed `backlog`'s chunks with ``send_many``; with *batch*, a batch handler."""
+
+    async def run(shape: Shape) -> None:
+        async def handler(job: Any) -> None:
+            await trio.lowlevel.checkpoint()
+
+        async with module.open_supervisor(handler, batch=batch) as sup:
+            n = 0
+            for chunk in backlog(shape):
+                await sup.send_many([(key, n + index) for index, key in enumerate(chunk)])
+                n += len(chunk)
             await sup.wait_idle()
 
     return run
@@ -324,6 +389,31 @@ def one(run: Run, shape: Shape, callgrind: bool) -> None:
     print(f"{shape.total} jobs, {cpu:.2f} s CPU")
 
 
+def batch_rows(reps: int) -> None:
+    """The batch rows: each side alternated per repetition, medians of ratios to minimal."""
+    sides: dict[str, Run] = {
+        "minimal": run_minimal_chunked,
+        "inturn batch=100": inturn_chunked(inturn, 100),
+        "inturn": inturn_chunked(inturn, None),
+    }
+    names = list(sides)
+    print(f"\nbatches: a backlog in send_many chunks of {CHUNK:,}, key-major; {reps} repetitions")
+    print("| keys x jobs per key | side | jobs/s (CPU) | ratio to minimal, CPU / wall |")
+    print("|---|---|---:|---|")
+    for keys, per_key in BATCH_SHAPES:
+        shape = Shape(keys, per_key, 0)
+        times: dict[str, list[Timing]] = {name: [] for name in names}
+        for rep in range(reps):
+            for name in names[rep % len(names) :] + names[: rep % len(names)]:
+                times[name].append(timed(sides[name], shape))
+        for name in names:
+            pairs = list(zip(times[name], times["minimal"], strict=True))
+            cpu = statistics.median(theirs.cpu / ours.cpu for ours, theirs in pairs)
+            wall = statistics.median(theirs.wall / ours.wall for ours, theirs in pairs)
+            rate_ = shape.total / statistics.median(t.cpu for t in times[name])
+            print(f"| {keys:,} x {per_key:,} | {name} | {rate_:,.0f} | {cpu:.2f} / {wall:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shapes (smoke test)")
@@ -332,6 +422,7 @@ def main() -> None:
     parser.add_argument("--keys", help="only these rows of the sweep, as 1,100")
     parser.add_argument("--against", type=Path, help="a src/ dir with another inturn to run too")
     parser.add_argument("--sweep-only", action="store_true", help="skip the memory figures")
+    parser.add_argument("--batches", action="store_true", help="only the batch rows")
     parser.add_argument(
         "--one", nargs=3, metavar=("SIDE", "KEYS", "PER_KEY"), help="run one side on one shape"
     )
@@ -364,6 +455,9 @@ def main() -> None:
         one(sides[side], Shape(int(keys), int(per_key), jobs), args.callgrind)
         return
 
+    if args.batches:
+        batch_rows(reps)
+        return
     print(f"at least {jobs:,} jobs per run, {reps} repetitions; no-op handler")
     times = sweep(sides, grid, jobs, reps)
     for name in sides:
@@ -388,6 +482,7 @@ def main() -> None:
     print(f"\ndebug events with debug off: {per_call * 1e9:.0f} ns per call")
     if args.sweep_only:
         return
+    batch_rows(reps)
 
     # An idle actor lingers idle_timeout seconds, so the peak holds about
     # (jobs/s x idle_timeout) lingering actors whatever the number of keys;

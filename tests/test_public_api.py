@@ -22,6 +22,7 @@ ERRORS = [
     inturn.PermanentError,
     inturn.RetryAfter,
     inturn.Snooze,
+    inturn.BatchError,
     inturn.EncodeError,
     inturn.DecodeError,
     inturn.SupervisorClosed,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .codec import Codec, JSONCodec
 from .errors import (
+    BatchError,
     DecodeError,
     DuplicateError,
     EncodeError,
@@ -58,6 +59,7 @@ __all__ = [
     "PermanentError",
     "RetryAfter",
     "Snooze",
+    "BatchError",
     "EncodeError",
     "DecodeError",
     "SupervisorClosed",

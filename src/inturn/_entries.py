@@ -46,7 +46,10 @@ class Entry:
     slotted: bool = False
     """`starts_next` took a slot for its start, journaled with its acceptance."""
     last_error: str | None = None
-    """Its last failure's text, as the journal recorded it (recovered jobs only)."""
+    """Its last failure's text, as the journal recorded it (recovered jobs only), or its
+    batch's failure (`batch_failed`)."""
+    batch_failed: bool = False
+    """Exhausted by a batch that failed as a whole (`Core.spent`), not by process stops."""
     not_before: float | None = None
     """Recovered in a backoff: its next attempt waits until this (trio) time."""
 

@@ -49,7 +49,7 @@ import math
 import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final, TypeAlias, assert_never
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, assert_never
 
 import attrs
 import structlog
@@ -59,7 +59,7 @@ from ._schedule import Schedule
 from ._steps import StepLog
 from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
-from .errors import DecodeError, JournalError, LeaseLost, PermanentError
+from .errors import BatchError, DecodeError, JournalError, LeaseLost, PermanentError
 from .events import Logger, exception_text
 from .jobs import Job
 from .journal import Complete, Discard, Journal, MarkAttempt
@@ -71,6 +71,7 @@ if TYPE_CHECKING:
 
 
 Handler: TypeAlias = Callable[[Job], Awaitable[object]]
+BatchHandler: TypeAlias = Callable[[list[Job]], Awaitable[object]]
 
 
 MAX_ERROR_TEXT: Final = 4000
@@ -115,13 +116,16 @@ class Runtime:
     core: Core
     journal: Journal
     codec: Codec
-    handler: Handler
+    handler: Callable[[Any], Awaitable[object]]
+    """A `Handler`; a `BatchHandler` when *batch* is set."""
     random: Callable[[], float]
     idle_timeout: float
     job_timeout: float | None
     max_restarts: int
     restart_window: float
     max_payload: int = 16 * 1024 * 1024
+    batch: int | None = None
+    """The handler takes a list of up to this many jobs of one key (`Core.followers`)."""
     nursery: trio.Nursery | None = None
     actors: dict[Lane, Actor] = attrs.field(factory=dict)
     waiters: dict[int, Waiter] = attrs.field(factory=dict)
@@ -201,11 +205,6 @@ class Runtime:
         if self._idle and (self.idle or self.closed):
             self._idle.unpark_all()
 
-    def now_for(self, entry: Entry) -> float | None:
-        """`unix_now` for a write that may release *entry*'s unique key; None (the journal's
-        clock, which is cheaper to read) when it holds none, so nothing depends on it."""
-        return None if entry.unique is None else self.unix_now()
-
     def unix_now(self) -> float:
         """Unix time by the supervisor's clock (virtual under a mock clock).
 
@@ -269,16 +268,19 @@ class Runtime:
             waiter.event.set()
         self.check_idle()
 
-    async def call_handler(self, job: Job) -> object:
-        self.running += 1
+    async def call_handler(self, job: Job | list[Job]) -> object:
+        """Call the handler with *job*, or with a batch of jobs; ``running`` counts the jobs."""
+        count = 1 if isinstance(job, Job) else len(job)
+        self.running += count
         try:
             if self.job_timeout is None:
                 return await self.handler(job)
             with trio.move_on_after(self.job_timeout):
                 return await self.handler(job)
-            raise TimeoutError(f"job {job.id} ran longer than job_timeout={self.job_timeout}s")
+            what = f"job {job.id}" if isinstance(job, Job) else f"the batch from job {job[0].id}"
+            raise TimeoutError(f"{what} ran longer than job_timeout={self.job_timeout}s")
         finally:
-            self.running -= 1
+            self.running -= count
             if not self.running and self._nothing_runs is not None:
                 self._nothing_runs.set()
 
@@ -446,7 +448,10 @@ class Actor:
                     if entry is not None:
                         if not yielded:  # however fast the handler, let other tasks run
                             await trio.lowlevel.cancel_shielded_checkpoint()
-                        await self._attempt(entry)
+                        if runtime.batch is None:
+                            await self._attempt(entry)
+                        else:
+                            await self._attempt_batch(entry)
                         yielded = False
                         if core.ready:  # others wait for a slot: take turns
                             runtime.start_holding(core.pass_slot(self.lane))
@@ -554,12 +559,13 @@ class Actor:
         finally:
             self.backing_off = False
 
-    async def _take_back(self, entry: Entry) -> None:
-        """*entry* was started but must not run now: give its marked attempt back."""
+    async def _take_back(self, *entries: Entry) -> None:
+        """*entries* were started but must not run now: give their marked attempts back."""
         runtime = self.runtime
-        runtime.core.interrupt(entry)
+        for entry in entries:
+            runtime.core.interrupt(entry)
         runtime.check_idle()
-        await runtime.give_back([entry])
+        await runtime.give_back(list(entries))
 
     async def _start_superseded(self, entry: Entry) -> None:
         """The journal refused *entry*'s start: another writer finished it, or halted its key."""
@@ -589,25 +595,9 @@ class Actor:
     async def _run(self, entry: Entry) -> Completed | Outcome:
         runtime = self.runtime
         try:
-            payload = runtime.codec.decode(entry.data)
-        except Exception as exc:
-            if not isinstance(exc, DecodeError):
-                # Its text may quote the bytes: name its type; the cause keeps the rest.
-                decode_error = DecodeError(
-                    f"cannot decode payload: the codec raised {type(exc).__qualname__}"
-                )
-                decode_error.__cause__ = exc
-                exc = decode_error
+            job = self._job(entry)
+        except DecodeError as exc:
             return self._failed(entry, exc)
-        job = Job(
-            id=entry.id,
-            key=entry.key,
-            payload=payload,
-            attempt=entry.attempt,
-            unique=entry.unique,
-            epoch=None if runtime.fleet is None else runtime.fleet.epochs.get(entry.key or ""),
-            steps=runtime.steps,
-        )
         runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
         try:
             result = await runtime.call_handler(job)
@@ -624,32 +614,204 @@ class Actor:
             runtime.steps.ended(entry.id)
         return Completed(entry, result)
 
+    def _job(self, entry: Entry) -> Job:
+        """The `Job` the handler gets for *entry*; `DecodeError` if its payload cannot be decoded."""
+        runtime = self.runtime
+        try:
+            payload = runtime.codec.decode(entry.data)
+        except DecodeError:
+            raise
+        except Exception as exc:
+            # Its text may quote the bytes: name its type; the cause keeps the rest.
+            raise DecodeError(
+                f"cannot decode payload: the codec raised {type(exc).__qualname__}"
+            ) from exc
+        return Job(
+            id=entry.id,
+            key=entry.key,
+            payload=payload,
+            attempt=entry.attempt,
+            unique=entry.unique,
+            epoch=None if runtime.fleet is None else runtime.fleet.epochs.get(entry.key or ""),
+            steps=runtime.steps,
+        )
+
+    # -- batches (``open_supervisor(..., batch=N)``) ---------------------------
+
+    async def _attempt_batch(self, head: Entry) -> None:
+        """Run started *head* and the jobs behind it that join it (`Core.followers`) as one batch."""
+        runtime, core = self.runtime, self.runtime.core
+        if head.exhausted or (
+            head.not_before is not None and head.not_before > trio.current_time()
+        ):
+            await self._attempt(head)  # it is discarded, or waits out a backoff: unrun, alone
+            return
+        batch = [head, *core.followers(head)]
+        try:
+            if not await self._mark(batch):
+                return
+            if not all(core.may_run(entry) for entry in batch):  # paused or skipped meanwhile
+                await self._take_back(*batch)
+                return
+            await self._run_batch(batch)
+        except BaseException:
+            for entry in batch:
+                if entry.running:
+                    core.interrupt(entry)
+            runtime.check_idle()  # paused while it ran: parked now
+            raise
+        finally:
+            if runtime.stopped:  # an operator's skip waits for the attempt to stop
+                runtime.stopped.unpark_all()
+
+    async def _mark(self, batch: list[Entry]) -> bool:
+        """Journal the start of each job of *batch* not marked yet, in one write.
+
+        False if the journal refused one (another writer finished it, or
+        halted the key): then none of them runs now.
+        """
+        runtime = self.runtime
+        unmarked = [entry for entry in batch if not entry.marked]
+        if not unmarked:
+            if runtime.fleet is not None:  # see `_attempt`
+                await runtime.fleet.journal.hold()
+            return True
+        marks = [MarkAttempt(entry.id, entry.attempt) for entry in unmarked]
+        superseded = await runtime.journal.write(marks)
+        for entry, mark in zip(unmarked, marks, strict=True):
+            entry.marked = mark not in superseded
+        if not superseded:
+            return True
+        refused = [entry for entry in unmarked if not entry.marked]
+        await self._take_back(*[entry for entry in batch if entry.marked])
+        for entry in batch:
+            if entry.running and entry not in refused:
+                runtime.core.interrupt(entry)
+        for entry in refused:
+            await self._start_superseded(entry)
+        return False
+
+    async def _run_batch(self, batch: list[Entry]) -> None:
+        """Call the handler with *batch*'s jobs and carry out what it leads to."""
+        runtime = self.runtime
+        jobs: list[Job] = []
+        for index, entry in enumerate(batch):
+            try:
+                jobs.append(self._job(entry))
+            except DecodeError as exc:
+                # The jobs before it run as a batch of their own; it fails alone, at its turn.
+                await self._take_back(*batch[max(index, 1) :])
+                if index == 0:
+                    await self._carry_out(self._failed(entry, exc))
+                    return
+                del batch[index:]
+                break
+        for entry in batch:
+            runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
+        try:
+            returned = await runtime.call_handler(jobs)
+        except Exception as exc:
+            await self._batch_failed(batch, exc)
+            return
+        except BaseException:
+            # Cut short by an operator's skip (the skipped job's attempt was made)
+            # or by shutdown: the other jobs' attempts are given back.
+            await runtime.give_back([entry for entry in batch if not entry.skipped])
+            raise
+        finally:
+            for entry in batch:
+                runtime.steps.ended(entry.id)
+        if returned is None:
+            await self._complete(batch, [None] * len(batch))
+        elif isinstance(returned, list | tuple) and len(returned) == len(batch):
+            await self._complete(batch, list(returned))
+        else:
+            wrong = TypeError(
+                "a batch handler returns None or a list of one result per job,"
+                f" not {type(returned).__qualname__}"
+                + (f" of {len(returned)}" if isinstance(returned, list | tuple) else "")
+            )
+            await self._batch_failed(batch, wrong)
+
+    async def _complete(
+        self, batch: list[Entry], results: list[object], *, then_start: bool = True
+    ) -> None:
+        """Journal the completion of *batch* (one job, or a batch's first jobs) in one write.
+
+        The job behind may start the moment they are complete, so its start
+        is journaled in the same write (unless not *then_start*: the batch's
+        next job is the one that failed, and runs again).
+        """
+        runtime, core = self.runtime, self.runtime.core
+        if not batch:
+            return
+        head = batch[0]
+        successor = core.successor(head, len(batch)) if then_start else None
+        changes: list[Change] = [Complete(entry.id) for entry in batch]
+        if successor is not None:
+            changes.append(MarkAttempt(successor.id, successor.attempt))
+        # The journal's clock (None) is cheaper to read; a unique key's window
+        # passes in the time the handlers see.
+        now = runtime.unix_now() if any(entry.unique is not None for entry in batch) else None
+        if (
+            runtime.fleet is not None
+            and then_start
+            and successor is None
+            and core.runs_dry(head, len(batch))
+        ):
+            # A fleet member hands the key back in the same transaction,
+            # unless a job came for it meanwhile.
+            superseded = await runtime.fleet.complete_last(batch, now)
+        else:
+            superseded = await runtime.journal.write(changes, now=now)
+        if successor is not None and changes[-1] not in superseded:
+            successor.marked = True
+        for entry, change, result in zip(batch, changes, results, strict=False):
+            if change in superseded:
+                self._superseded(entry, "job.superseded")
+                continue
+            core.complete(entry)
+            runtime.log.debug(
+                "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
+            )
+            runtime.finished(entry.id, result=result)
+
+    async def _batch_failed(self, batch: list[Entry], error: Exception) -> None:
+        """The handler raised *error* for *batch*: one job failed (`BatchError`), or all of it."""
+        runtime, core = self.runtime, self.runtime.core
+        if isinstance(error, BatchError) and error.done < len(batch):
+            done = error.done
+            await self._complete(batch[:done], error.results or [None] * done, then_start=False)
+            await self._take_back(*batch[done + 1 :])
+            await self._carry_out(self._failed(batch[done], error.error))
+            return
+        if isinstance(error, BatchError):
+            error = ValueError(
+                f"BatchError.done={error.done} is not below the batch's {len(batch)} jobs"
+            )
+        head, rest = batch[0], batch[1:]
+        outcome, fate = core.failed_batch(
+            batch, error, now=trio.current_time(), random=runtime.random
+        )
+        if fate == "returned":
+            await self._take_back(*rest)
+        elif fate == "spent":
+            text = describe(error)
+            for entry in rest:
+                core.spent(entry, text)
+        await self._carry_out(outcome)
+        if fate == "discarded":
+            assert isinstance(outcome, Discarding)
+            for entry in rest:
+                halt = outcome.halt and not core.is_halted(entry.lane)  # halted once, not again
+                await self._carry_out(Discarding(entry, error, halt=halt))
+        assert head is outcome.entry
+
     async def _carry_out(self, outcome: Completed | Outcome) -> None:
         runtime, core = self.runtime, self.runtime.core
         match outcome:
             case Completed(entry=entry, result=result):
-                # The job behind may start the moment this one is complete, so
-                # its start is journaled in the same write.
-                successor = core.successor(entry)
-                changes: list[Change] = [Complete(entry.id)]
-                if successor is not None:
-                    changes.append(MarkAttempt(successor.id, successor.attempt))
-                if runtime.fleet is not None and successor is None and core.runs_dry(entry):
-                    # A fleet member hands the key back in the same transaction,
-                    # unless a job came for it meanwhile.
-                    superseded = await runtime.fleet.complete_last(entry, runtime.now_for(entry))
-                else:
-                    superseded = await runtime.journal.write(changes, now=runtime.now_for(entry))
-                if successor is not None and changes[-1] not in superseded:
-                    successor.marked = True
-                if changes[0] in superseded:
-                    self._superseded(entry, "job.superseded")
-                    return
-                core.complete(entry)
-                runtime.log.debug(
-                    "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
-                )
-                runtime.finished(entry.id, result=result)
+                await self._complete([entry], [result])
             case Backoff(entry=entry, at=at, error=error, snooze=snooze):
                 # Journaled first: an operator reading the journal sees why the
                 # key waits, and until when.  A snooze gives its attempt back
@@ -676,9 +838,10 @@ class Actor:
                 await self._back_off(at)
             case Discarding(entry=entry, error=error, halt=halt):
                 stopped = None
-                if entry.exhausted:  # a stop cut its last attempt short
+                if entry.exhausted and not entry.batch_failed:  # a stop cut its last attempt short
                     stopped = entry.attempt
-                text = entry.last_error if stopped and entry.last_error else describe(error)
+                # Out of attempts before this run: the failure that used them up.
+                text = entry.last_error if entry.exhausted and entry.last_error else describe(error)
                 discard = Discard(entry.id, text, halt=halt, stopped_during=stopped)
                 if await runtime.journal.write([discard], now=runtime.unix_now()):
                     self._superseded(entry, "job.superseded")

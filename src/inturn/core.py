@@ -86,6 +86,8 @@ class Core:
     """At most this many lanes hold a slot (run, or are about to) at once."""
     max_snoozes: int = 100
     """A job's `Snooze`s in a row before one more counts as a failed attempt."""
+    batch: int = 1
+    """At most this many jobs of one lane run as one batch (`followers`)."""
     next_id: int = 1
     _lanes: dict[Lane, LaneState] = attrs.field(factory=dict, init=False)
     _pending: int = attrs.field(default=0, init=False)
@@ -291,8 +293,9 @@ class Core:
             state.fifo[0].marked = True  # its next attempt, `Entry.attempt`
         return self._wants_actor(state)
 
-    def runs_dry(self, entry: Entry) -> bool:
-        """Whether completing running *entry* leaves its key nothing to run or read.
+    def runs_dry(self, entry: Entry, count: int = 1) -> bool:
+        """Whether completing running *entry* (and the *count* - 1 jobs of its batch) leaves
+        its key nothing to run or read.
 
         Then a fleet member hands the key back in the completion's write
         (`Release`); the journal keeps it, if a job came meanwhile.
@@ -302,7 +305,7 @@ class Core:
             isinstance(entry.lane, str)
             and not state.halted
             and not state.on_disk
-            and len(state.fifo) == 1
+            and len(state.fifo) == count
             and state.fifo[0] is entry
         )
 
@@ -408,6 +411,32 @@ class Core:
             head.slotted = False  # its slot is the running job's now
         return head
 
+    def followers(self, head: Entry) -> list[Entry]:
+        """The jobs right behind running *head* that run in its batch (``batch`` in all, at most).
+
+        They are marked running with it.  A batch stops before a job that
+        is not ready to run as one of many: not durable yet, skipped, out of
+        attempts (it is discarded as a head, alone) or recovered in a
+        backoff.  A lane that holds its attempt marks (halted, stopping) has
+        no running head, so it never gets here.
+        """
+        state = self._lanes[head.lane]
+        assert head.running
+        assert state.fifo[0] is head
+        batch: list[Entry] = []
+        for entry in state.fifo[1 : self.batch]:
+            if (
+                not entry.durable
+                or entry.skipped
+                or entry.exhausted
+                or entry.not_before is not None
+            ):
+                break
+            entry.running = True
+            entry.slotted = False
+            batch.append(entry)
+        return batch
+
     def has_work(self, lane: Lane) -> bool:
         """Whether `start` would return a job now, or `page` jobs to load."""
         state = self._lanes[lane]
@@ -435,16 +464,22 @@ class Core:
         entry.slotted = True
         return True
 
-    def successor(self, entry: Entry) -> Entry | None:
-        """The entry that may start once running head *entry* completes, if any.
+    def successor(self, entry: Entry, count: int = 1) -> Entry | None:
+        """The entry that may start once running head *entry* (and the *count* - 1 jobs of its
+        batch) completes, if any.
 
         Lets the shell journal "complete this, start that" in one write.  Only
         this lane's actor pops heads, so the answer holds until it completes.
         """
         state = self._lanes[entry.lane]
-        if self.stopping or state.halted or len(state.fifo) < 2 or (self.ready and state.holding):
+        if (
+            self.stopping
+            or state.halted
+            or len(state.fifo) <= count
+            or (self.ready and state.holding)
+        ):
             return None  # with lanes waiting for a slot, this one passes its slot on
-        after = state.fifo[1]
+        after = state.fifo[count]
         return after if after.durable and not (after.exhausted or after.skipped) else None
 
     def failed(
@@ -463,6 +498,30 @@ class Core:
             return Discarding(entry, error, halt=halt)
         return Backoff(entry, at=now + delay, error=error)
 
+    def failed_batch(
+        self,
+        batch: Sequence[Entry],
+        error: BaseException,
+        *,
+        now: float,
+        random: Callable[[], float],
+    ) -> tuple[Outcome, Literal["returned", "spent", "discarded"]]:
+        """Decide what a batch that failed as a whole leads to.  Changes nothing.
+
+        Its head's outcome is what `failed` decides for it alone, and the
+        rest of the batch shares its fate: a snooze gives their attempts
+        back (*returned*); a failure the policy does not retry discards them
+        too (*discarded*); any other failure counts their attempt (*spent*,
+        see `spent`), and they run again behind the head.
+        """
+        head = batch[0]
+        outcome = self.failed(head, error, now=now, random=random)
+        if isinstance(outcome, Backoff) and outcome.snooze:
+            return outcome, "returned"
+        if isinstance(outcome, Discarding) and head.attempt < self.retry.max_attempts:
+            return outcome, "discarded"  # not for want of attempts: it is not retried at all
+        return outcome, "spent"
+
     def backoff(self, entry: Entry, *, snooze: bool = False) -> None:
         """*entry* waits for its next attempt, still at the head of its lane.
 
@@ -476,6 +535,21 @@ class Core:
             entry.snoozes = 0
             entry.attempt += 1
         entry.marked = False
+
+    def spent(self, entry: Entry, error: str) -> None:
+        """Running *entry* ran in a batch that failed as a whole: its attempt counts.
+
+        It waits behind its batch's head; once its attempts are used up it is
+        *exhausted*, and discarded with *error* when it heads its lane.
+        """
+        self._stop(entry)
+        entry.attempt += 1
+        entry.snoozes = 0
+        entry.marked = False
+        if entry.attempt > self.retry.max_attempts:
+            entry.attempt -= 1
+            entry.exhausted = entry.batch_failed = True
+            entry.last_error = error
 
     def interrupt(self, entry: Entry) -> None:
         """*entry*'s attempt was cut short (cancelled, or its actor crashed)."""
@@ -558,7 +632,7 @@ class Core:
             state = self._lanes[entry.key]
             if not state.halted:
                 state.halted = True
-                self._parked += state.size
+                self._parked += self._parkable(state)
 
     # -- halts -------------------------------------------------------------
 
@@ -599,6 +673,11 @@ class Core:
         """Whether *lane* has unfinished jobs or is halted."""
         state = self._lanes.get(lane)
         return state is not None and bool(state.size or state.halted)
+
+    def holds(self, entry: Entry) -> bool:
+        """Whether *entry* is still unfinished in memory (not completed, discarded or forgotten)."""
+        state = self._lanes.get(entry.lane)
+        return state is not None and any(held is entry for held in state.fifo)
 
     def head(self, lane: Lane) -> Entry | None:
         """The oldest unfinished job of *lane*, if it is in memory."""
@@ -822,8 +901,13 @@ class Core:
 
     @staticmethod
     def _parkable(state: LaneState) -> int:
-        """The lane's jobs that a halt parks: all but a head whose attempt runs on."""
-        running = bool(state.fifo) and state.fifo[0].running
+        """The lane's jobs that a halt parks: all but those whose attempt runs on (a head, or
+        a batch)."""
+        running = 0
+        for entry in state.fifo:
+            if not entry.running:
+                break
+            running += 1
         return state.size - running
 
     def _settled(self, state: LaneState, entry: Entry) -> None:

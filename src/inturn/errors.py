@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 
 __all__ = [
+    "BatchError",
     "DecodeError",
     "DuplicateError",
     "EncodeError",
@@ -145,6 +146,40 @@ class Snooze(InturnError):
 
     def __str__(self) -> str:
         return f"snoozed for {self.seconds:g} s" + (f": {self.reason}" if self.reason else "")
+
+
+def _check_batch_error(done: object, error: object, results: object) -> None:
+    """Checked at run time too: a handler's mistake must not pass for a job's failure."""
+    if isinstance(done, bool) or not isinstance(done, int):
+        raise TypeError(f"done must be an int, not {type(done).__name__}")
+    if done < 0:
+        raise ValueError(f"done must be >= 0, not {done}")
+    if not isinstance(error, Exception) or isinstance(error, BatchError):
+        raise TypeError(f"error must be the failed job's exception, not {type(error).__name__}")
+    if results is not None and (not isinstance(results, list) or len(results) != done):
+        raise ValueError(f"results must be a list of one result per completed job ({done})")
+
+
+class BatchError(InturnError):
+    """Raise this from a batch handler when one job of the batch failed.
+
+    The first *done* jobs of the batch completed (*results*, if given, are
+    what their ``ask`` gets: one per job).  Job number *done* failed with
+    *error*, which counts as that job's failed attempt exactly as if it had
+    run alone: retried, snoozed or discarded by the retry policy.  The jobs
+    after it did not run: their attempts are given back, and they run after
+    it.  Any other exception fails the whole batch (see ``open_supervisor``).
+    """
+
+    def __init__(self, done: int, error: Exception, results: list[object] | None = None) -> None:
+        _check_batch_error(done, error, results)
+        super().__init__(done, error, results)
+        self.done = done
+        self.error = error
+        self.results = results
+
+    def __str__(self) -> str:
+        return f"job {self.done} of the batch failed: {type(self.error).__qualname__}"
 
 
 class SupervisorClosed(InturnError):

@@ -230,13 +230,18 @@ class Fleet:
 
     # -- releasing -----------------------------------------------------------
 
-    async def complete_last(self, entry: Entry, now: float | None) -> Sequence[FleetChange]:
-        """Complete *entry*, the last job its key holds, and release the key in the same write."""
-        assert entry.key is not None
-        release = Release(entry.key)
-        superseded = await self.journal.write_releasing([Complete(entry.id), release], now=now)
+    async def complete_last(
+        self, entries: Sequence[Entry], now: float | None
+    ) -> Sequence[FleetChange]:
+        """Complete *entries* (a batch), the last jobs their key holds, and release the key in
+        the same write."""
+        key = entries[0].key
+        assert key is not None
+        release = Release(key)
+        changes: list[FleetChange] = [Complete(entry.id) for entry in entries]
+        superseded = await self.journal.write_releasing([*changes, release], now=now)
         if release not in superseded:
-            self._released.add(entry.key)  # `let_go` needs not ask again
+            self._released.add(key)  # `let_go` needs not ask again
         return superseded
 
     async def let_go(self, key: str) -> bool:

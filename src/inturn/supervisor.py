@@ -57,7 +57,7 @@ from ._fixes import (
     skip_check,
 )
 from ._schedule import PAGE, due_time
-from .actors import Handler, Runtime, Waiter, describe
+from .actors import BatchHandler, Handler, Runtime, Waiter, describe
 from .codec import Codec, JSONCodec
 from .core import Core, Entry, Lane
 from .errors import (
@@ -614,7 +614,7 @@ class Supervisor:
             self._interrupt(lane)
             while running.running:
                 await runtime.stopped.park()
-            if core.head(lane) is not running:
+            if not core.holds(running):
                 return  # its attempt finished first: it keeps that outcome
         head = core.head(lane)
         waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
@@ -1052,8 +1052,9 @@ def _number(name: str, value: object, *, minimum: float, inclusive: bool = True)
 
 @asynccontextmanager
 async def open_supervisor(
-    handler: Handler,
+    handler: Handler | BatchHandler,
     *,
+    batch: int | None = None,
     journal: Journal | None = None,
     retry: Retry | None = None,
     idle_timeout: float = 1.0,
@@ -1075,7 +1076,18 @@ async def open_supervisor(
     Args:
         handler: ``async def handler(job: inturn.Job) -> object``.  An
             `Exception` it raises fails the attempt; what it returns is the
-            result ``ask`` gets.
+            result ``ask`` gets.  With *batch*, ``async def handler(jobs:
+            list[inturn.Job]) -> list | None`` instead.
+        batch: run up to this many queued jobs of one key in one handler
+            call: the handler gets them in order, and returns None or one
+            result per job.  They complete as one step, and the key's next
+            batch starts after.  Raise `inturn.BatchError` to say that one
+            job failed (those before it completed); any other exception
+            fails the whole batch: its first job's retry policy decides, and
+            the others share its fate (a retry counts an attempt for each; a
+            `Snooze` gives every attempt back; a failure that is not retried
+            makes every job of the batch a dead letter).  None (the default)
+            calls the handler with one job at a time.
         journal: where jobs live until they are terminal; None means a fresh
             `MemoryJournal`.  Unfinished jobs found in it are run again.
         retry: the retry policy; None means ``Retry()``.
@@ -1132,6 +1144,8 @@ async def open_supervisor(
             "max_concurrency", max_concurrency, minimum=1, maximum=MAX_COUNT
         )
     window = check_count("window", window, minimum=1, maximum=MAX_COUNT)
+    if batch is not None:
+        batch = check_count("batch", batch, minimum=1, maximum=MAX_COUNT)
     max_buffered = check_count("max_buffered", max_buffered, minimum=1, maximum=MAX_COUNT)
     max_payload = check_count("max_payload", max_payload, minimum=1, maximum=MAX_PAYLOAD)
     max_restarts = check_count("max_restarts", max_restarts, minimum=0, maximum=MAX_COUNT)
@@ -1165,6 +1179,7 @@ async def open_supervisor(
             max_buffered=max_buffered,
             max_concurrency=max_concurrency,
             max_snoozes=max_snoozes,
+            batch=batch or 1,
         )
         lanes = core.restore(recovery, clock=trio.current_time(), wall=time.time())
         runtime = Runtime(
@@ -1178,6 +1193,7 @@ async def open_supervisor(
             max_restarts=max_restarts,
             restart_window=restart_window,
             max_payload=max_payload,
+            batch=batch,
         )
         if on_event is not None:
             runtime.log = EventTee(runtime.log, on_event)

@@ -246,3 +246,36 @@ async def test_a_claim_marks_each_heads_start_once(pg_dsn: str, pg_schema: str) 
     assert sorted(attempts) == [("fails", 1), ("runs", 1)]
     assert dead is not None
     assert (dead.state, dead.attempts) == ("dead", 1)
+
+
+async def test_two_members_run_batches_of_each_key_in_order(pg_dsn: str, pg_schema: str) -> None:
+    """With ``batch``, each key's jobs run once each, in order, one batch at a time fleet-wide;
+    a batch that ends a key's work releases it in the same write."""
+    ran: dict[str, list[int]] = {}
+    running: set[str] = set()
+    sizes: list[int] = []
+
+    async def handler(jobs: list[inturn.Job]) -> None:
+        key = jobs[0].key
+        assert key is not None
+        assert {job.key for job in jobs} == {key}
+        assert key not in running, f"two batches of {key} at once"
+        running.add(key)
+        sizes.append(len(jobs))
+        await trio.sleep(0.001)
+        ran.setdefault(key, []).extend(int(str(job.payload)) for job in jobs)
+        running.discard(key)
+
+    with trio.fail_after(60):
+        async with (
+            inturn.open_supervisor(handler, journal=member(pg_dsn, pg_schema), batch=10) as a,
+            inturn.open_supervisor(handler, journal=member(pg_dsn, pg_schema), batch=10) as b,
+        ):
+            for start in range(0, 400, 50):
+                await (a if start % 100 else b).send_many(
+                    [(f"k{n % 5}", n) for n in range(start, start + 50)]
+                )
+            await a.wait_idle()
+            await b.wait_idle()
+    assert ran == {f"k{k}": list(range(k, 400, 5)) for k in range(5)}
+    assert max(sizes) == 10

@@ -1,0 +1,564 @@
+"""Batch handlers (``open_supervisor(..., batch=N)``): every promise of a job, kept per batch.
+
+A batch is a key's head and the ready jobs right behind it, up to N, in
+order; one batch at a time per key; retries, halts, unique keys, operators
+and the journal see each job as they would without batches.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import pytest
+import trio
+import trio.testing
+from hypothesis import given, strategies as st
+
+import inturn
+
+from ..conftest import MakeJournal
+from .helpers import dead_letters
+
+NO_JITTER = inturn.Retry(max_attempts=3, initial_delay=1.0, multiplier=2.0, jitter=0.0)
+
+
+class Boom(Exception):
+    """A failure the retry policy retries."""
+
+
+@attrs.define(eq=False)
+class Batches:
+    """A batch handler steered by its payloads, recording every call.
+
+    A batch that holds ``"hold"`` waits until `release`; ``"boom"`` fails the
+    whole batch with `Boom` on every attempt, ``"boom-once"`` on its first
+    attempt only; ``"bad"`` fails the whole batch with a `PermanentError`;
+    ``("fail", n)`` raises `BatchError` naming job *n* of the batch, failed
+    with `Boom` (``("fail-bad", n)``: with a `PermanentError`).  Returns each
+    job's payload, doubled when it is an int.
+    """
+
+    calls: list[list[inturn.Job]] = attrs.field(factory=list)
+    running: dict[str | None, int] = attrs.field(factory=dict)
+    overlaps: int = 0
+    started: trio.Event = attrs.field(factory=trio.Event)
+    _release: trio.Event = attrs.field(factory=trio.Event)
+
+    def release(self) -> None:
+        self._release.set()
+
+    async def __call__(self, jobs: list[inturn.Job]) -> object:
+        assert isinstance(jobs, list)
+        assert len({job.key for job in jobs}) == 1, "a batch holds one key's jobs"
+        key = jobs[0].key
+        self.calls.append(jobs)
+        self.overlaps += self.running.get(key, 0) > 0
+        self.running[key] = self.running.get(key, 0) + 1
+        try:
+            payloads = [job.payload for job in jobs]
+            self.started.set()
+            if "hold" in payloads:
+                await self._release.wait()
+            await trio.lowlevel.checkpoint()
+            for index, job in enumerate(jobs):
+                payload = job.payload
+                if payload == "boom" or (payload == "boom-once" and job.attempt == 1):
+                    raise Boom(f"attempt {job.attempt}")
+                if payload == "bad":
+                    raise inturn.PermanentError("bad batch")
+                if isinstance(payload, list) and payload[0] in ("fail", "fail-bad"):
+                    error: Exception = (
+                        Boom("one job") if payload[0] == "fail" else inturn.PermanentError("bad")
+                    )
+                    done = [_result(job.payload) for job in jobs[:index]]
+                    raise inturn.BatchError(index, error, done)
+            return [_result(payload) for payload in payloads]
+        finally:
+            self.running[key] -= 1
+
+    def ids(self) -> list[list[int]]:
+        return [[job.id for job in batch] for batch in self.calls]
+
+    def attempts(self) -> list[list[tuple[int, int]]]:
+        return [[(job.id, job.attempt) for job in batch] for batch in self.calls]
+
+
+def _result(payload: object) -> object:
+    return payload * 2 if isinstance(payload, int) else payload
+
+
+async def test_jobs_queued_behind_a_running_batch_run_as_the_next_batch_in_order(
+    make_journal: MakeJournal,
+) -> None:
+    """While a batch runs, later jobs queue; they run next as batches of at most N, in order."""
+    handler = Batches()
+    async with inturn.open_supervisor(handler, journal=make_journal(), batch=3) as sup:
+        first = await sup.send("a", "hold")
+        await handler.started.wait()
+        rest = [await sup.send("a", n) for n in range(7)]
+        handler.release()
+        await sup.wait_idle()
+        assert sup.stats().completed == 8
+    assert handler.ids() == [[first], rest[0:3], rest[3:6], rest[6:7]]
+    assert handler.overlaps == 0
+
+
+async def test_each_job_of_a_batch_gets_its_own_result_and_none_is_fine() -> None:
+    """``ask`` gets the job's element of the list the handler returned; None gives None."""
+
+    async def nothing(jobs: list[inturn.Job]) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async with inturn.open_supervisor(Batches(), batch=10) as sup:
+        async with trio.open_nursery() as nursery:
+            results: dict[int, object] = {}
+
+            async def ask(n: int) -> None:
+                results[n] = await sup.ask("a", n)
+
+            for n in range(5):
+                nursery.start_soon(ask, n)
+        assert results == {n: 2 * n for n in range(5)}
+    async with inturn.open_supervisor(nothing, batch=10) as sup:
+        assert await sup.ask("a", 1) is None
+
+
+@given(
+    sends=st.lists(st.tuples(st.sampled_from("abc"), st.booleans()), min_size=1, max_size=40),
+    size=st.integers(1, 5),
+)
+def test_batches_keep_each_keys_order_and_never_overlap(
+    sends: list[tuple[str, bool]], size: int
+) -> None:
+    """Any interleaving of sends and yields: every job runs once, each key's in order, one
+    batch at a time per key, never more than N jobs in a batch."""
+
+    async def main() -> None:
+        handler = Batches()
+        sent: dict[str, list[int]] = {}
+        async with inturn.open_supervisor(handler, batch=size) as sup:
+            for key, pause in sends:
+                sent.setdefault(key, []).append(await sup.send(key, 0))
+                if pause:
+                    await trio.testing.wait_all_tasks_blocked()
+            await sup.wait_idle()
+        ran: dict[str, list[int]] = {}
+        for batch in handler.calls:
+            assert 1 <= len(batch) <= size
+            ran.setdefault(str(batch[0].key), []).extend(job.id for job in batch)
+        assert ran == sent
+        assert handler.overlaps == 0
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+async def test_other_keys_batches_run_concurrently(autojump_clock: trio.testing.MockClock) -> None:
+    """A key's batch that waits holds up no other key."""
+    handler = Batches()
+    async with inturn.open_supervisor(handler, batch=4) as sup:
+        await sup.send("a", "hold")
+        await handler.started.wait()
+        assert await sup.ask("b", 1) == 2
+        handler.release()
+
+
+async def test_a_failed_batch_is_retried_as_a_batch_and_each_job_counts_the_attempt(
+    make_journal: MakeJournal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A plain exception fails the whole batch: after the head's backoff it runs again, with
+    every job's attempt counted."""
+    handler = Batches()
+    journal = make_journal()
+    async with inturn.open_supervisor(handler, journal=journal, batch=4, retry=NO_JITTER) as sup:
+        first = await sup.send("a", "hold")
+        await handler.started.wait()
+        ids = [await sup.send("a", payload) for payload in (1, "boom-once", 3)]
+        handler.release()
+        start = trio.current_time()
+        await sup.wait_idle()
+        assert trio.current_time() - start == 1.0  # the head's first backoff
+        assert (sup.stats().completed, sup.stats().discarded) == (4, 0)
+    assert handler.attempts() == [
+        [(first, 1)],
+        [(ids[0], 1), (ids[1], 1), (ids[2], 1)],
+        [(ids[0], 2), (ids[1], 2), (ids[2], 2)],
+    ]
+
+
+async def test_a_batch_out_of_attempts_discards_each_job_whose_attempts_ran_out(
+    make_journal: MakeJournal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The head is discarded at its last attempt; a job behind it whose attempts the failed
+    batches used up is discarded at its turn, without running again; a later job runs."""
+    handler = Batches()
+    journal = make_journal()
+    retry = inturn.Retry(max_attempts=2, initial_delay=1.0, jitter=0.0)
+    async with inturn.open_supervisor(handler, journal=journal, batch=2, retry=retry) as sup:
+        first = await sup.send("a", "hold")
+        await handler.started.wait()
+        boom, doomed, later = [await sup.send("a", payload) for payload in ("boom", 1, 2)]
+        handler.release()
+        await sup.wait_idle()
+        assert (sup.stats().completed, sup.stats().discarded) == (2, 2)
+    assert handler.attempts() == [
+        [(first, 1)],
+        [(boom, 1), (doomed, 1)],
+        [(boom, 2), (doomed, 2)],
+        [(later, 1)],
+    ]
+    if isinstance(journal, inturn.MemoryJournal):
+        letters = await dead_letters(journal)
+        assert [(info.id, info.attempts) for info in letters] == [(boom, 2), (doomed, 2)]
+        for info in letters:
+            assert info.last_error is not None
+            assert "Boom: attempt 2" in info.last_error
+            assert "stopped" not in info.last_error
+
+
+async def test_a_permanent_failure_of_a_batch_discards_every_job_in_it(
+    make_journal: MakeJournal,
+) -> None:
+    """A failure the policy does not retry makes every job of the batch a dead letter; the
+    key goes on with the next batch."""
+    handler = Batches()
+    async with inturn.open_supervisor(handler, journal=make_journal(), batch=3) as sup:
+        first = await sup.send("a", "hold")
+        await handler.started.wait()
+        doomed = [await sup.send("a", payload) for payload in (1, "bad", 3)]
+        later = await sup.send("a", 4)
+        handler.release()
+        await sup.wait_idle()
+        assert (sup.stats().completed, sup.stats().discarded) == (2, 3)
+        for job_id in doomed:
+            info = await sup.job(job_id)
+            assert info is not None
+            assert info.state == "dead"
+    assert handler.ids() == [[first], doomed, [later]]
+
+
+async def test_a_permanent_failure_of_a_batch_halts_its_key_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Under on_discard="halt" the failed batch's jobs are dead letters and the key parks;
+    resume runs the rest."""
+    handler = Batches()
+    events: list[str] = []
+    async with inturn.open_supervisor(
+        handler,
+        batch=2,
+        on_discard="halt",
+        on_event=lambda event: events.append(event.name),
+    ) as sup:
+        await sup.send("a", "hold")
+        await handler.started.wait()
+        doomed = [await sup.send("a", payload) for payload in ("bad", 2)]
+        parked = await sup.send("a", 3)
+        handler.release()
+        await sup.wait_idle()
+        assert sup.stats().halted_keys == {"a"}
+        assert sup.stats().discarded == 2
+        assert events.count("key.halted") == 1
+        assert handler.ids()[-1] == doomed
+        await sup.resume("a")
+        await sup.wait_idle()
+        assert handler.ids()[-1] == [parked]
+        assert sup.stats().completed == 2
+
+
+async def test_a_snoozed_batch_gives_every_attempt_back(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A Snooze for the batch: every job waits and runs again with the same attempt."""
+    calls: list[list[tuple[int, int]]] = []
+    sent = trio.Event()
+
+    async def snooze_once(jobs: list[inturn.Job]) -> None:
+        calls.append([(job.id, job.attempt) for job in jobs])
+        await sent.wait()
+        if len(calls) == 2:
+            raise inturn.Snooze(5)
+
+    async with inturn.open_supervisor(snooze_once, batch=5) as sup:
+        await sup.send("a", "first")
+        ids = [await sup.send("a", n) for n in range(3)]
+        sent.set()
+        start = trio.current_time()
+        await sup.wait_idle()
+        assert trio.current_time() - start == 5.0
+        assert sup.stats().completed == 4
+    snoozed, again = calls[1:]
+    assert snoozed == again
+    assert len(snoozed) >= 2
+    assert {attempt for _, attempt in snoozed} == {1}
+    assert snoozed[-1][0] == ids[-1]
+
+
+async def test_a_batch_error_completes_the_jobs_before_it_and_retries_that_job_alone(
+    make_journal: MakeJournal, autojump_clock: trio.testing.MockClock
+) -> None:
+    """BatchError(n): jobs before n complete (with their results); job n counts a failed
+    attempt and backs off; the jobs after it lose no attempt and run behind it."""
+    handler = Batches()
+    failing = ["fail", 1]
+    async with inturn.open_supervisor(
+        handler, journal=make_journal(), batch=4, retry=NO_JITTER
+    ) as sup:
+        first = await sup.send("a", "hold")
+        await handler.started.wait()
+        async with trio.open_nursery() as nursery:
+            results: dict[str, object] = {}
+
+            async def ask(name: str, payload: object) -> None:
+                results[name] = await sup.ask("a", payload)
+
+            nursery.start_soon(ask, "done", 10)
+            await trio.testing.wait_all_tasks_blocked()
+            fail = await sup.send("a", failing)
+            after = await sup.send("a", 30)
+            handler.release()
+            await trio.testing.wait_all_tasks_blocked()
+            assert results == {"done": 20}  # completed at once, not after the backoff
+        await sup.wait_idle()
+        assert (sup.stats().completed, sup.stats().discarded) == (3, 1)
+        info = await sup.job(fail)
+        assert info is not None
+        assert info.state == "dead"
+        assert info.attempts == 3
+    done = handler.calls[1][0].id
+    assert handler.attempts() == [
+        [(first, 1)],
+        [(done, 1), (fail, 1), (after, 1)],
+        [(fail, 2), (after, 1)],
+        [(fail, 3), (after, 1)],
+        [(after, 1)],
+    ]
+
+
+async def test_a_batch_error_with_a_permanent_failure_halts_the_key_behind_that_job(
+    make_journal: MakeJournal,
+) -> None:
+    """Under on_discard="halt", the job BatchError names is the dead letter; those after it
+    wait on the halted key, unrun."""
+    handler = Batches()
+    async with inturn.open_supervisor(
+        handler, journal=make_journal(), batch=4, on_discard="halt"
+    ) as sup:
+        await sup.send("a", "hold")
+        await handler.started.wait()
+        ok = await sup.send("a", 1)
+        bad = await sup.send("a", ["fail-bad", 1])
+        waiting = await sup.send("a", 3)
+        handler.release()
+        await sup.wait_idle()
+        assert sup.stats().halted_keys == {"a"}
+        states = [getattr(await sup.job(job_id), "state", None) for job_id in (bad, waiting)]
+        assert states == ["dead", "queued"]
+        assert await sup.job(ok) is None  # completed
+        waiting_info = await sup.job(waiting)
+        assert waiting_info is not None
+        assert waiting_info.attempts == 0
+
+
+async def test_a_batch_error_naming_no_job_of_the_batch_fails_the_whole_batch(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """BatchError(n) with n past the batch is the handler's mistake: the batch fails."""
+    calls: list[int] = []
+
+    async def wrong(jobs: list[inturn.Job]) -> None:
+        calls.append(len(jobs))
+        if len(calls) == 1:
+            raise inturn.BatchError(len(jobs), Boom("?"))
+        await trio.lowlevel.checkpoint()
+
+    retry = inturn.Retry(max_attempts=2, initial_delay=1.0, jitter=0.0)
+    async with inturn.open_supervisor(wrong, batch=2, retry=retry) as sup:
+        job_id = await sup.send("a", 1)
+        await sup.wait_idle()
+        assert sup.stats().completed == 1
+    assert calls == [1, 1]
+    assert job_id == 1
+
+
+@pytest.mark.parametrize("returned", [42, [1, 2, 3], (1,)])
+async def test_a_batch_handler_returning_no_list_of_one_result_per_job_fails(
+    returned: object, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Anything but None or one result per job fails the batch with a TypeError."""
+
+    async def handler(jobs: list[inturn.Job]) -> object:
+        await trio.lowlevel.checkpoint()
+        return returned
+
+    journal = inturn.MemoryJournal()
+    retry = inturn.Retry(max_attempts=1)
+    async with inturn.open_supervisor(handler, journal=journal, batch=2, retry=retry) as sup:
+        await sup.send_many([("a", 1), ("a", 2)])  # one batch
+        await sup.wait_idle()
+    letters = await dead_letters(journal)
+    assert len(letters) == 2
+    for info in letters:
+        assert info.last_error is not None
+        assert "TypeError: a batch handler returns None or a list of one result per job" in (
+            info.last_error
+        )
+
+
+async def test_unique_keys_are_held_until_their_batch_completes(
+    make_journal: MakeJournal,
+) -> None:
+    """A job's unique key refuses a duplicate while its batch waits, and is free once done."""
+    handler = Batches()
+    async with inturn.open_supervisor(handler, journal=make_journal(), batch=3) as sup:
+        await sup.send("a", "hold")
+        await handler.started.wait()
+        await sup.send("a", 1, unique="u1")
+        await sup.send("a", 2, unique="u2")
+        with pytest.raises(inturn.DuplicateError):
+            await sup.send("b", 3, unique="u1")
+        handler.release()
+        await sup.wait_idle()
+        assert await sup.ask("b", 4, unique="u1") == 8
+
+
+async def test_an_operator_skip_inside_a_running_batch_cuts_it_and_runs_the_rest_again(
+    make_journal: MakeJournal,
+) -> None:
+    """Skipping one job of a running batch cancels the batch; that job is a dead letter, the
+    others run again in the next batch with their attempts given back."""
+    handler = Batches()
+    async with inturn.open_supervisor(handler, journal=make_journal(), batch=3) as sup:
+        ids = await sup.send_many([("a", payload) for payload in (1, "hold", 3)])
+        await handler.started.wait()
+        assert handler.ids() == [ids]
+        await sup.skip(ids[1])
+        info = await sup.job(ids[1])
+        assert info is not None
+        assert (info.state, info.last_error) == ("dead", "skipped by operator")
+        await sup.wait_idle()
+        assert (sup.stats().completed, sup.stats().discarded) == (2, 1)
+    # a batch stops before a skipped job whose discard is not journaled yet
+    [cut, *again] = handler.attempts()
+    assert cut == [(ids[0], 1), (ids[1], 1), (ids[2], 1)]
+    assert [job for batch in again for job in batch] == [(ids[0], 1), (ids[2], 1)]
+
+
+async def test_a_pause_while_a_batch_runs_lets_it_finish_and_starts_nothing_more(
+    make_journal: MakeJournal,
+) -> None:
+    handler = Batches()
+    async with inturn.open_supervisor(handler, journal=make_journal(), batch=2) as sup:
+        *batch, parked = await sup.send_many([("a", payload) for payload in ("hold", 2, 3)])
+        await handler.started.wait()
+        await sup.pause("a")
+        handler.release()
+        await sup.wait_idle()
+        assert sup.stats().completed == 2
+        assert handler.ids() == [batch]
+        assert sup.stats().queued == 1
+        await sup.resume("a")
+        await sup.wait_idle()
+        assert handler.ids()[-1] == [parked]
+
+
+async def test_a_running_batch_counts_its_jobs_as_running_and_takes_one_slot() -> None:
+    handler = Batches()
+    async with inturn.open_supervisor(handler, batch=3, max_concurrency=1) as sup:
+        await sup.send_many([("a", "hold"), ("a", 2), ("b", 1)])
+        await trio.testing.wait_all_tasks_blocked()
+        assert (sup.stats().running, sup.stats().queued) == (2, 1)  # b waits for the slot
+        handler.release()
+        await sup.wait_idle()
+    assert [batch[0].key for batch in handler.calls] == ["a", "b"]
+
+
+async def test_a_batch_that_overruns_job_timeout_fails_as_a_whole(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    journal = inturn.MemoryJournal()
+    async with inturn.open_supervisor(
+        Batches(), journal=journal, batch=2, job_timeout=5, retry=inturn.Retry(max_attempts=1)
+    ) as sup:
+        await sup.send("a", "hold")
+        await sup.wait_idle()
+    [letter] = await dead_letters(journal)
+    assert letter.last_error is not None
+    assert "ran longer than job_timeout=5" in letter.last_error
+
+
+async def test_a_payload_that_cannot_be_decoded_ends_its_batch_and_fails_alone(
+    make_journal: MakeJournal,
+) -> None:
+    """The jobs before it run as a batch; it is a dead letter; the jobs after it run next."""
+
+    class Picky(inturn.JSONCodec):
+        def decode(self, data: bytes) -> object:
+            value = super().decode(data)
+            if value == "undecodable":
+                raise ValueError("no")
+            return value
+
+    handler = Batches()
+    async with inturn.open_supervisor(
+        handler, journal=make_journal(), codec=Picky(), batch=5
+    ) as sup:
+        await sup.send("a", "hold")
+        await handler.started.wait()
+        before, bad, after = [await sup.send("a", p) for p in (1, "undecodable", 3)]
+        handler.release()
+        await sup.wait_idle()
+        info = await sup.job(bad)
+        assert info is not None
+        assert info.state == "dead"
+    assert handler.ids()[1:] == [[before], [after]]
+
+
+async def test_jobs_recovered_from_a_journal_run_as_batches(make_journal: MakeJournal) -> None:
+    """A restart finds the unfinished jobs and runs them in batches, in order."""
+    journal = make_journal()
+
+    async def never(jobs: list[inturn.Job]) -> None:
+        await trio.sleep_forever()
+
+    with trio.move_on_after(math.inf) as scope:
+        async with inturn.open_supervisor(never, journal=journal, batch=4) as sup:
+            ids = [await sup.send("a", n) for n in range(6)]
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+    handler = Batches()
+    async with inturn.open_supervisor(handler, journal=make_journal(), batch=4) as sup:
+        await sup.wait_idle()
+    assert handler.ids() == [ids[0:4], ids[4:6]]
+    # the cancelled batch's attempts were given back
+    assert all(job.attempt == 1 for batch in handler.calls for job in batch)
+
+
+@pytest.mark.parametrize("batch", [0, -1, True, 1.5, "2"])
+async def test_batch_must_be_a_positive_int(batch: object) -> None:
+    error = ValueError if isinstance(batch, int) and not isinstance(batch, bool) else TypeError
+    with pytest.raises(error, match="batch"):
+        async with inturn.open_supervisor(Batches(), batch=batch):  # type: ignore[arg-type]
+            pytest.fail("opened")
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ((-1, Boom()), ValueError),
+        ((True, Boom()), TypeError),
+        ((0, "boom"), TypeError),
+        ((0, inturn.BatchError(0, Boom())), TypeError),
+        ((1, Boom(), []), ValueError),
+        ((1, Boom(), (1,)), ValueError),
+    ],
+)
+def test_batch_error_checks_what_it_is_given(args: tuple[object, ...], error: type) -> None:
+    with pytest.raises(error):
+        inturn.BatchError(*args)  # type: ignore[arg-type]
+
+
+def test_batch_error_names_the_failed_jobs_place_not_its_text() -> None:
+    error = inturn.BatchError(2, Boom("secret payload"), [1, 2])
+    assert str(error) == "job 2 of the batch failed: Boom"
+    assert (error.done, error.results) == (2, [1, 2])
