@@ -2,6 +2,7 @@
 
     python bench/durable.py            # full run (issue #3's figures)
     python bench/durable.py --quick    # smaller counts, for a smoke test
+    python bench/durable.py --runs 5 --no-backlog   # the ratios only, medians of 5
 
 Both sides run the same workload, end to end: 200 concurrent producer tasks
 each await their ``send`` until the job is durable; a no-op handler awaits
@@ -22,7 +23,9 @@ unique keys, retries, halts or recovery: a ceiling, not a rival.
 inturn runs with ``SQLiteJournal(path, durability=...)`` and its defaults
 otherwise; producers await ``sup.send``, then ``wait_idle()``.  Both sides run
 in this one process, alternately, so machine noise hits both; the ratio
-inturn/raw is the figure to read.  ``commits`` is the number of transactions
+inturn/raw is the figure to read.  With ``--runs N`` each cell runs N times
+(raw, inturn, raw, inturn, ...) and the table gives each run's ratio and
+their median: on a shared machine one run's ratio moves by 10-20%.  ``commits`` is the number of transactions
 each side committed (jobs per commit = group commit at work).
 
 Last, bounded memory for long backlogs: 1,000,000 queued jobs, on one key
@@ -333,19 +336,8 @@ def backlog_figures(count: int, keys: int, limit: float) -> None:
         )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        what, path, count, keys = args.child
-        child(what, path, int(count), int(keys))
-        return
-    configure_logging()
-    jobs = 5_000 if args.quick else 100_000
-    backlog = 20_000 if args.quick else 1_000_000
-
+def ratios(jobs: int, runs: int) -> None:
+    """The table of ratios: each cell *runs* times, raw and inturn alternated."""
     print(
         f"jobs per run: {jobs:,}; {PRODUCERS} producers each awaiting send until durable;"
         " no-op handler; each completion durable before the key's next job"
@@ -353,17 +345,45 @@ def main() -> None:
     print(
         f"{'keys':>7}  {'durability':>10}  {'raw jobs/s':>10}  {'inturn jobs/s':>13}"
         f"  {'ratio':>5}  {'raw commits':>11}  {'inturn commits':>14}"
+        + ("  ratio of each run" if runs > 1 else "")
     )
     durabilities: tuple[Durability, ...] = ("full", "normal")
     for keys in (1, 10_000):
         for durability in durabilities:
-            raw, raw_commits = timed(run_raw, jobs, keys, durability)
-            ours, our_commits = timed(run_inturn, jobs, keys, durability)
+            figures = []
+            for _ in range(runs):
+                raw, raw_commits = timed(run_raw, jobs, keys, durability)
+                ours, our_commits = timed(run_inturn, jobs, keys, durability)
+                figures.append((ours / raw, raw, ours, raw_commits, our_commits))
+            figures.sort()
+            ratio, raw, ours, raw_commits, our_commits = figures[(runs - 1) // 2]
+            each = "  " + " ".join(f"{figure[0]:.2f}" for figure in figures) if runs > 1 else ""
             print(
                 f"{keys:>7,}  {durability:>10}  {raw:>10,.0f}  {ours:>13,.0f}"
-                f"  {ours / raw:>5.2f}  {raw_commits:>11,}  {our_commits:>14,}"
+                f"  {ratio:>5.2f}  {raw_commits:>11,}  {our_commits:>14,}{each}"
             )
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
+    parser.add_argument("--jobs", type=int, help="jobs per run (default 100,000)")
+    parser.add_argument(
+        "--runs", type=int, default=1, help="runs per cell; the row is the median ratio's run"
+    )
+    parser.add_argument("--no-backlog", action="store_true", help="the ratios only")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        what, path, count, keys = args.child
+        child(what, path, int(count), int(keys))
+        return
+    configure_logging()
+    jobs = args.jobs or (5_000 if args.quick else 100_000)
+    backlog = 20_000 if args.quick else 1_000_000
+    ratios(jobs, args.runs)
+    if args.no_backlog:
+        return
     for keys in (1, backlog // 10):
         backlog_figures(backlog, keys, limit=60 if args.quick else 300)
 
