@@ -25,7 +25,10 @@ otherwise; producers await ``sup.send``, then ``wait_idle()``.  Both sides run
 in this one process, alternately, so machine noise hits both; the ratio
 inturn/raw is the figure to read.  With ``--runs N`` each cell runs N times
 (raw, inturn, raw, inturn, ...) and the table gives each run's ratio and
-their median: on a shared machine one run's ratio moves by 10-20%.  ``commits`` is the number of transactions
+their median: on a shared machine one run's ratio moves by 10-20%.  The
+CPU columns are each side's CPU time per job, on its writer thread + in the
+rest of the process (trio's thread; Linux's per-thread schedstat): both
+threads need the GIL, so the two add up to about the wall time.  ``commits`` is the number of transactions
 each side committed (jobs per commit = group commit at work).
 
 Last, bounded memory for long backlogs: 1,000,000 queued jobs, on one key
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import json
 import logging
@@ -61,8 +65,16 @@ import trio
 import inturn
 
 PRODUCERS = 200
+WRITER_CPU: dict[str, float] = {}
+"""Seconds the run's writer thread was on a CPU, set by each run before its writer stops."""
 Durability: TypeAlias = Literal["full", "normal"]
 Run: TypeAlias = Callable[[int, int, str, Durability], Awaitable[int]]
+
+
+def thread_cpu(thread: threading.Thread) -> float:
+    """Seconds *thread* has run on a CPU (Linux's per-thread schedstat)."""
+    with open(f"/proc/self/task/{thread.native_id}/schedstat") as stat:
+        return int(stat.read().split()[0]) / 1e9
 
 
 def configure_logging() -> None:
@@ -185,6 +197,7 @@ async def run_raw(jobs: int, keys: int, path: str, durability: Durability) -> in
             for first in range(PRODUCERS):
                 nursery.start_soon(producer, first, nursery)
     finally:
+        WRITER_CPU["seconds"] = thread_cpu(writer._thread)
         await writer.aclose()
     return writer.commits
 
@@ -207,22 +220,36 @@ async def run_inturn(jobs: int, keys: int, path: str, durability: Durability) ->
             for first in range(PRODUCERS):
                 nursery.start_soon(producer, first)
         await sup.wait_idle()
+        [thread] = [t for t in threading.enumerate() if t.name.startswith("inturn-sqlite:")]
+        WRITER_CPU["seconds"] = thread_cpu(thread)
     return journal.commits
 
 
-def timed(run: Run, jobs: int, keys: int, durability: Durability) -> tuple[float, int]:
-    """Jobs/s and commits of one run on a fresh file, checked empty afterwards."""
+@dataclasses.dataclass
+class Figures:
+    """One run: jobs/s, commits, and CPU µs per job of its writer thread and of the rest."""
+
+    rate: float
+    commits: int
+    writer_us: float
+    rest_us: float
+
+
+def timed(run: Run, jobs: int, keys: int, durability: Durability) -> Figures:
+    """One run on a fresh file, checked empty afterwards."""
     with tempfile.TemporaryDirectory(prefix="inturn-bench-") as directory:
         path = os.path.join(directory, "journal.db")
         gc.collect()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         commits = trio.run(run, jobs, keys, path, durability)
         rate = jobs / (time.perf_counter() - start)
+        cpu = time.process_time() - cpu
+        writer = WRITER_CPU.pop("seconds")
         with contextlib.closing(sqlite3.connect(path)) as connection:
             (left,) = connection.execute("SELECT count(*) FROM jobs").fetchone()
         if left:
             raise RuntimeError(f"{run.__name__}: {left} jobs left in the file")
-    return rate, commits
+    return Figures(rate, commits, writer / jobs * 1e6, (cpu - writer) / jobs * 1e6)
 
 
 # -- backlog and recovery, as they stand before paging ------------------------------
@@ -287,7 +314,10 @@ async def first_job(path: str) -> dict[str, float]:
         async with inturn.open_supervisor(handler, journal=journal, max_concurrency=CONCURRENCY):
             await running.wait()
             scope.cancel()
-    return {"seconds": started[0] - start, "growth_mib": (peak_rss_kib() - before) / 1024}
+    return {
+        "seconds": started[0] - start,
+        "growth_mib": (peak_rss_kib() - before) / 1024,
+    }
 
 
 def child(what: str, path: str, count: int, keys: int) -> None:
@@ -340,27 +370,30 @@ def ratios(jobs: int, runs: int) -> None:
     """The table of ratios: each cell *runs* times, raw and inturn alternated."""
     print(
         f"jobs per run: {jobs:,}; {PRODUCERS} producers each awaiting send until durable;"
-        " no-op handler; each completion durable before the key's next job"
+        " no-op handler; each completion durable before the key's next job;"
+        " CPU: µs per job on the writer thread + the rest of the process"
     )
     print(
         f"{'keys':>7}  {'durability':>10}  {'raw jobs/s':>10}  {'inturn jobs/s':>13}"
         f"  {'ratio':>5}  {'raw commits':>11}  {'inturn commits':>14}"
-        + ("  ratio of each run" if runs > 1 else "")
+        f"  {'raw CPU':>11}  {'inturn CPU':>11}" + ("  ratio of each run" if runs > 1 else "")
     )
     durabilities: tuple[Durability, ...] = ("full", "normal")
     for keys in (1, 10_000):
         for durability in durabilities:
-            figures = []
+            pairs = []
             for _ in range(runs):
-                raw, raw_commits = timed(run_raw, jobs, keys, durability)
-                ours, our_commits = timed(run_inturn, jobs, keys, durability)
-                figures.append((ours / raw, raw, ours, raw_commits, our_commits))
-            figures.sort()
-            ratio, raw, ours, raw_commits, our_commits = figures[(runs - 1) // 2]
-            each = "  " + " ".join(f"{figure[0]:.2f}" for figure in figures) if runs > 1 else ""
+                raw = timed(run_raw, jobs, keys, durability)
+                ours = timed(run_inturn, jobs, keys, durability)
+                pairs.append((ours.rate / raw.rate, raw, ours))
+            pairs.sort(key=lambda pair: pair[0])
+            ratio, raw, ours = pairs[(runs - 1) // 2]
+            each = "  " + " ".join(f"{pair[0]:.2f}" for pair in pairs) if runs > 1 else ""
             print(
-                f"{keys:>7,}  {durability:>10}  {raw:>10,.0f}  {ours:>13,.0f}"
-                f"  {ratio:>5.2f}  {raw_commits:>11,}  {our_commits:>14,}{each}"
+                f"{keys:>7,}  {durability:>10}  {raw.rate:>10,.0f}  {ours.rate:>13,.0f}"
+                f"  {ratio:>5.2f}  {raw.commits:>11,}  {ours.commits:>14,}"
+                f"  {raw.writer_us:>5.1f}+{raw.rest_us:<5.1f}  {ours.writer_us:>5.1f}+{ours.rest_us:<5.1f}"
+                f"{each}"
             )
 
 
@@ -369,7 +402,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
     parser.add_argument("--jobs", type=int, help="jobs per run (default 100,000)")
     parser.add_argument(
-        "--runs", type=int, default=1, help="runs per cell; the row is the median ratio's run"
+        "--runs",
+        type=int,
+        default=1,
+        help="runs per cell; the row is the median ratio's run",
     )
     parser.add_argument("--no-backlog", action="store_true", help="the ratios only")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
