@@ -2,6 +2,7 @@
 
     python bench/durable.py            # full run (issue #3's figures)
     python bench/durable.py --quick    # smaller counts, for a smoke test
+    python bench/durable.py --runs 5 --no-backlog   # the ratios only, medians of 5
 
 Both sides run the same workload, end to end: 200 concurrent producer tasks
 each await their ``send`` until the job is durable; a no-op handler awaits
@@ -22,7 +23,12 @@ unique keys, retries, halts or recovery: a ceiling, not a rival.
 inturn runs with ``SQLiteJournal(path, durability=...)`` and its defaults
 otherwise; producers await ``sup.send``, then ``wait_idle()``.  Both sides run
 in this one process, alternately, so machine noise hits both; the ratio
-inturn/raw is the figure to read.  ``commits`` is the number of transactions
+inturn/raw is the figure to read.  With ``--runs N`` each cell runs N times
+(raw, inturn, raw, inturn, ...) and the table gives each run's ratio and
+their median: on a shared machine one run's ratio moves by 10-20%.  The
+CPU columns are each side's CPU time per job, on its writer thread + in the
+rest of the process (trio's thread; Linux's per-thread schedstat): both
+threads need the GIL, so the two add up to about the wall time.  ``commits`` is the number of transactions
 each side committed (jobs per commit = group commit at work).
 
 Last, bounded memory for long backlogs: 1,000,000 queued jobs, on one key
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import gc
 import json
 import logging
@@ -58,8 +65,16 @@ import trio
 import inturn
 
 PRODUCERS = 200
+WRITER_CPU: dict[str, float] = {}
+"""Seconds the run's writer thread was on a CPU, set by each run before its writer stops."""
 Durability: TypeAlias = Literal["full", "normal"]
 Run: TypeAlias = Callable[[int, int, str, Durability], Awaitable[int]]
+
+
+def thread_cpu(thread: threading.Thread) -> float:
+    """Seconds *thread* has run on a CPU (Linux's per-thread schedstat)."""
+    with open(f"/proc/self/task/{thread.native_id}/schedstat") as stat:
+        return int(stat.read().split()[0]) / 1e9
 
 
 def configure_logging() -> None:
@@ -182,6 +197,7 @@ async def run_raw(jobs: int, keys: int, path: str, durability: Durability) -> in
             for first in range(PRODUCERS):
                 nursery.start_soon(producer, first, nursery)
     finally:
+        WRITER_CPU["seconds"] = thread_cpu(writer._thread)
         await writer.aclose()
     return writer.commits
 
@@ -204,22 +220,36 @@ async def run_inturn(jobs: int, keys: int, path: str, durability: Durability) ->
             for first in range(PRODUCERS):
                 nursery.start_soon(producer, first)
         await sup.wait_idle()
+        [thread] = [t for t in threading.enumerate() if t.name.startswith("inturn-sqlite:")]
+        WRITER_CPU["seconds"] = thread_cpu(thread)
     return journal.commits
 
 
-def timed(run: Run, jobs: int, keys: int, durability: Durability) -> tuple[float, int]:
-    """Jobs/s and commits of one run on a fresh file, checked empty afterwards."""
+@dataclasses.dataclass
+class Figures:
+    """One run: jobs/s, commits, and CPU µs per job of its writer thread and of the rest."""
+
+    rate: float
+    commits: int
+    writer_us: float
+    rest_us: float
+
+
+def timed(run: Run, jobs: int, keys: int, durability: Durability) -> Figures:
+    """One run on a fresh file, checked empty afterwards."""
     with tempfile.TemporaryDirectory(prefix="inturn-bench-") as directory:
         path = os.path.join(directory, "journal.db")
         gc.collect()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         commits = trio.run(run, jobs, keys, path, durability)
         rate = jobs / (time.perf_counter() - start)
+        cpu = time.process_time() - cpu
+        writer = WRITER_CPU.pop("seconds")
         with contextlib.closing(sqlite3.connect(path)) as connection:
             (left,) = connection.execute("SELECT count(*) FROM jobs").fetchone()
         if left:
             raise RuntimeError(f"{run.__name__}: {left} jobs left in the file")
-    return rate, commits
+    return Figures(rate, commits, writer / jobs * 1e6, (cpu - writer) / jobs * 1e6)
 
 
 # -- backlog and recovery, as they stand before paging ------------------------------
@@ -284,7 +314,10 @@ async def first_job(path: str) -> dict[str, float]:
         async with inturn.open_supervisor(handler, journal=journal, max_concurrency=CONCURRENCY):
             await running.wait()
             scope.cancel()
-    return {"seconds": started[0] - start, "growth_mib": (peak_rss_kib() - before) / 1024}
+    return {
+        "seconds": started[0] - start,
+        "growth_mib": (peak_rss_kib() - before) / 1024,
+    }
 
 
 def child(what: str, path: str, count: int, keys: int) -> None:
@@ -333,9 +366,48 @@ def backlog_figures(count: int, keys: int, limit: float) -> None:
         )
 
 
+def ratios(jobs: int, runs: int) -> None:
+    """The table of ratios: each cell *runs* times, raw and inturn alternated."""
+    print(
+        f"jobs per run: {jobs:,}; {PRODUCERS} producers each awaiting send until durable;"
+        " no-op handler; each completion durable before the key's next job;"
+        " CPU: µs per job on the writer thread + the rest of the process"
+    )
+    print(
+        f"{'keys':>7}  {'durability':>10}  {'raw jobs/s':>10}  {'inturn jobs/s':>13}"
+        f"  {'ratio':>5}  {'raw commits':>11}  {'inturn commits':>14}"
+        f"  {'raw CPU':>11}  {'inturn CPU':>11}" + ("  ratio of each run" if runs > 1 else "")
+    )
+    durabilities: tuple[Durability, ...] = ("full", "normal")
+    for keys in (1, 10_000):
+        for durability in durabilities:
+            pairs = []
+            for _ in range(runs):
+                raw = timed(run_raw, jobs, keys, durability)
+                ours = timed(run_inturn, jobs, keys, durability)
+                pairs.append((ours.rate / raw.rate, raw, ours))
+            pairs.sort(key=lambda pair: pair[0])
+            ratio, raw, ours = pairs[(runs - 1) // 2]
+            each = "  " + " ".join(f"{pair[0]:.2f}" for pair in pairs) if runs > 1 else ""
+            print(
+                f"{keys:>7,}  {durability:>10}  {raw.rate:>10,.0f}  {ours.rate:>13,.0f}"
+                f"  {ratio:>5.2f}  {raw.commits:>11,}  {ours.commits:>14,}"
+                f"  {raw.writer_us:>5.1f}+{raw.rest_us:<5.1f}  {ours.writer_us:>5.1f}+{ours.rest_us:<5.1f}"
+                f"{each}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small counts (smoke test)")
+    parser.add_argument("--jobs", type=int, help="jobs per run (default 100,000)")
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="runs per cell; the row is the median ratio's run",
+    )
+    parser.add_argument("--no-backlog", action="store_true", help="the ratios only")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -343,27 +415,11 @@ def main() -> None:
         child(what, path, int(count), int(keys))
         return
     configure_logging()
-    jobs = 5_000 if args.quick else 100_000
+    jobs = args.jobs or (5_000 if args.quick else 100_000)
     backlog = 20_000 if args.quick else 1_000_000
-
-    print(
-        f"jobs per run: {jobs:,}; {PRODUCERS} producers each awaiting send until durable;"
-        " no-op handler; each completion durable before the key's next job"
-    )
-    print(
-        f"{'keys':>7}  {'durability':>10}  {'raw jobs/s':>10}  {'inturn jobs/s':>13}"
-        f"  {'ratio':>5}  {'raw commits':>11}  {'inturn commits':>14}"
-    )
-    durabilities: tuple[Durability, ...] = ("full", "normal")
-    for keys in (1, 10_000):
-        for durability in durabilities:
-            raw, raw_commits = timed(run_raw, jobs, keys, durability)
-            ours, our_commits = timed(run_inturn, jobs, keys, durability)
-            print(
-                f"{keys:>7,}  {durability:>10}  {raw:>10,.0f}  {ours:>13,.0f}"
-                f"  {ours / raw:>5.2f}  {raw_commits:>11,}  {our_commits:>14,}"
-            )
-
+    ratios(jobs, args.runs)
+    if args.no_backlog:
+        return
     for keys in (1, backlog // 10):
         backlog_figures(backlog, keys, limit=60 if args.quick else 300)
 

@@ -183,9 +183,13 @@ class JournalThread(Generic[_C]):
     )
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
     _token: trio.lowlevel.TrioToken | None = attrs.field(default=None, init=False)
+    _mock_clock: trio.testing.MockClock | None = attrs.field(default=None, init=False)
+    """The run's clock if a mock one, which may autojump (see `autojumping`)."""
 
     def start(self) -> None:
         self._token = trio.lowlevel.current_trio_token()  # where verdicts are delivered
+        clock = trio.lowlevel.current_clock()
+        self._mock_clock = clock if isinstance(clock, trio.testing.MockClock) else None
         self._thread = threading.Thread(target=self._serve, name=self.name, daemon=True)
         self._thread.start()
 
@@ -210,7 +214,7 @@ class JournalThread(Generic[_C]):
             changes,
             trio.lowlevel.current_task(),
             time.time() if now is None else now,
-            spinning=autojumping(),
+            spinning=self._spinning(),
             operator=operator,
         )
         self._requests.put(request)
@@ -224,13 +228,18 @@ class JournalThread(Generic[_C]):
 
     @trio.lowlevel.enable_ki_protection
     async def read(self, run: Callable[[_C], _T]) -> _T:
-        request: Read[_C] = Read(run, trio.lowlevel.current_task(), spinning=autojumping())
+        request: Read[_C] = Read(run, trio.lowlevel.current_task(), spinning=self._spinning())
         self._requests.put(request)
         # Like a write, a queued read is served whatever happens: wait for it.
         await _wait(request)
         if request.error is not None:
             raise request.error
         return cast(_T, request.result)
+
+    def _spinning(self) -> bool:
+        """`autojumping`, without looking the run's clock up at every request."""
+        clock = self._mock_clock
+        return clock is not None and clock.autojump_threshold != math.inf
 
     async def stop(self) -> None:
         """Serve every request already queued, then end the thread (shielded)."""

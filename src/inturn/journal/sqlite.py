@@ -13,6 +13,18 @@ one wake-up into trio for the whole group.  A batch that breaks a rule (a
 duplicate unique key, an unknown job) is refused alone: a single statement
 undoes itself, and a batch of several runs inside its own savepoint.
 
+The common batches skip the savepoint: a job's acceptance with its first
+attempt (`Append`, `MarkAttempt`), and a completion with its successor's
+start (`Complete`, `MarkAttempt`).  A batch of such *plain* changes, none
+taking a unique key, could only be refused for an id (a job never appended,
+an id used before), and those are checked before it runs: so it applies
+whole.  Should it be refused all the same (an id the file holds though its
+``sqlite_sequence`` says otherwise: a hand-edited file), the transaction is
+rolled back and the group applied again with a savepoint for every batch,
+so nothing is ever half-written.  An `Append` followed by its own
+`MarkAttempt` is one ``INSERT`` with the attempt already set, unless the
+file may hold halted keys (a start on a halted key is superseded).
+
 A failure of SQLite itself (disk full, I/O error, a failed COMMIT) rolls the
 whole transaction back and refuses every batch in it.  If COMMIT itself
 failed, what reached the disk is unknown, so the journal refuses all further
@@ -45,7 +57,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import ClassVar, Final, Literal
 
 import attrs
@@ -87,6 +99,7 @@ from .records import (
     Complete,
     Discard,
     Due,
+    FleetChange,
     Halt,
     MarkAttempt,
     Purge,
@@ -110,6 +123,10 @@ class _Refused(Exception):
     def __init__(self, error: JournalError | DuplicateError) -> None:
         super().__init__(error)
         self.error = error
+
+
+class _Replay(Exception):
+    """A batch without a savepoint was refused: apply the group again, guarded."""
 
 
 @attrs.define(eq=False)
@@ -137,8 +154,11 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
     """Transactions committed since `open` (group commit makes it < writes)."""
     _worker: JournalThread[sqlite3.Connection] | None = attrs.field(default=None, init=False)
     _lock_fd: int | None = attrs.field(default=None, init=False)
+    _usage: _Usage | None = attrs.field(default=None, init=False)
+    """What the file holds, or None until read again (after a rollback)."""
+    _next_id: int = attrs.field(default=1, init=False)
+    """The next free id as of the last commit (the journal is the file's one writer)."""
     _fault_hook: Callable[[str], None] | None = attrs.field(default=None, init=False)
-    _usage: _Usage = attrs.field(factory=lambda: _Usage(), init=False)
     """For fault-injection tests: called on the journal's thread before each
     batch is applied (``"apply"``) and before COMMIT (``"commit"``); raise a
     `sqlite3.Error` from it to act out a full disk or an I/O error."""
@@ -150,6 +170,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             raise JournalError(f"{self.path}: this SQLiteJournal is already open")
         connection, recovery = await off_thread(self._open_sync)
         self.commits = 0
+        self._next_id = recovery.next_id
         self._worker = JournalThread(
             name=f"inturn-sqlite:{self.path}",
             connection=connection,
@@ -344,27 +365,17 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         """Commit *group* in one transaction; set each request's verdict."""
         try:
             connection.execute("BEGIN IMMEDIATE")
-            next_id = _highest_id(connection) + 1
-            if self._usage.windows:
-                _UNIQUES.expire(connection, min(request.now for request in group))
-            for request in group:
-                self._fault("apply")
-                # One statement is atomic by itself; a batch of several needs
-                # a savepoint to be refused alone.
-                several = needs_savepoint(request.changes)
-                if several:
-                    connection.execute("SAVEPOINT batch")
-                try:
-                    next_id = _apply(connection, request, next_id, self.path, self._usage)
-                except _Refused as refused:
-                    if several:
-                        connection.execute("ROLLBACK TO batch")
-                    request.error = refused.error
+            try:
+                next_id = self._apply_group(connection, group, guarded=False)
+            except _Replay:
+                self._rolled_back(connection)
+                for request in group:
+                    request.error = None
                     request.superseded.clear()
-                if several:
-                    connection.execute("RELEASE batch")
+                connection.execute("BEGIN IMMEDIATE")
+                next_id = self._apply_group(connection, group, guarded=True)
         except sqlite3.Error as exc:
-            rollback(connection)
+            self._rolled_back(connection)
             cause = "disk full, nothing stored" if _disk_full(exc) else "write failed"
             error = JournalError(f"{self.path}: {cause}: {exc}")
             error.__cause__ = exc
@@ -374,7 +385,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             self._fault("commit")
             connection.execute("COMMIT")
         except sqlite3.Error as exc:
-            rollback(connection)
+            self._rolled_back(connection)
             if _disk_full(exc):
                 # SQLite wrote no commit record: the transaction is rolled
                 # back, the file as it was.  Refuse the group, keep working.
@@ -389,7 +400,47 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             error.__cause__ = exc
             refuse(group, error)
             return
+        self._next_id = next_id
         self.commits += 1
+
+    def _apply_group(
+        self, connection: sqlite3.Connection, group: list[Request], *, guarded: bool
+    ) -> int:
+        """Apply each batch of *group*, each refused alone; return the next free id.
+
+        *guarded*: a savepoint for every batch of several changes, even a
+        plain one.  Raises `_Replay` if a plain batch without one is refused.
+        """
+        if self._usage is None:
+            self._usage = _Usage.of(connection)
+        usage = self._usage
+        if usage.windows:
+            _UNIQUES.expire(connection, min(request.now for request in group))
+        next_id = self._next_id
+        for request in group:
+            self._fault("apply")
+            changes = request.changes
+            # One statement is atomic by itself; so is a plain batch (see above).
+            savepoint = needs_savepoint(changes) and (guarded or not _plain(changes, next_id))
+            if savepoint:
+                connection.execute("SAVEPOINT batch")
+            try:
+                next_id = _apply(connection, request, next_id, self.path, usage)
+            except _Refused as refused:
+                if savepoint:
+                    connection.execute("ROLLBACK TO batch")
+                    self._usage = usage = _Usage.of(connection)  # as it was before the batch
+                elif len(changes) > 1:
+                    raise _Replay from None  # it may have applied in part
+                request.error = refused.error
+                request.superseded.clear()
+            if savepoint:
+                connection.execute("RELEASE batch")
+        return next_id
+
+    def _rolled_back(self, connection: sqlite3.Connection) -> None:
+        rollback(connection)
+        self._usage = None  # it may have counted what was undone
 
 
 def _disk_full(exc: sqlite3.Error) -> bool:
@@ -403,25 +454,53 @@ def _highest_id(connection: sqlite3.Connection) -> int:
 
 @attrs.define
 class _Usage:
-    """Whether the file holds dedup windows or steps: work a commit may skip when it holds none.
+    """What the file may hold that some work depends on: work a commit may skip when it holds none.
 
     The journal is the file's one writer, so once read at `open` this stays
-    exact; a rolled-back transaction may leave it True, which only costs the
-    work it saves.
+    exact as its own changes go by; a rollback makes the journal read it
+    again, since it may have counted what was undone.  A flag left True
+    only costs the work it saves; a flag False must be true of the file.
     """
 
     windows: bool = False
     """Some reservation has an end time (`Uniques.expire` has work)."""
     steps: bool = False
     """Some job recorded a step (a completion deletes its steps)."""
+    halts: bool = False
+    """Some key is halted (a start must look for its key in ``halted``)."""
 
     @classmethod
     def of(cls, connection: sqlite3.Connection) -> _Usage:
-        [(windows, steps)] = connection.execute(
+        [(windows, steps, halts)] = connection.execute(
             "SELECT EXISTS (SELECT 1 FROM uniques WHERE until IS NOT NULL),"
-            " EXISTS (SELECT 1 FROM steps)"
+            " EXISTS (SELECT 1 FROM steps), EXISTS (SELECT 1 FROM halted)"
         )
-        return cls(bool(windows), bool(steps))
+        return cls(bool(windows), bool(steps), bool(halts))
+
+    def resumed(self, connection: sqlite3.Connection) -> None:
+        """A key was let go on: whether any is still halted."""
+        [(halts,)] = connection.execute("SELECT EXISTS (SELECT 1 FROM halted)")
+        self.halts = bool(halts)
+
+
+_PLAIN: Final = (MarkAttempt, Complete, Retrying)
+"""Changes to a job the journal handed out, which cannot be refused once it did."""
+
+
+def _plain(changes: Sequence[FleetChange], next_id: int) -> bool:
+    """Whether no change of *changes* can be refused: so the batch needs no savepoint.
+
+    Each must be an `Append` without a unique key, of a new id, or a plain
+    change to an id handed out before it (a job never appended is refused).
+    """
+    for change in changes:
+        if isinstance(change, Append):
+            if change.unique is not None or change.job_id < next_id:
+                return False
+            next_id = change.job_id + 1
+        elif not isinstance(change, _PLAIN) or change.job_id >= next_id:
+            return False
+    return True
 
 
 def _apply(
@@ -458,15 +537,26 @@ def _apply(
             raise _Refused(JournalError(f"{path}: job id {job_id} was used before"))
         return job_id + 1
 
-    for change in request.changes:
+    changes = request.changes
+    marked: Change | None = None  # a MarkAttempt its job's Append applied
+    for position, change in enumerate(changes):
+        if change is marked:
+            continue
         if isinstance(change, Append):
             new_id(change.job_id)
             _reserve(connection, change.unique, change.job_id, request.now)
+            # Its own start, just behind it, goes into the row (no key is
+            # halted, so the start applies).
+            attempts = 0
+            if position + 1 < len(changes) and (change.key is None or not usage.halts):
+                mark = changes[position + 1]
+                if isinstance(mark, MarkAttempt) and mark.job_id == change.job_id:
+                    attempts, marked = mark.attempt, mark
             scheduled = change.due_at is not None
             try:
                 connection.execute(
                     "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq,"
-                    " due_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    " due_at, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         change.job_id,
                         change.key,
@@ -476,6 +566,7 @@ def _apply(
                         now,
                         None if scheduled else change.job_id,
                         change.due_at,
+                        attempts,
                     ),
                 )
             except sqlite3.IntegrityError:
@@ -540,6 +631,7 @@ def _apply(
             _UNIQUES.release(connection, *held, change.job_id, request.now)
             usage.windows = usage.windows or (held[0] is not None and held[1] is not None)
             if isinstance(change, Discard) and change.halt:
+                usage.halts = True
                 # The first discard that halts a key names it; a pause does not.
                 connection.execute(
                     "INSERT INTO halted (key, job_id, error) SELECT key, id, error FROM jobs"
@@ -609,10 +701,13 @@ def _apply(
                     "DELETE FROM halted WHERE key = (SELECT key FROM jobs WHERE id = ?)",
                     (change.job_id,),
                 )
+                usage.resumed(connection)
         elif isinstance(change, Halt):
+            usage.halts = True
             connection.execute("INSERT OR IGNORE INTO halted (key) VALUES (?)", (change.key,))
         elif isinstance(change, Resume):
             connection.execute("DELETE FROM halted WHERE key = ?", (change.key,))
+            usage.resumed(connection)
         else:
             raise _Refused(JournalError(f"{path}: not a journal change: {change!r}"))
     return next_id
