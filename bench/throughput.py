@@ -4,6 +4,7 @@
     python bench/throughput.py --quick         # smaller shapes, for a smoke test
     python bench/throughput.py --against DIR   # also DIR/inturn (another commit's src/)
     python bench/throughput.py --keys 1,100    # only those rows of the sweep
+    python bench/throughput.py --shapes 100x20 # only those cells (keys x jobs per key)
 
 A *shape* is a number of keys and a number of jobs per key.  A run sends
 ``keys x per_key`` jobs round-robin over fresh keys (each key gets its next
@@ -103,6 +104,9 @@ class Shape:
     def sequence(self) -> Iterator[str]:
         """Each job's key, in sending order."""
         for round_ in range(self.rounds):
+            if self.per_key == 1:  # made as sent: a million names would weigh on the RSS figures
+                yield from (f"{round_}.{key}" for key in range(self.keys))
+                continue
             names = [f"{round_}.{key}" for key in range(self.keys)]
             for _ in range(self.per_key):
                 yield from names
@@ -355,6 +359,33 @@ def rss_child(side: str, keys: int, idle_timeout: float) -> None:
     print(json.dumps({"growth_kib": peak_rss_kib() - before}))
 
 
+def rss_queued_child(keys: int) -> None:
+    """Growth of the peak RSS with one job queued on each of *keys* keys, per key (bytes).
+
+    The jobs wait for a ``max_concurrency`` slot that a first job holds: accepted,
+    journaled, not started.
+    """
+    configure_logging()
+
+    async def main() -> None:
+        release = trio.Event()
+
+        async def handler(job: Any) -> None:
+            await release.wait()
+
+        async with inturn.open_supervisor(handler, max_concurrency=1) as sup:
+            await sup.send("holder", 0)
+            gc.collect()
+            before = peak_rss_kib()
+            for start in range(0, keys, CHUNK):
+                await sup.send_many([(f"k{n}", n) for n in range(start, start + CHUNK)])
+            assert sup.stats().queued == keys
+            print(json.dumps({"bytes_per_key": (peak_rss_kib() - before) * 1024 / keys}))
+            release.set()
+
+    trio.run(main)
+
+
 def rss_growth(side: str, keys: int, idle_timeout: float = 1.0) -> float:
     out = subprocess.run(
         [sys.executable, __file__, "--rss-child", side, str(keys), str(idle_timeout)],
@@ -420,6 +451,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, help="repetitions (default 3; 2 with --quick)")
     parser.add_argument("--jobs", type=int, help="least jobs per run (default 200,000)")
     parser.add_argument("--keys", help="only these rows of the sweep, as 1,100")
+    parser.add_argument("--shapes", help="only these cells, as 100x20,10000x6")
     parser.add_argument("--against", type=Path, help="a src/ dir with another inturn to run too")
     parser.add_argument("--sweep-only", action="store_true", help="skip the memory figures")
     parser.add_argument("--batches", action="store_true", help="only the batch rows")
@@ -430,7 +462,11 @@ def main() -> None:
         "--callgrind", action="store_true", help="with --one: count its run alone (see below)"
     )
     parser.add_argument("--rss-child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--rss-queued-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rss_queued_child:
+        rss_queued_child(args.rss_queued_child)
+        return
     if args.rss_child:
         side, keys, idle = args.rss_child
         rss_child(side, int(keys), float(idle))
@@ -439,6 +475,11 @@ def main() -> None:
     grid = QUICK if args.quick else SWEEP
     if args.keys:
         grid = {int(keys): grid[int(keys)] for keys in args.keys.split(",")}
+    if args.shapes:
+        cells = [tuple(map(int, shape.split("x"))) for shape in args.shapes.split(",")]
+        grid = {}
+        for keys, per_key in cells:
+            grid[keys] = (*grid.get(keys, ()), per_key)
     jobs = args.jobs or (20_000 if args.quick else 200_000)
     reps = args.reps or (2 if args.quick else 3)
     distinct = 20_000 if args.quick else 1_000_000
@@ -496,6 +537,14 @@ def main() -> None:
             rss_growth("inturn", count, 0.1),
         ]
         print(f"{count:>10,}  {figures[0]:>8.1f}  {figures[1]:>15.1f}  {figures[2]:>15.1f}")
+    queued = subprocess.run(
+        [sys.executable, __file__, "--rss-queued-child", str(distinct // 10)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    per_key = json.loads(queued)["bytes_per_key"]
+    print(f"\n{distinct // 10:,} keys with one job queued each: {per_key:,.0f} bytes per key")
 
 
 if __name__ == "__main__":

@@ -1,30 +1,37 @@
-"""Actors: one trio task per active lane, carrying out the core's decisions.
+"""Actors: one per active lane, run in a pool of worker tasks, carrying out the core's decisions.
 
 Theory of operation
 -------------------
 `Runtime` is what every actor shares: the core, the journal, the codec, the
 handler, the options, and the supervision bookkeeping.  `Runtime.spawn`
-starts one `Actor` task for a lane when the core says the lane needs one;
-the actor then loops:
+makes an `Actor` for a lane when the core says the lane needs one, and
+`Runtime.serve` runs it in a spare `Worker` task (a new one only when none
+is spare: activating a key costs a wake-up, not a task).  The actor loops:
 
-1. under ``max_concurrency``, take a slot, or end the task and leave the
-   lane in the core's ready queue (`Core.take_slot`);
+1. under ``max_concurrency``, take a slot, or end and leave the lane in the
+   core's ready queue (`Core.take_slot`);
 2. page in the next jobs from the journal if the core asks (``Core.page``:
    the lane's FIFO ran low and its backlog waits on disk);
-3. ask the core for the lane's head (``Core.start``); run it if the gate
-   allows: wait out what is left of a backoff it was recovered in, mark the
-   attempt in the journal (unless ``Entry.marked`` says it went with the
-   job's acceptance or the last completion), ask the core again whether it
-   may still run (``Core.may_run``: a pause or skip that landed during those
+3. ask the core for the lane's head (``Core.start``), and with ``batch`` the
+   jobs that join it (``Core.followers``); run it if the gate allows: wait
+   out what is left of a backoff it was recovered in, mark the attempt in
+   the journal (unless ``Entry.marked`` says it went with the job's
+   acceptance or the last completion), ask the core again whether it may
+   still run (``Core.may_run``: a pause or skip that landed during those
    awaits wins, and the start is taken back), decode, call the handler;
 4. carry out the outcome: journal ``Complete``/``Discard`` and then tell the
    core, or back off (sleep on trio's clock, without a slot) with the head
    in place;
 5. with nothing to start, give up its slot (unless its head's start is
-   marked) and park until a ``send`` wakes it or `IdleReaper` (one timer
-   for all actors) says ``idle_timeout`` passed; then ask the core whether
-   it may retire (``Core.try_retire``, synchronous, so no ``send`` can slip
-   between the check and the exit).
+   marked) and *linger*: the actor returns its task to the pool and keeps
+   only its place in `Runtime.actors` until a ``send`` wakes it into a
+   worker again, or `IdleReaper` (one timer for all actors and spare
+   workers) says ``idle_timeout`` passed; then the core decides whether
+   the lane retires (``Core.try_retire``, synchronous, so no ``send`` can
+   slip between the check and the exit).
+
+A spare worker waits ``idle_timeout`` for another actor, then exits; at
+close, spare workers are woken to exit rather than cancelled.
 
 The journal decides races with other writers: a change it *superseded*
 (another writer, an operator, finished the job first; or a start on a key it
@@ -49,7 +56,7 @@ import math
 import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, assert_never
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, assert_never
 
 import attrs
 import structlog
@@ -73,6 +80,10 @@ if TYPE_CHECKING:
 Handler: TypeAlias = Callable[[Job], Awaitable[object]]
 BatchHandler: TypeAlias = Callable[[list[Job]], Awaitable[object]]
 
+
+LINGERING_TASKS: Final = 1000
+"""Worker tasks beyond which a lane that needs one takes a lingering actor's, rather than a
+new one: past a working set of this many keys, tasks (about 3 KB each) stop growing with it."""
 
 MAX_ERROR_TEXT: Final = 4000
 """Characters of an error's text a journal keeps: a huge message must not bloat every row."""
@@ -135,6 +146,12 @@ class Runtime:
     fleet: Fleet | None = None
     """This supervisor's part of a fleet (see `inturn.fleet`); None when it holds its journal alone."""
     reaper: IdleReaper = attrs.field(factory=lambda: IdleReaper())
+    spare: dict[Worker, None] = attrs.field(factory=dict)
+    """Worker tasks parked until a lane needs one, oldest first (an ordered set)."""
+    workers: int = 0
+    """Worker tasks alive."""
+    lingering: dict[Actor, None] = attrs.field(factory=dict)
+    """Actors lingering in their task, oldest first: a lane that needs a task takes one's."""
     schedule: Schedule = attrs.field(factory=Schedule)
     steps: StepLog = attrs.field(
         default=attrs.Factory(
@@ -178,10 +195,42 @@ class Runtime:
             self._start(lane)
 
     def _start(self, lane: Lane) -> None:
-        assert self.nursery is not None
         actor = self.actors[lane] = Actor(self, lane)
+        self.log.debug("actor.spawned", key=actor.key)
+        self.serve(actor)
+
+    def serve(self, actor: Actor) -> None:
+        """Run *actor* in a spare worker task; or in a new one; or, past `LINGERING_TASKS`
+        tasks, in the task of the actor that has lingered the longest, which lingers on
+        without one.
+
+        A key that becomes active costs a wake-up, not a task: spawning one
+        (and the collector's walks over many live ones) is what made every
+        new key's first job cost twice a job on a busy key.  And however
+        many keys were seen lately, the tasks are only as many as run at once.
+        """
+        if self.spare:
+            worker, _ = self.spare.popitem()  # the latest parked: the others age out
+            worker.give(actor)
+            return
+        if self.lingering and self.workers >= LINGERING_TASKS:
+            next(iter(self.lingering)).hand_over(actor)  # idle the longest
+            return
+        assert self.nursery is not None
+        self.workers += 1
         # A constant name: trio would otherwise format one per task.
-        self.nursery.start_soon(self._supervise, actor, name="inturn.actor")
+        self.nursery.start_soon(Worker(self).run, actor, name="inturn.actor")
+
+    def retire(self, actor: Actor) -> None:
+        """*actor*'s linger ran out with no task attached: its lane retires, or runs again."""
+        core, lane = self.core, actor.lane
+        if core.try_retire(lane):
+            del self.actors[lane]
+            self.log.debug("actor.exited", key=actor.key)
+        elif core.has_work(lane):
+            self.serve(actor)  # a send landed as the linger ran out: serve it
+        else:
+            actor.linger()  # the head is still being journaled: its send wakes it
 
     def give_slot(self, lane: Lane) -> None:
         """*lane* has nothing to run now: its slot goes to the oldest lane waiting."""
@@ -214,8 +263,16 @@ class Runtime:
         return self.core.unix_time(trio.current_time())
 
     def close(self) -> None:
-        """No more jobs are accepted; every ``ask`` still waiting is told."""
+        """No more jobs are accepted; every ``ask`` still waiting is told; spare workers exit.
+
+        (Woken to exit, not cancelled with the nursery: a cancel costs four times a wake-up.)
+        """
         self.closed = True
+        while self.spare:
+            worker, _ = self.spare.popitem()
+            worker.give(None)
+        while self.lingering:
+            next(iter(self.lingering)).hand_over(None)
         for waiter in self.waiters.values():
             waiter.closed = True
             waiter.event.set()
@@ -298,7 +355,7 @@ class Runtime:
 
     # -- supervision ---------------------------------------------------------
 
-    async def _supervise(self, actor: Actor) -> None:
+    async def supervise(self, actor: Actor) -> None:
         """Run *actor*; restart it after a crash, within the restart budget."""
         while True:
             try:
@@ -340,20 +397,28 @@ class Runtime:
         self.nursery.cancel_scope.cancel()
 
 
+class Idling(Protocol):
+    """What `IdleReaper` times out: a lingering `Actor`, or a spare `Worker`."""
+
+    def waiting_on(self, token: int) -> bool: ...
+
+    def expire(self, token: int) -> None: ...
+
+
 @attrs.define(eq=False)
 class IdleReaper:
-    """Times out idle actors: one timer for all of them, not one per actor.
+    """Times out idle actors and spare workers: one timer for all of them, not one each.
 
-    Every actor lingers the same ``idle_timeout``, so deadlines arrive in the
-    order actors went idle and a FIFO of ``(deadline, actor, token)`` is
-    already sorted.  An actor woken by a send before its deadline bumps its
-    token, which turns its entry here stale.
+    Every one waits the same ``idle_timeout``, so deadlines arrive in the
+    order they went idle and a FIFO of ``(deadline, waiter, token)`` is
+    already sorted.  One woken before its deadline bumps its token, which
+    turns its entry here stale.
     """
 
-    _deadlines: deque[tuple[float, Actor, int]] = attrs.field(factory=deque)
+    _deadlines: deque[tuple[float, Idling, int]] = attrs.field(factory=deque)
     _added: trio.Event = attrs.field(factory=trio.Event)
 
-    def add(self, deadline: float, actor: Actor, token: int) -> None:
+    def add(self, deadline: float, actor: Idling, token: int) -> None:
         self._deadlines.append((deadline, actor, token))
         self._added.set()
 
@@ -376,8 +441,76 @@ class IdleReaper:
 
 
 @attrs.define(eq=False)
+class Worker:
+    """A task that serves one lane's `Actor` after another; between them, spare.
+
+    A spare worker parks until `Runtime.serve` hands it an actor, or
+    ``idle_timeout`` passes (`IdleReaper`) and it exits.
+    """
+
+    runtime: Runtime
+    _next: Actor | None = None
+    _parked: trio.lowlevel.Task | None = None
+    _token: int = 0
+
+    async def run(self, actor: Actor | None) -> None:
+        try:
+            while actor is not None:
+                await self.runtime.supervise(actor)
+                actor = actor.handed_over() or await self._wait_for_actor()
+        finally:
+            self.runtime.workers -= 1
+
+    @trio.lowlevel.enable_ki_protection
+    async def _wait_for_actor(self) -> Actor | None:
+        """Park as a spare worker; the actor to run next, or None to exit."""
+        runtime = self.runtime
+        if runtime.closed:
+            return None
+        self._token += 1
+        runtime.spare[self] = None
+        runtime.reaper.add(trio.current_time() + runtime.idle_timeout, self, self._token)
+        self._parked = trio.lowlevel.current_task()
+        await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
+        actor, self._next = self._next, None
+        return actor
+
+    def _abort_wait(self, raise_cancel: object) -> trio.lowlevel.Abort:
+        self._parked = None
+        self.runtime.spare.pop(self, None)
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    def give(self, actor: Actor | None) -> None:
+        """Run *actor* next (taken from the spare ones already); None: exit."""
+        self._unpark(actor)
+
+    def waiting_on(self, token: int) -> bool:
+        return token == self._token and self._parked is not None
+
+    def expire(self, token: int) -> None:
+        if self.waiting_on(token):
+            self.runtime.spare.pop(self, None)
+            self._unpark(None)
+
+    @trio.lowlevel.enable_ki_protection
+    def _unpark(self, actor: Actor | None) -> None:
+        task = self._parked
+        if task is not None:
+            self._parked = None
+            self._next = actor
+            trio.lowlevel.reschedule(task)
+
+
+@attrs.define(eq=False)
 class Actor:
-    """Runs one lane's jobs, one at a time, in order."""
+    """Runs one lane's jobs, one at a time, in order, in a `Worker`'s task.
+
+    Between jobs it *lingers* for ``idle_timeout``, parked in its task,
+    until a send wakes it or `IdleReaper` retires its lane; when another
+    lane needs a task and no worker is spare, the actor that has lingered
+    the longest hands its task over (`hand_over`) and lingers on without
+    one: a send then gets it a task again (`Runtime.serve`).
+    """
 
     runtime: Runtime
     lane: Lane
@@ -386,32 +519,67 @@ class Actor:
     backing_off: bool = attrs.field(default=False, init=False)
     """Sleeping until its head's next attempt."""
     _parked: trio.lowlevel.Task | None = attrs.field(default=None, init=False)
-    _woken: bool = attrs.field(default=False, init=False)
+    _woken: bool | None = attrs.field(default=False, init=False)
+    """Why its task was rescheduled: a wake-up, the deadline (False), `hand_over` (None)."""
     _token: int = attrs.field(default=0, init=False)
+    _lingering: bool = attrs.field(default=False, init=False)
+    """Waiting for work with no task (see `linger`)."""
+    _successor: Actor | None = attrs.field(default=None, init=False)
+    """The actor its task serves next (`hand_over`)."""
 
     @property
-    def _key(self) -> str | None:
+    def key(self) -> str | None:
         return self.lane if isinstance(self.lane, str) else None
 
     def wake(self) -> None:
-        """New work may be startable: stop waiting."""
-        self._unpark(woken=True)
+        """New work may be startable: stop waiting (with no task: get one)."""
+        if self._lingering:
+            self._lingering = False
+            self.runtime.serve(self)
+        else:
+            self._unpark(woken=True)
+
+    def linger(self, seconds: float = math.inf) -> None:
+        """Wait for work with no task: `wake` serves the actor again, or after *seconds*
+        `expire` retires its lane."""
+        self._lingering = True
+        self._token += 1
+        if seconds != math.inf:
+            self.runtime.reaper.add(trio.current_time() + seconds, self, self._token)
+
+    def hand_over(self, successor: Actor | None) -> None:
+        """Give the task this actor lingers in to *successor* (None: to no one, at close);
+        linger on without it, until the same deadline."""
+        self._successor = successor
+        self._lingering = True
+        self._unpark(woken=None)
+
+    def handed_over(self) -> Actor | None:
+        """The actor `hand_over` gave this one's task to, if any (once)."""
+        successor, self._successor = self._successor, None
+        return successor
 
     def waiting_on(self, token: int) -> bool:
-        """Whether the actor still waits with the deadline registered as *token*."""
-        return token == self._token and self._parked is not None
+        """Whether the actor still lingers with the deadline registered as *token*."""
+        return token == self._token and (self._parked is not None or self._lingering)
 
     def expire(self, token: int) -> None:
         """The idle deadline registered with *token* passed."""
-        if self.waiting_on(token):
+        if not self.waiting_on(token):
+            return
+        if self._lingering:
+            self._lingering = False
+            self.runtime.retire(self)
+        else:
             self._unpark(woken=False)
 
     @trio.lowlevel.enable_ki_protection
-    def _unpark(self, *, woken: bool) -> None:
+    def _unpark(self, *, woken: bool | None) -> None:
         task = self._parked
         if task is not None:
             self._parked = None
             self._woken = woken
+            del self.runtime.lingering[self]
             trio.lowlevel.reschedule(task)
 
     async def run(self) -> None:
@@ -427,7 +595,6 @@ class Actor:
         # A keyless lane holds one job: nothing will follow it, so don't linger;
         # nor does a fleet member's key, which another member may send to.
         linger = self.runtime.idle_timeout if isinstance(self.lane, str) and not fleet else 0.0
-        self.runtime.log.debug("actor.spawned", key=self._key)
         yielded = True  # a schedule point since the last job: spawned, or woken
         runtime = self.runtime
         # The loop is written out here, not in a helper coroutine: one more
@@ -437,8 +604,8 @@ class Actor:
                 while True:
                     if not core.take_slot(self.lane):
                         del runtime.actors[self.lane]
-                        runtime.log.debug("actor.queued", key=self._key)
-                        return  # a new task serves the lane when a slot frees
+                        runtime.log.debug("actor.queued", key=self.key)
+                        return  # a worker serves the lane when a slot frees
                     page = core.page(self.lane)
                     if page is not None:
                         core.paged(
@@ -460,44 +627,49 @@ class Actor:
                     runtime.give_slot(self.lane)
                     if overtaken is not None:
                         await runtime.give_back([overtaken])
-                    if core.is_halted(self.lane) or not await self._wait(linger):
-                        if fleet is not None and isinstance(self.lane, str) and not core.stopping:
-                            if await fleet.let_go(self.lane):  # the journal released the key
-                                del runtime.actors[self.lane]
-                                runtime.log.debug("actor.exited", key=self._key)
-                                return
-                            yielded = True
-                            continue  # jobs came meanwhile: page them in
-                        if core.try_retire(self.lane):
-                            del self.runtime.actors[self.lane]
-                            self.runtime.log.debug("actor.exited", key=self._key)
-                            if fleet is not None:
-                                fleet.retired()  # a keyless job's lane
+                    if not core.is_halted(self.lane) and linger > 0:
+                        woken = await self._wait(linger)
+                        if woken is None:
+                            return  # its task went to another lane: it lingers without one
+                        yielded = True
+                        if woken:
+                            continue
+                    if fleet is not None and isinstance(self.lane, str) and not core.stopping:
+                        if await fleet.let_go(self.lane):  # the journal released the key
+                            del runtime.actors[self.lane]
+                            runtime.log.debug("actor.exited", key=self.key)
                             return
-                        if not core.has_work(self.lane):
-                            # the head is still being journaled: its send will wake us
-                            await self._wait(math.inf)
-                        # else a send landed as the linger ran out: serve it
-                    yielded = True
+                        yielded = True
+                        continue  # jobs came meanwhile: page them in
+                    if core.try_retire(self.lane):
+                        del runtime.actors[self.lane]
+                        runtime.log.debug("actor.exited", key=self.key)
+                        if fleet is not None:
+                            fleet.retired()  # a keyless job's lane
+                        return
+                    if not core.has_work(self.lane):
+                        self.linger()  # the head is still being journaled: its send wakes us
+                        return
+                    yielded = True  # a send landed meanwhile: serve it
 
     @trio.lowlevel.enable_ki_protection
-    async def _wait(self, seconds: float) -> bool:
-        """Wait for a wake-up; False if *seconds* passed without one.
+    async def _wait(self, seconds: float) -> bool | None:
+        """Linger in the task for a wake-up; False if *seconds* passed without one, None if
+        the task was handed over.
 
         KI-protected: a KeyboardInterrupt between registering the task and
         parking it would leave a task that exited for `_unpark` to reschedule.
         """
-        if seconds <= 0:
-            return False
         self._token += 1
-        if seconds != math.inf:
-            self.runtime.reaper.add(trio.current_time() + seconds, self, self._token)
+        self.runtime.reaper.add(trio.current_time() + seconds, self, self._token)
+        self.runtime.lingering[self] = None
         self._parked = trio.lowlevel.current_task()
         await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
         return self._woken
 
     def _abort_wait(self, raise_cancel: object) -> trio.lowlevel.Abort:
         self._parked = None
+        del self.runtime.lingering[self]
         return trio.lowlevel.Abort.SUCCEEDED
 
     async def _attempt(self, entry: Entry) -> None:
