@@ -110,6 +110,8 @@ def test_a_killed_members_key_fails_over_within_the_ttl(
         took_over = wait_for(log, "start B 1")
         (tmp_path / "go").touch()
         wait_for(log, "end B 2")
-        assert TTL - 0.5 < took_over - killed < TTL + 2.0  # the TTL, one poll at most, slack
+        # The lease runs from A's last renewal, up to TTL/3 before the kill (later still
+        # when a loaded machine delays it); then one poll at most, and slack.
+        assert TTL / 2 < took_over - killed < TTL + 2.0
         lines = log.read_text().splitlines()
         assert lines == ["start A 1", "start B 1", "end B 1", "start B 2", "end B 2"]
