@@ -23,12 +23,13 @@ is spare: activating a key costs a wake-up, not a task).  The actor loops:
    core, or back off (sleep on trio's clock, without a slot) with the head
    in place;
 5. with nothing to start, give up its slot (unless its head's start is
-   marked) and *linger*: the actor returns its task to the pool and keeps
-   only its place in `Runtime.actors` until a ``send`` wakes it into a
-   worker again, or `IdleReaper` (one timer for all actors and spare
-   workers) says ``idle_timeout`` passed; then the core decides whether
-   the lane retires (``Core.try_retire``, synchronous, so no ``send`` can
-   slip between the check and the exit).
+   marked) and *linger* in its task until a ``send`` wakes it, or
+   `IdleReaper` (one timer for all actors and spare workers) says
+   ``idle_timeout`` passed; then the core decides whether the lane retires
+   (``Core.try_retire``, synchronous, so no ``send`` can slip between the
+   check and the exit).  Past `LINGERING_TASKS` tasks, a lane that needs a
+   task takes the one of the actor idle the longest (`Actor.hand_over`),
+   which lingers on without a task: a ``send`` gets it one again.
 
 A spare worker waits ``idle_timeout`` for another actor, then exits; at
 close, spare workers are woken to exit rather than cancelled.
@@ -207,7 +208,8 @@ class Runtime:
         A key that becomes active costs a wake-up, not a task: spawning one
         (and the collector's walks over many live ones) is what made every
         new key's first job cost twice a job on a busy key.  And however
-        many keys were seen lately, the tasks are only as many as run at once.
+        many keys were seen lately, tasks stay within `LINGERING_TASKS` plus
+        those running at once.
         """
         if self.spare:
             worker, _ = self.spare.popitem()  # the latest parked: the others age out
