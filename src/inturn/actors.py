@@ -227,12 +227,16 @@ class Runtime:
         """*actor*'s linger ran out with no task attached: its lane retires, or runs again."""
         core, lane = self.core, actor.lane
         if core.try_retire(lane):
-            del self.actors[lane]
-            self.log.debug("actor.exited", key=actor.key)
+            self.exited(actor)
         elif core.has_work(lane):
             self.serve(actor)  # a send landed as the linger ran out: serve it
         else:
             actor.linger()  # the head is still being journaled: its send wakes it
+
+    def exited(self, actor: Actor) -> None:
+        """*actor*'s lane let it go (retired, or released to the fleet): forget it."""
+        del self.actors[actor.lane]
+        self.log.debug("actor.exited", key=actor.key)
 
     def give_slot(self, lane: Lane) -> None:
         """*lane* has nothing to run now: its slot goes to the oldest lane waiting."""
@@ -638,14 +642,12 @@ class Actor:
                             continue
                     if fleet is not None and isinstance(self.lane, str) and not core.stopping:
                         if await fleet.let_go(self.lane):  # the journal released the key
-                            del runtime.actors[self.lane]
-                            runtime.log.debug("actor.exited", key=self.key)
+                            runtime.exited(self)
                             return
                         yielded = True
                         continue  # jobs came meanwhile: page them in
                     if core.try_retire(self.lane):
-                        del runtime.actors[self.lane]
-                        runtime.log.debug("actor.exited", key=self.key)
+                        runtime.exited(self)
                         if fleet is not None:
                             fleet.retired()  # a keyless job's lane
                         return
