@@ -7,7 +7,10 @@ completions, and these must decide exactly as one statement per change does.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -170,3 +173,70 @@ async def test_hold_renews_a_heartbeat_that_may_have_run_out_or_refuses(
         assert journal.commits == fresh
     finally:
         await journal.aclose()
+
+
+async def test_a_member_stalled_inside_a_transaction_holds_rows_for_half_its_ttl_at_most(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """A stalls just before COMMIT of an Append to k (k's row locked) for longer than half its
+    TTL: the server ends its session, so B's Append to k goes through while A still sleeps.  A
+    wakes within its TTL, learns its transaction did not commit, and commits it again."""
+    a, b = member(pg_dsn, pg_schema, lease_ttl=3.0), member(pg_dsn, pg_schema, lease_ttl=3.0)
+    await a.open()
+    await b.open()
+    stalled, woke = threading.Event(), threading.Event()
+
+    def stall(stage: str) -> None:
+        if stage == "commit" and not stalled.is_set():
+            stalled.set()
+            time.sleep(2.2)  # past half the TTL, within it
+            woke.set()
+
+    try:
+        warm, job_a, after = await a.ids(3)
+        [job_b] = await b.ids(1)
+        await a.write([Append(job_id=warm, key="warm", data=b"")])  # a fresh heartbeat
+        a._fault_hook = stall
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(a.write, [Append(job_id=job_a, key="k", data=b"")])
+            await trio.to_thread.run_sync(stalled.wait)
+            await b.write([Append(job_id=job_b, key="k", data=b"")])
+            assert not woke.is_set(), "B waited for A to wake"
+        assert [job.id for job in await b.jobs("k")] == [job_b, job_a]  # places in commit order
+        await a.write([Append(job_id=after, key="after", data=b"")])  # A's lease held
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def test_a_claim_passes_by_a_dead_member_whose_transaction_is_in_flight(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """A member's heartbeat ran out while a transaction of its holds its row: a claim neither
+    waits for it nor takes its keys (that transaction may still commit); once it ended, the next
+    claim does."""
+    a, b = member(pg_dsn, pg_schema), member(pg_dsn, pg_schema)
+    await a.open()
+    await b.open()
+    try:
+        [job] = await a.ids(1)
+        await a.write([Append(job_id=job, key="k", data=b"")])
+        [claim], _ = await a.claim(10)
+        assert claim.key == "k"
+        with psycopg.connect(pg_dsn, autocommit=True) as in_flight:
+            heartbeat = f"UPDATE {pg_schema}.processes SET expires_at = clock_timestamp() + %s"
+            in_flight.execute(heartbeat + " WHERE id = %s", (timedelta(seconds=-1), a._process))
+            # A's transaction, stalled after renewing: the server ends it after 5 s, and a
+            # claim that waited for it would take k then.
+            in_flight.execute("SET idle_in_transaction_session_timeout = 5000")
+            in_flight.execute("BEGIN")
+            in_flight.execute(heartbeat + " WHERE id = %s", (timedelta(seconds=60), a._process))
+            assert await b.claim(10) == ([], [])
+            in_flight.execute("ROLLBACK")
+        [claim], _ = await b.claim(10)
+        assert claim.key == "k"
+        with pytest.raises(inturn.LeaseLost):
+            await a.write([Complete(job)])
+    finally:
+        await a.aclose()
+        await b.aclose()

@@ -37,6 +37,9 @@ the key is halted (the row stays, unowned); otherwise the member keeps it
 and learns the key's new backlog.  So a send racing a release is never
 stranded.  The keys of a member whose heartbeat expired are released by the
 next claim, which deletes the member: failover takes the TTL plus one claim.
+A member stalled inside a transaction holds rows others need (its heartbeat's,
+keys' rows); the server ends such a transaction after half the TTL, and until
+then a claim passes that member by rather than wait for it (`reap`).
 
 Wake-up: a transaction that gave work to a key with no owner, or a keyless
 job, ends with one ``NOTIFY`` on the database's ``inturn`` channel, its
@@ -77,6 +80,7 @@ __all__ = [
     "release",
     "revive",
     "sync_keys",
+    "unown",
 ]
 
 CHANNEL: Final = "inturn"
@@ -132,6 +136,12 @@ def grant_ids(connection: psycopg.Connection[Any], count: int) -> range:
     return range(high - count + 1, high + 1)
 
 
+KEY_ORDER: Final = 'ORDER BY key COLLATE "C"'
+"""The one order in which a transaction locks several keys' rows, so no two wait on each other
+in a cycle: code point order (UTF-8's bytes), as Python's `sorted` gives, whatever the database's
+collation."""
+
+
 def lock_keys(connection: psycopg.Connection[Any], keys: Sequence[str]) -> None:
     """Lock the rows of *keys* (creating missing ones), in key order: no cycle with another member."""
     if keys:
@@ -169,11 +179,41 @@ def revive(connection: psycopg.Connection[Any], key: str, place: int) -> bool:
 
 
 def reap(connection: psycopg.Connection[Any]) -> None:
-    """Release what members whose heartbeat expired own, and forget them."""
-    dead = "SELECT id FROM processes WHERE expires_at <= clock_timestamp()"
-    connection.execute(f"UPDATE keys SET owner = NULL WHERE owner IN ({dead})")
-    connection.execute(f"UPDATE jobs SET owner = NULL WHERE key IS NULL AND owner IN ({dead})")
-    connection.execute("DELETE FROM processes WHERE expires_at <= clock_timestamp()")
+    """Release what members whose heartbeat expired own, and forget them.
+
+    A dead member's row is locked first, and one locked already is skipped:
+    a transaction of that member is still in flight (it stalled inside it),
+    and every transaction of a member begins by locking its own row
+    (`_fence`), so the member can commit nothing more once its row is ours,
+    and nothing of its is released before its last transaction ended.  The
+    server ends a transaction stalled that long (``idle_in_transaction``),
+    so the next claim reaps it.  Waiting on the row instead would stall this
+    member's own heartbeat behind a stalled one's.
+    """
+    dead = [
+        row[0]
+        for row in connection.execute(
+            "SELECT id FROM processes WHERE expires_at <= clock_timestamp() FOR UPDATE SKIP LOCKED"
+        )
+    ]
+    if dead:
+        unown(connection, "owner = ANY(%s)", (dead,))
+        connection.execute(
+            "UPDATE jobs SET owner = NULL WHERE key IS NULL AND owner = ANY(%s)", (dead,)
+        )
+        connection.execute("DELETE FROM processes WHERE id = ANY(%s)", (dead,))
+
+
+def unown(connection: psycopg.Connection[Any], where: str, params: tuple[Any, ...]) -> None:
+    """Give up the keys *where* selects: their rows locked first in key order, as `lock_keys` does."""
+    keys = [
+        row[0]
+        for row in connection.execute(
+            f"SELECT key FROM keys WHERE {where} {KEY_ORDER} FOR UPDATE", params
+        )
+    ]
+    if keys:
+        connection.execute("UPDATE keys SET owner = NULL WHERE key = ANY(%s)", (keys,))
 
 
 def claim(
@@ -271,7 +311,7 @@ def let_go(
     """
     if not locked:
         connection.execute(
-            "SELECT key FROM keys WHERE key = ANY(%s) ORDER BY key FOR UPDATE", (sorted(keys),)
+            f"SELECT key FROM keys WHERE key = ANY(%s) {KEY_ORDER} FOR UPDATE", (sorted(keys),)
         )
     states = {
         key: (ours, waiting, halted)
@@ -319,7 +359,7 @@ def release(
 
 def hand_back(connection: psycopg.Connection[Any], process: int) -> None:
     """A member leaving: everything it owns is claimable at once, and it is forgotten."""
-    connection.execute("UPDATE keys SET owner = NULL WHERE owner = %s", (process,))
+    unown(connection, "owner = %s", (process,))
     connection.execute("UPDATE jobs SET owner = NULL WHERE key IS NULL AND owner = %s", (process,))
     connection.execute("DELETE FROM processes WHERE id = %s", (process,))
 

@@ -238,8 +238,16 @@ def lock_id(schema: str) -> str:
     return f"{_CREATE_LOCK}, hashtext('{schema}')"
 
 
-def connect(dsn: str, schema: str, name: str) -> psycopg.Connection[Any]:
-    """A connection in autocommit mode whose search path is *schema* alone."""
+def connect(
+    dsn: str, schema: str, name: str, *, idle_in_transaction: float | None = None
+) -> psycopg.Connection[Any]:
+    """A connection in autocommit mode whose search path is *schema* alone.
+
+    With *idle_in_transaction* (seconds), the server ends the session when a
+    transaction of it waits that long for its next statement: a process
+    stalled inside one (SIGSTOP, a pause of the machine) holds its row locks
+    no longer than that.
+    """
     try:
         import psycopg
     except ImportError:  # pragma: no cover (the test environment has the extra)
@@ -256,6 +264,9 @@ def connect(dsn: str, schema: str, name: str) -> psycopg.Connection[Any]:
         raise JournalError(f"{name}: cannot connect: {_first_line(exc)}") from exc
     try:
         connection.execute(f"SET search_path TO {schema}")
+        if idle_in_transaction is not None:
+            milliseconds = max(1, round(idle_in_transaction * 1000))
+            connection.execute(f"SET idle_in_transaction_session_timeout = {milliseconds:d}")
     except psycopg.Error as exc:
         connection.close()
         raise database_error(name, exc, "connect") from exc

@@ -238,7 +238,7 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
     def _open_sync(self) -> tuple[psycopg.Connection[Any], Recovery]:
         import psycopg
 
-        connection = connect(self.dsn, self.schema, self.name)
+        connection = self._connect()
         try:
             ensure_schema(connection, self.schema, self.name)
             if self.fleet:
@@ -400,8 +400,9 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
                 with connection.transaction():
                     self._fence(connection)
                     if self._orphans:  # a claim may have committed unseen: give it back
-                        connection.execute(
-                            "UPDATE keys SET owner = NULL WHERE owner = %s AND NOT key = ANY(%s)",
+                        members.unown(
+                            connection,
+                            "owner = %s AND NOT key = ANY(%s)",
                             (self._process, list(self._held)),
                         )
                         self._orphans = False
@@ -462,6 +463,18 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             raise LeaseLost(self.name)
         self._renewed = started
 
+    def _connect(self) -> psycopg.Connection[Any]:
+        """The journal thread's connection.  A member's may not sit idle inside a transaction
+        for half its lease: one stalled there would hold rows the fleet needs (the keys it locked,
+        its own heartbeat's, which a claim's reap waits for) until the server ended it, and the
+        members waiting for them would stall past their own heartbeats."""
+        return connect(
+            self.dsn,
+            self.schema,
+            self.name,
+            idle_in_transaction=self.lease_ttl / 2 if self.fleet else None,
+        )
+
     def _connection(self, connection: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
         """The thread's current connection, or a new one if the server ended it.
 
@@ -471,7 +484,7 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         current = self._worker.connection if self._worker is not None else connection
         if not current.broken:
             return current
-        fresh = connect(self.dsn, self.schema, self.name)  # JournalError if it cannot
+        fresh = self._connect()  # JournalError if it cannot
         if self._worker is not None:  # None while closing
             self._worker.connection = fresh
         current.close()
