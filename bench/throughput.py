@@ -5,6 +5,8 @@
     python bench/throughput.py --against DIR   # also DIR/inturn (another commit's src/)
     python bench/throughput.py --keys 1,100    # only those rows of the sweep
     python bench/throughput.py --shapes 100x20 # only those cells (keys x jobs per key)
+    python bench/throughput.py --batches       # only the batch rows
+    python bench/throughput.py --latency       # only the latency rows
 
 A *shape* is a number of keys and a number of jobs per key.  A run sends
 ``keys x per_key`` jobs round-robin over fresh keys (each key gets its next
@@ -41,6 +43,12 @@ with 100 each), run by inturn with ``batch=100`` (a handler awaiting one
 checkpoint per batch) and with no batch, against the minimal design fed by
 the same producer (1,000 ``send_nowait`` then one checkpoint).
 
+Latency (``--latency``): 20,000 jobs a second offered over 1,000 random keys
+for 3 s, open loop (sent on schedule whatever the backlog), each job's data
+its send time; the handler records send-to-start.  inturn against the minimal
+design, alternated; the percentiles' medians over the repetitions, with the
+share of the wall time the process was on the CPU (headroom is what is left).
+
 Memory: each side runs 100,000 and then one million distinct keys, one job
 each, in a fresh child process, and reports the growth of its peak RSS.
 """
@@ -54,6 +62,7 @@ import json
 import logging
 import math
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -445,6 +454,150 @@ def batch_rows(reps: int) -> None:
             print(f"| {keys:,} x {per_key:,} | {name} | {rate_:,.0f} | {cpu:.2f} / {wall:.2f} |")
 
 
+LATENCY_RATE = 20_000
+"""Jobs offered per second in the latency rows."""
+LATENCY_KEYS = 1_000
+LATENCY_SECONDS = 3.0
+
+
+@attrs.frozen
+class Latencies:
+    """One latency run."""
+
+    from_send: list[float]
+    """Each job's start less the moment its ``send`` was called (seconds)."""
+    from_due: list[float]
+    """Each job's start less the moment it was due to be sent: the producer's lag too."""
+    rate: float
+    """Jobs sent per second (the offer, unless the producer fell behind)."""
+    busy: float
+    """The share of the wall time the process spent on the CPU."""
+
+
+def quantile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+Send: TypeAlias = Callable[[str, list[float]], Awaitable[object]]
+
+
+async def offer(send: Send, seed: int) -> float:
+    """Send `LATENCY_RATE` jobs a second for `LATENCY_SECONDS` to random keys of `LATENCY_KEYS`;
+    the jobs sent per second.
+
+    Each job's data is ``[due, sent]`` (``time.perf_counter`` values): when it
+    was due, and when its send was called.  A job is sent once due, at once if
+    the producer is behind (trio's timers wake at most once a millisecond, so
+    jobs go in bursts of about 20)."""
+    rng = random.Random(seed)
+    start, start_perf = trio.current_time(), time.perf_counter()
+    count = int(LATENCY_RATE * LATENCY_SECONDS)
+    for n in range(count):
+        if trio.current_time() < start + n / LATENCY_RATE:
+            await trio.sleep_until(start + n / LATENCY_RATE)
+        await send(
+            f"k{rng.randrange(LATENCY_KEYS)}", [start_perf + n / LATENCY_RATE, time.perf_counter()]
+        )
+    return count / (time.perf_counter() - start_perf)
+
+
+Side: TypeAlias = Callable[[Callable[[list[float]], None], int], Awaitable[float]]
+
+
+async def minimal_latency(started: Callable[[list[float]], None], seed: int) -> float:
+    """The minimal design under `offer`: its task calls *started* with each job's data."""
+    channels: dict[str, trio.MemorySendChannel[list[float]]] = {}
+
+    async def actor(key: str, receive: trio.MemoryReceiveChannel[list[float]]) -> None:
+        while True:
+            try:
+                data = receive.receive_nowait()
+            except trio.WouldBlock:
+                del channels[key]
+                return
+            started(data)
+            await trio.lowlevel.checkpoint()  # the no-op handler
+
+    async with trio.open_nursery() as nursery:
+
+        async def send(key: str, data: list[float]) -> None:
+            channel = channels.get(key)
+            if channel is None:
+                channel, receive = trio.open_memory_channel[list[float]](math.inf)
+                channels[key] = channel
+                nursery.start_soon(actor, key, receive)
+            channel.send_nowait(data)
+            await trio.lowlevel.checkpoint()
+
+        return await offer(send, seed)
+
+
+def inturn_latency(module: ModuleType) -> Side:
+    async def run(started: Callable[[list[float]], None], seed: int) -> float:
+        async def handler(job: Any) -> None:
+            started(job.payload)
+            await trio.lowlevel.checkpoint()
+
+        async with module.open_supervisor(handler) as sup:
+            rate = await offer(sup.send, seed)
+            await sup.wait_idle()
+        return rate
+
+    return run
+
+
+def latency_run(side: Side, seed: int) -> Latencies:
+    from_send: list[float] = []
+    from_due: list[float] = []
+
+    def started(data: list[float]) -> None:
+        now = time.perf_counter()
+        from_due.append(now - data[0])
+        from_send.append(now - data[1])
+
+    gc.collect()
+    cpu, wall = time.process_time(), time.perf_counter()
+    rate = trio.run(side, started, seed)
+    busy = (time.process_time() - cpu) / (time.perf_counter() - wall)
+    return Latencies(from_send, from_due, rate, busy)
+
+
+def latency_rows(reps: int, against: ModuleType | None) -> None:
+    """Send-to-start percentiles under `offer`'s load, sides alternated, medians over *reps*."""
+    sides: dict[str, Side] = {"minimal": minimal_latency, "inturn": inturn_latency(inturn)}
+    if against is not None:
+        sides["against"] = inturn_latency(against)
+    names = list(sides)
+    runs: dict[str, list[Latencies]] = {name: [] for name in names}
+    for rep in range(reps):
+        for name in names[rep % len(names) :] + names[: rep % len(names)]:
+            runs[name].append(latency_run(sides[name], rep))
+    print(
+        f"\nlatency: {LATENCY_RATE:,} jobs/s offered over {LATENCY_KEYS:,} random keys for"
+        f" {LATENCY_SECONDS:g} s; medians of {reps} repetitions"
+    )
+    print(
+        "| side | sent jobs/s | send to start p50 / p99 / p99.9 µs"
+        " | due to start p50 / p99 µs | CPU busy |"
+    )
+    print("|---|---:|---:|---:|---:|")
+    for name in names:
+
+        def median(figures: list[float]) -> str:
+            return f"{statistics.median(figures) * 1e6:,.0f}"
+
+        sends = " / ".join(
+            median([quantile(run.from_send, q) for run in runs[name]]) for q in (0.5, 0.99, 0.999)
+        )
+        dues = " / ".join(
+            median([quantile(run.from_due, q) for run in runs[name]]) for q in (0.5, 0.99)
+        )
+        rate = statistics.median(run.rate for run in runs[name])
+        busy = statistics.median(run.busy for run in runs[name])
+        print(f"| {name} | {rate:,.0f} | {sends} | {dues} | {busy:.0%} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shapes (smoke test)")
@@ -455,6 +608,7 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="a src/ dir with another inturn to run too")
     parser.add_argument("--sweep-only", action="store_true", help="skip the memory figures")
     parser.add_argument("--batches", action="store_true", help="only the batch rows")
+    parser.add_argument("--latency", action="store_true", help="only the latency rows")
     parser.add_argument(
         "--one", nargs=3, metavar=("SIDE", "KEYS", "PER_KEY"), help="run one side on one shape"
     )
@@ -488,7 +642,7 @@ def main() -> None:
         "pooled": run_pooled,
         "inturn": inturn_side(inturn),
     }
-    if args.against:
+    if args.against and not args.latency:
         sides["against"] = inturn_side(load_inturn(args.against))
         print(f"against: {args.against}")
     if args.one:
@@ -498,6 +652,9 @@ def main() -> None:
 
     if args.batches:
         batch_rows(reps)
+        return
+    if args.latency:
+        latency_rows(reps, load_inturn(args.against) if args.against else None)
         return
     print(f"at least {jobs:,} jobs per run, {reps} repetitions; no-op handler")
     times = sweep(sides, grid, jobs, reps)
@@ -524,6 +681,7 @@ def main() -> None:
     if args.sweep_only:
         return
     batch_rows(reps)
+    latency_rows(reps, None)
 
     # An idle actor lingers idle_timeout seconds, so the peak holds about
     # (jobs/s x idle_timeout) lingering actors whatever the number of keys;

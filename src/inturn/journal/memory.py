@@ -418,10 +418,10 @@ class MemoryJournal:
                 return _NONE
             return None
         if len(changes) != 2:
-            return None
+            return self._write_many(changes, now, wall)
         first, second = changes
         if not isinstance(second, MarkAttempt):
-            return None
+            return self._write_many(changes, now, wall)
         if isinstance(first, Complete) and second.job_id != first.job_id:
             behind = self._jobs.get(second.job_id)
             if behind is None or first.job_id not in self._jobs:
@@ -431,7 +431,74 @@ class MemoryJournal:
         if isinstance(first, Append) and second.job_id == first.job_id:
             self._check_append(first, now)
             return self._mark(self._append(first, now if wall else time.time()), second)
-        return None
+        return self._write_many(changes, now, wall)
+
+    def _write_many(
+        self, changes: Sequence[Change], now: float, wall: bool
+    ) -> Sequence[Change] | None:
+        """`_write_common` for batches of many: sends (`send_many`'s `Append`s with neither a
+        unique key nor a due time, each maybe followed by its start), a batch handler's starts
+        (`MarkAttempt`s of distinct jobs) or its completions (`Complete`s, maybe followed by
+        the start of the job behind).  Checked in one pass, then applied; None, changing
+        nothing, for any other batch."""
+        if not changes:
+            return None
+        superseded: list[Change] = []
+        if isinstance(changes[0], Append):
+            next_id, previous = self._next_id, None
+            for change in changes:
+                if isinstance(change, Append):
+                    if change.unique is not None or change.due_at is not None:
+                        return None
+                    if change.job_id < next_id:
+                        return None
+                    next_id = previous = change.job_id + 1
+                elif isinstance(change, MarkAttempt) and change.job_id + 1 == previous:
+                    previous = None  # one start per send
+                else:
+                    return None
+            accepted_at = now if wall else time.time()
+            row = None
+            for change in changes:
+                if isinstance(change, Append):
+                    row = self._append(change, accepted_at)
+                else:
+                    assert row is not None
+                    assert isinstance(change, MarkAttempt)
+                    superseded.extend(self._mark(row, change))
+            return superseded or _NONE
+        if isinstance(changes[0], MarkAttempt):  # a batch's starts
+            marks = [change for change in changes if isinstance(change, MarkAttempt)]
+            rows = [self._jobs.get(mark.job_id) for mark in marks]
+            distinct = len({mark.job_id for mark in marks}) == len(marks)
+            if len(marks) != len(changes) or None in rows or not distinct:
+                return None
+            for row, mark in zip(rows, marks, strict=True):
+                assert row is not None
+                superseded.extend(self._mark(row, mark))
+            return superseded or _NONE
+        *completes, last = changes
+        finished: set[int] = set()
+        for change in completes:
+            if not isinstance(change, Complete) or change.job_id not in self._jobs:
+                return None
+            finished.add(change.job_id)
+        if len(finished) != len(completes):
+            return None
+        if isinstance(last, Complete):
+            if last.job_id not in self._jobs or last.job_id in finished:
+                return None
+            for job_id in (*finished, last.job_id):
+                self._forget(job_id, now)
+            return _NONE
+        if not isinstance(last, MarkAttempt) or last.job_id in finished:
+            return None
+        behind = self._jobs.get(last.job_id)
+        if behind is None:
+            return None
+        for job_id in finished:
+            self._forget(job_id, now)
+        return self._mark(behind, last)
 
     def _mark(self, row: _Row, mark: MarkAttempt) -> Sequence[Change]:
         """Apply *mark* to *row*: superseded (returned) if it starts an attempt on a halted key."""
