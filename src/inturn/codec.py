@@ -101,6 +101,8 @@ class JSONCodec:
 
     def encode(self, payload: object) -> bytes:
         try:
+            if type(payload) is int:  # the commonest payload, an id: as the encoder writes it
+                return int.__repr__(payload).encode()
             tree = self._to_tree(payload)
             return self._encoder.encode(tree).encode()
         except RecursionError:

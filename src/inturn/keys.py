@@ -31,10 +31,13 @@ def validate_key(key: object, *, what: str = "key") -> str:
         raise InvalidKey(f"{what} must not be empty")
     if "\x00" in key:
         raise InvalidKey(f"{what} must not contain NUL")
-    try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidKey(f"{what} must be valid UTF-8 (it has a lone surrogate)") from None
+    if key.isascii():  # one byte a character, and no surrogate: no need to encode it
+        size = len(key)
+    else:
+        try:
+            size = len(key.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise InvalidKey(f"{what} must be valid UTF-8 (it has a lone surrogate)") from None
     if size > MAX_KEY_BYTES:
         raise InvalidKey(f"{what} must be at most {MAX_KEY_BYTES} bytes in UTF-8, not {size}")
     return key

@@ -186,6 +186,10 @@ class Supervisor:
         first: dict[str, int] = {}  # unique key -> the item that takes it
         items: Iterable[object] = jobs  # checked here: callers may pass anything
         for position, item in enumerate(items):
+            if isinstance(item, tuple) and len(item) == 2:  # no unique key, due at once
+                key, payload = item
+                batch.append((validate_key(key), self._encode(payload), None, None, None))
+                continue
             due: float | None = None
             if isinstance(item, Item):
                 key, payload, unique, unique_for = (
@@ -195,8 +199,6 @@ class Supervisor:
                     item.unique_for,
                 )
                 due = due_time(item.delay, item.at, now)
-            elif isinstance(item, tuple) and len(item) == 2:
-                (key, payload), unique, unique_for = item, None, None
             else:
                 raise TypeError(
                     "send_many takes (key, payload) pairs or inturn.Item values,"
