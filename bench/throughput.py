@@ -44,10 +44,12 @@ checkpoint per batch) and with no batch, against the minimal design fed by
 the same producer (1,000 ``send_nowait`` then one checkpoint).
 
 Latency (``--latency``): 20,000 jobs a second offered over 1,000 random keys
-for 3 s, open loop (sent on schedule whatever the backlog), each job's data
-its send time; the handler records send-to-start.  inturn against the minimal
-design, alternated; the percentiles' medians over the repetitions, with the
-share of the wall time the process was on the CPU (headroom is what is left).
+for 3 s, each job sent once due (at once when the producer is behind), its
+data when it was due and when its send was called; the handler records both
+delays to its start.  inturn against the minimal design, alternated; the
+percentiles' medians over the repetitions, with the rate the producer reached
+and the share of the wall time the process was on the CPU (headroom is what
+is left).
 
 Memory: each side runs 100,000 and then one million distinct keys, one job
 each, in a fresh child process, and reports the growth of its peak RSS.
@@ -479,6 +481,11 @@ def quantile(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def microseconds(figures: list[float]) -> str:
+    """The median of *figures* (seconds), in microseconds."""
+    return f"{statistics.median(figures) * 1e6:,.0f}"
+
+
 Send: TypeAlias = Callable[[str, list[float]], Awaitable[object]]
 
 
@@ -583,15 +590,12 @@ def latency_rows(reps: int, against: ModuleType | None) -> None:
     )
     print("|---|---:|---:|---:|---:|")
     for name in names:
-
-        def median(figures: list[float]) -> str:
-            return f"{statistics.median(figures) * 1e6:,.0f}"
-
         sends = " / ".join(
-            median([quantile(run.from_send, q) for run in runs[name]]) for q in (0.5, 0.99, 0.999)
+            microseconds([quantile(run.from_send, q) for run in runs[name]])
+            for q in (0.5, 0.99, 0.999)
         )
         dues = " / ".join(
-            median([quantile(run.from_due, q) for run in runs[name]]) for q in (0.5, 0.99)
+            microseconds([quantile(run.from_due, q) for run in runs[name]]) for q in (0.5, 0.99)
         )
         rate = statistics.median(run.rate for run in runs[name])
         busy = statistics.median(run.busy for run in runs[name])

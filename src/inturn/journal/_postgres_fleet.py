@@ -186,9 +186,9 @@ def reap(connection: psycopg.Connection[Any]) -> None:
     and every transaction of a member begins by locking its own row
     (`_fence`), so the member can commit nothing more once its row is ours,
     and nothing of its is released before its last transaction ended.  The
-    server ends a transaction stalled that long (``idle_in_transaction``),
-    so the next claim reaps it.  Waiting on the row instead would stall this
-    member's own heartbeat behind a stalled one's.
+    server ends a member's transaction idle for half its TTL (the journal's
+    ``_connect``), so a later claim reaps it.  Waiting on the row instead
+    would stall this member's own heartbeat behind a stalled one's.
     """
     dead = [
         row[0]
