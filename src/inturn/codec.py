@@ -119,6 +119,8 @@ class JSONCodec:
     def decode(self, data: bytes) -> object:
         # Each message says where and why, never what: the bytes are the payload.
         try:
+            if data.isdigit() and (data[0] != 0x30 or len(data) == 1):  # "0" leads no JSON int
+                return int(data)  # the commonest payload, an id, as `encode` writes it
             return self._decoder.decode(data.decode())
         except DecodeError:
             raise

@@ -584,3 +584,17 @@ def test_an_int_payload_is_written_as_json_writes_it(value: int) -> None:
     """Ints take a short way past the tree walk: the same bytes as the JSON encoder's (bools too)."""
     assert CODEC.encode(value) == json.dumps(value).encode()
     assert CODEC.decode(CODEC.encode(value)) == value
+
+
+@given(st.from_regex(rb"\A[0-9]{1,30}\Z") | st.binary(max_size=8))
+def test_digits_decode_as_json_reads_them(data: bytes) -> None:
+    """Ints take a short way in: what JSON reads as an int decodes to it, the rest (a leading
+    zero, say) is a DecodeError exactly when JSON refuses it."""
+    try:
+        expected = json.loads(data.decode())  # UTF-8, as the codec reads (loads guesses)
+    except ValueError:
+        with pytest.raises(inturn.DecodeError):
+            CODEC.decode(data)
+    else:
+        if isinstance(expected, int):
+            assert CODEC.decode(data) == expected
