@@ -7,9 +7,10 @@ completions, and these must decide exactly as one statement per change does.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -22,6 +23,24 @@ from inturn.journal import Append, Complete, Halt, MarkAttempt
 from inturn.journal.records import FleetChange, Release
 
 from .test_members import member
+
+
+@contextlib.asynccontextmanager
+async def two_members(
+    dsn: str, schema: str, **options: object
+) -> AsyncIterator[tuple[inturn.PostgresJournal, inturn.PostgresJournal]]:
+    """Two member journals on one schema, open, closed again however the test ends."""
+    first = member(dsn, schema, **options)
+    await first.open()
+    try:
+        second = member(dsn, schema, **options)
+        await second.open()
+        try:
+            yield first, second
+        finally:
+            await second.aclose()
+    finally:
+        await first.aclose()
 
 
 async def busy(journal: inturn.PostgresJournal, seconds: float) -> None:
@@ -95,10 +114,7 @@ async def test_a_member_cannot_change_a_job_of_a_key_it_does_not_own(
     pg_dsn: str, pg_schema: str
 ) -> None:
     """Another member's key: a start or a completion is refused with LeaseLost, and nothing changes."""
-    owner, other = member(pg_dsn, pg_schema), member(pg_dsn, pg_schema)
-    await owner.open()
-    await other.open()
-    try:
+    async with two_members(pg_dsn, pg_schema) as (owner, other):
         [job] = await owner.ids(1)
         await owner.write([Append(job_id=job, key="k", data=b"")])
         [claim], _ = await owner.claim(10)
@@ -109,9 +125,6 @@ async def test_a_member_cannot_change_a_job_of_a_key_it_does_not_own(
         assert info is not None
         assert (info.state, info.attempts) == ("queued", 0)
         assert claim.epoch > 0
-    finally:
-        await owner.aclose()
-        await other.aclose()
 
 
 async def test_a_batch_refused_in_a_group_is_refused_alone(pg_dsn: str, pg_schema: str) -> None:
@@ -181,9 +194,6 @@ async def test_a_member_stalled_inside_a_transaction_holds_rows_for_half_its_ttl
     """A stalls just before COMMIT of an Append to k (k's row locked) for longer than half its
     TTL: the server ends its session, so B's Append to k goes through while A still sleeps.  A
     wakes within its TTL, learns its transaction did not commit, and commits it again."""
-    a, b = member(pg_dsn, pg_schema, lease_ttl=3.0), member(pg_dsn, pg_schema, lease_ttl=3.0)
-    await a.open()
-    await b.open()
     stalled, woke = threading.Event(), threading.Event()
 
     def stall(stage: str) -> None:
@@ -192,7 +202,7 @@ async def test_a_member_stalled_inside_a_transaction_holds_rows_for_half_its_ttl
             time.sleep(2.2)  # past half the TTL, within it
             woke.set()
 
-    try:
+    async with two_members(pg_dsn, pg_schema, lease_ttl=3.0) as (a, b):
         warm, job_a, after = await a.ids(3)
         [job_b] = await b.ids(1)
         await a.write([Append(job_id=warm, key="warm", data=b"")])  # a fresh heartbeat
@@ -204,9 +214,6 @@ async def test_a_member_stalled_inside_a_transaction_holds_rows_for_half_its_ttl
             assert not woke.is_set(), "B waited for A to wake"
         assert [job.id for job in await b.jobs("k")] == [job_b, job_a]  # places in commit order
         await a.write([Append(job_id=after, key="after", data=b"")])  # A's lease held
-    finally:
-        await a.aclose()
-        await b.aclose()
 
 
 async def test_a_claim_passes_by_a_dead_member_whose_transaction_is_in_flight(
@@ -215,10 +222,7 @@ async def test_a_claim_passes_by_a_dead_member_whose_transaction_is_in_flight(
     """A member's heartbeat ran out while a transaction of its holds its row: a claim neither
     waits for it nor takes its keys (that transaction may still commit); once it ended, the next
     claim does."""
-    a, b = member(pg_dsn, pg_schema), member(pg_dsn, pg_schema)
-    await a.open()
-    await b.open()
-    try:
+    async with two_members(pg_dsn, pg_schema) as (a, b):
         [job] = await a.ids(1)
         await a.write([Append(job_id=job, key="k", data=b"")])
         [claim], _ = await a.claim(10)
@@ -237,6 +241,3 @@ async def test_a_claim_passes_by_a_dead_member_whose_transaction_is_in_flight(
         assert claim.key == "k"
         with pytest.raises(inturn.LeaseLost):
             await a.write([Complete(job)])
-    finally:
-        await a.aclose()
-        await b.aclose()
