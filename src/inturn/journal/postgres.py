@@ -482,7 +482,7 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         had; while the journal is open, the thread's own is the current one.
         """
         current = self._worker.connection if self._worker is not None else connection
-        if not current.broken:
+        if not current.closed:  # broken, or closed under it: either way unusable
             return current
         fresh = self._connect()  # JournalError if it cannot
         if self._worker is not None:  # None while closing
@@ -679,7 +679,7 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             refuse(group, exc)
             return True
         except psycopg.Error as exc:
-            if connection.broken and not last:
+            if connection.closed and not last:
                 return False
             _rollback(connection)
             if _transient(exc) and not last:
