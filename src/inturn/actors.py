@@ -40,7 +40,10 @@ halted) comes back from ``write``, and the actor lets the job go
 (``Core.superseded``) or takes the start back instead of failing.
 
 Fairness: the memory journal does not yield, so an actor with a backlog
-yields once per job itself; one that waited for work has yielded already.
+yields after a job itself, unless the job yielded: `Runtime.turns` moved
+while it ran (another task accepted a job or started one, which it can
+only do while this one is suspended).  One that waited for work has
+yielded already.
 
 The journal is written *before* the core is told, so a failed write leaves
 the job unfinished in both: the actor crashes, `Runtime` restarts it (the job
@@ -142,6 +145,8 @@ class Runtime:
     actors: dict[Lane, Actor] = attrs.field(factory=dict)
     waiters: dict[int, Waiter] = attrs.field(factory=dict)
     running: int = 0
+    turns: int = 0
+    """Jobs accepted and jobs started, counted: if it moved while a job ran, the job yielded."""
     closed: bool = False
     escalated: BaseException | None = None
     fleet: Fleet | None = None
@@ -180,6 +185,7 @@ class Runtime:
 
     def committed(self, entry: Entry) -> None:
         """*entry* is durable: start an actor for its lane, or wake the one there."""
+        self.turns += 1
         if self.core.commit(entry):
             self.spawn(entry.lane)
         else:
@@ -621,11 +627,12 @@ class Actor:
                     if entry is not None:
                         if not yielded:  # however fast the handler, let other tasks run
                             await trio.lowlevel.cancel_shielded_checkpoint()
+                        runtime.turns = turn = runtime.turns + 1
                         if runtime.batch is None:
                             await self._attempt(entry)
                         else:
                             await self._attempt_batch(entry)
-                        yielded = False
+                        yielded = runtime.turns != turn  # another task's turn came meanwhile
                         if core.ready:  # others wait for a slot: take turns
                             runtime.start_holding(core.pass_slot(self.lane))
                         continue
@@ -923,12 +930,16 @@ class Actor:
             return
         head = batch[0]
         successor = core.successor(head, len(batch)) if then_start else None
-        changes: list[Change] = [Complete(entry.id) for entry in batch]
+        changes: list[Change] = []
+        uniques = False
+        for entry in batch:
+            changes.append(Complete(entry.id))
+            uniques = uniques or entry.unique is not None
         if successor is not None:
             changes.append(MarkAttempt(successor.id, successor.attempt))
         # The journal's clock (None) is cheaper to read; a unique key's window
         # passes in the time the handlers see.
-        now = runtime.unix_now() if any(entry.unique is not None for entry in batch) else None
+        now = runtime.unix_now() if uniques else None
         if (
             runtime.fleet is not None
             and then_start

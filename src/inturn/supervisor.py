@@ -954,9 +954,11 @@ class Supervisor:
         entries: once journaled, the journal keeps them).
         """
         runtime = self._runtime
+        core = runtime.core
         changes: list[Change] = []
         firsts: list[Change] = []  # each entry's own change
         starting: list[tuple[Entry, MarkAttempt]] = []
+        uniques = requeue_of is not None
         for position, entry in enumerate(entries):
             first: Change
             if due:
@@ -971,19 +973,17 @@ class Supervisor:
                 )
             else:
                 first = Requeue(requeue_of, entry.id)
+            if entry.unique is not None:
+                uniques = True
             changes.append(first)
             firsts.append(first)
-            if runtime.core.starts_next(entry):  # its start goes in the same write
+            if core.starts_next(entry):  # its start goes in the same write
                 mark = MarkAttempt(entry.id, entry.attempt)
                 changes.append(mark)
                 starting.append((entry, mark))
         if later:  # ids rise through a batch: each job's changes in id order (sort is stable)
             changes = sorted([*changes, *later], key=_job_of)
-        uniques = (
-            requeue_of is not None
-            or any(entry.unique is not None for entry in entries)
-            or any(append.unique is not None for append in later)
-        )
+            uniques = uniques or any(append.unique is not None for append in later)
         now = runtime.unix_now() if uniques else None  # else the journal's clock: cheaper
         try:
             superseded = await runtime.journal.write(changes, now=now)
@@ -1016,18 +1016,20 @@ class Supervisor:
         give_back: list[Entry] = []
         for entry, mark in starting:
             # a key halted meanwhile starts nothing: its mark goes back, and its slot
-            returned, free = runtime.core.early_start_answered(entry, marked=mark not in superseded)
-            runtime.start_holding(free)
+            returned, free = core.early_start_answered(entry, marked=mark not in superseded)
+            if free is not None:
+                runtime.start_holding(free)
             if returned:
                 give_back.append(entry)
+        log = runtime.log
         for entry, first in zip(entries, firsts, strict=True):
             if due:
-                runtime.core.unschedule()  # due: in its lane now, or finished by another writer
-            if due and first in superseded:
-                runtime.start_holding(runtime.core.retract(entry))
-                continue
+                core.unschedule()  # due: in its lane now, or finished by another writer
+                if first in superseded:
+                    runtime.start_holding(core.retract(entry))
+                    continue
             runtime.committed(entry)
-            runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
+            log.debug("job.accepted", key=entry.key, job_id=entry.id)
         if give_back:
             await runtime.give_back(give_back)
         return True

@@ -1,0 +1,64 @@
+"""Fairness: an actor with a backlog lets other tasks run between its jobs.
+
+The memory journal never yields, so a handler that never yields either
+would hold the run for a whole backlog: the actor yields after such a job
+itself.  A job that yielded (another task accepted or started a job while it
+ran) needs no second schedule point.
+"""
+
+from __future__ import annotations
+
+import trio
+
+import inturn
+
+JOBS = 50
+
+
+async def count_steps(steps: list[int]) -> None:
+    """Count this task's steps, one per schedule point, forever."""
+    while True:
+        steps[0] += 1
+        await trio.lowlevel.checkpoint()
+
+
+async def test_a_handler_that_never_yields_still_lets_other_tasks_run_between_jobs() -> None:
+    steps = [0]
+    seen: list[int] = []
+
+    async def handler(job: inturn.Job) -> None:
+        seen.append(steps[0])  # no checkpoint
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(count_steps, steps)
+        async with inturn.open_supervisor(handler) as sup:
+            await sup.send_many([("k", n) for n in range(JOBS)])
+            await sup.wait_idle()
+        nursery.cancel_scope.cancel()
+
+    # Each scheduler batch runs every runnable task once, in either order:
+    # a task that ran between two jobs may look as if it ran before both.
+    assert len(seen) == JOBS
+    assert all(seen[n + 2] > seen[n] for n in range(JOBS - 2))
+
+
+async def test_a_job_that_yielded_is_not_followed_by_a_second_schedule_point() -> None:
+    """Two keys' backlogs, each handler awaiting one checkpoint: about one scheduler
+    batch per job of each key (a second yield per job would make it two)."""
+    steps = [0]
+    order: list[tuple[str, object]] = []
+
+    async def handler(job: inturn.Job) -> None:
+        order.append((job.key or "", job.payload))
+        await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        async with inturn.open_supervisor(handler) as sup:
+            await sup.send_many([(key, n) for n in range(JOBS) for key in ("a", "b")])
+            nursery.start_soon(count_steps, steps)
+            await sup.wait_idle()
+        nursery.cancel_scope.cancel()
+
+    assert [n for key, n in order if key == "a"] == list(range(JOBS))
+    assert [n for key, n in order if key == "b"] == list(range(JOBS))
+    assert steps[0] < 1.5 * JOBS
