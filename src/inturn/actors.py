@@ -40,10 +40,9 @@ halted) comes back from ``write``, and the actor lets the job go
 (``Core.superseded``) or takes the start back instead of failing.
 
 Fairness: the memory journal does not yield, so an actor with a backlog
-yields after a job itself, unless the job yielded: `Runtime.turns` moved
-while it ran (another task accepted a job or started one, which it can
-only do while this one is suspended).  One that waited for work has
-yielded already.
+yields after a job itself, unless the job yielded (trio counted a schedule
+point of its task while it ran).  One that waited for work has yielded
+already.
 
 The journal is written *before* the core is told, so a failed write leaves
 the job unfinished in both: the actor crashes, `Runtime` restarts it (the job
@@ -106,6 +105,15 @@ def describe(error: BaseException) -> str:
     return text
 
 
+def counts_schedule_points(task: trio.lowlevel.Task) -> bool:
+    """Whether trio counts *task*'s schedule points, as ``task._schedule_points``.
+
+    It does for `trio.testing.assert_checkpoints`; an actor reads it to tell
+    whether a job yielded.  A trio without it costs a schedule point per job.
+    """
+    return hasattr(task, "_schedule_points")
+
+
 @attrs.frozen
 class Completed:
     """*entry*'s handler returned *result*."""
@@ -145,8 +153,6 @@ class Runtime:
     actors: dict[Lane, Actor] = attrs.field(factory=dict)
     waiters: dict[int, Waiter] = attrs.field(factory=dict)
     running: int = 0
-    turns: int = 0
-    """Jobs accepted and jobs started, counted: if it moved while a job ran, the job yielded."""
     closed: bool = False
     escalated: BaseException | None = None
     fleet: Fleet | None = None
@@ -185,7 +191,6 @@ class Runtime:
 
     def committed(self, entry: Entry) -> None:
         """*entry* is durable: start an actor for its lane, or wake the one there."""
-        self.turns += 1
         if self.core.commit(entry):
             self.spawn(entry.lane)
         else:
@@ -609,6 +614,8 @@ class Actor:
         linger = self.runtime.idle_timeout if isinstance(self.lane, str) and not fleet else 0.0
         yielded = True  # a schedule point since the last job: spawned, or woken
         runtime = self.runtime
+        task = trio.lowlevel.current_task()
+        counted = counts_schedule_points(task)  # else every job is followed by one
         # The loop is written out here, not in a helper coroutine: one more
         # frame on every resume of the task cost 3-5% of a no-op job.
         while True:  # a fresh scope after each operator's cancel
@@ -627,12 +634,12 @@ class Actor:
                     if entry is not None:
                         if not yielded:  # however fast the handler, let other tasks run
                             await trio.lowlevel.cancel_shielded_checkpoint()
-                        runtime.turns = turn = runtime.turns + 1
+                        points = task._schedule_points if counted else 0
                         if runtime.batch is None:
                             await self._attempt(entry)
                         else:
                             await self._attempt_batch(entry)
-                        yielded = runtime.turns != turn  # another task's turn came meanwhile
+                        yielded = counted and task._schedule_points != points
                         if core.ready:  # others wait for a slot: take turns
                             runtime.start_holding(core.pass_slot(self.lane))
                         continue

@@ -2,15 +2,17 @@
 
 The memory journal never yields, so a handler that never yields either
 would hold the run for a whole backlog: the actor yields after such a job
-itself.  A job that yielded (another task accepted or started a job while it
-ran) needs no second schedule point.
+itself.  A job that yielded (trio counted a schedule point of the actor's
+task while it ran) needs no second schedule point.
 """
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 import inturn
+import inturn.actors
 
 JOBS = 50
 
@@ -22,7 +24,17 @@ async def count_steps(steps: list[int]) -> None:
         await trio.lowlevel.checkpoint()
 
 
-async def test_a_handler_that_never_yields_still_lets_other_tasks_run_between_jobs() -> None:
+@pytest.fixture(params=["counted", "not counted"])
+def schedule_points(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """As with this trio; and as with one that does not count a task's schedule points."""
+    if request.param == "not counted":
+        monkeypatch.setattr(inturn.actors, "counts_schedule_points", lambda task: False)
+    return str(request.param)
+
+
+async def test_a_handler_that_never_yields_still_lets_other_tasks_run_between_jobs(
+    schedule_points: str,
+) -> None:
     steps = [0]
     seen: list[int] = []
 
@@ -62,3 +74,22 @@ async def test_a_job_that_yielded_is_not_followed_by_a_second_schedule_point() -
     assert [n for key, n in order if key == "a"] == list(range(JOBS))
     assert [n for key, n in order if key == "b"] == list(range(JOBS))
     assert steps[0] < 1.5 * JOBS
+
+
+async def test_without_trio_s_count_every_job_is_followed_by_a_schedule_point(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(inturn.actors, "counts_schedule_points", lambda task: False)
+    steps = [0]
+
+    async def handler(job: inturn.Job) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        async with inturn.open_supervisor(handler) as sup:
+            await sup.send_many([("a", n) for n in range(JOBS)])
+            nursery.start_soon(count_steps, steps)
+            await sup.wait_idle()
+        nursery.cancel_scope.cancel()
+
+    assert steps[0] >= 2 * JOBS - 2
