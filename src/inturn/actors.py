@@ -471,10 +471,28 @@ class Worker:
     _token: int = 0
 
     async def run(self, actor: Actor | None) -> None:
+        """Serve *actor*, then the actors handed over or given to the task.
+
+        In one cancel scope for all of them, not one each (a scope costs
+        about as much as a checkpoint), until an operator cancels it through
+        the actor it serves (`Actor.interruptible`): that actor goes on in a
+        fresh scope.  A cancel that lands as its actor ends, meant for it, is
+        left behind with the scope before another actor runs.
+        """
         try:
             while actor is not None:
-                await self.runtime.supervise(actor)
-                actor = actor.handed_over() or await self._wait_for_actor()
+                with trio.CancelScope() as scope:
+                    while actor is not None:
+                        actor.interruptible = scope
+                        await self.runtime.supervise(actor)
+                        actor.interruptible = None
+                        actor = actor.handed_over()
+                        if scope.cancel_called:
+                            break
+                        if actor is None:
+                            actor = await self._wait_for_actor()
+                if actor is None and scope.cancel_called:
+                    actor = await self._wait_for_actor()
         finally:
             self.runtime.workers -= 1
 
@@ -532,7 +550,7 @@ class Actor:
     runtime: Runtime
     lane: Lane
     interruptible: trio.CancelScope | None = attrs.field(default=None, init=False)
-    """Around everything the task does (see `run`)."""
+    """Around everything the actor does while it has a task (its `Worker`'s scope)."""
     backing_off: bool = attrs.field(default=False, init=False)
     """Sleeping until its head's next attempt."""
     _parked: trio.lowlevel.Task | None = attrs.field(default=None, init=False)
@@ -600,12 +618,11 @@ class Actor:
             trio.lowlevel.reschedule(task)
 
     async def run(self) -> None:
-        """Serve the lane until the core lets the actor retire.
+        """Serve the lane until the core lets the actor retire, in `interruptible`.
 
-        One cancel scope per task, not per job (a scope costs as much as a
-        checkpoint): an operator cancels it to cut a running attempt short
-        (`Supervisor.skip`) or a backoff (`Supervisor.retry_now`), and the
-        actor goes on in a fresh one.
+        An operator cancels that scope to cut a running attempt short
+        (`Supervisor.skip`) or a backoff (`Supervisor.retry_now`); the
+        `Worker` then runs the actor again in a fresh one.
         """
         core = self.runtime.core
         fleet = self.runtime.fleet
@@ -618,57 +635,53 @@ class Actor:
         counted = counts_schedule_points(task)  # else every job is followed by one
         # The loop is written out here, not in a helper coroutine: one more
         # frame on every resume of the task cost 3-5% of a no-op job.
-        while True:  # a fresh scope after each operator's cancel
-            with trio.CancelScope() as self.interruptible:
-                while True:
-                    if not core.take_slot(self.lane):
-                        del runtime.actors[self.lane]
-                        runtime.log.debug("actor.queued", key=self.key)
-                        return  # a worker serves the lane when a slot frees
-                    page = core.page(self.lane)
-                    if page is not None:
-                        core.paged(
-                            page, await runtime.journal.load(page.key, page.after, page.limit)
-                        )
-                    entry = core.start(self.lane)
-                    if entry is not None:
-                        if not yielded:  # however fast the handler, let other tasks run
-                            await trio.lowlevel.cancel_shielded_checkpoint()
-                        points = task._schedule_points if counted else 0
-                        if runtime.batch is None:
-                            await self._attempt(entry)
-                        else:
-                            await self._attempt_batch(entry)
-                        yielded = counted and task._schedule_points != points
-                        if core.ready:  # others wait for a slot: take turns
-                            runtime.start_holding(core.pass_slot(self.lane))
-                        continue
-                    overtaken = core.take_back_mark(self.lane)  # before the slot goes
-                    runtime.give_slot(self.lane)
-                    if overtaken is not None:
-                        await runtime.give_back([overtaken])
-                    if not core.is_halted(self.lane) and linger > 0:
-                        woken = await self._wait(linger)
-                        if woken is None:
-                            return  # its task went to another lane: it lingers without one
-                        yielded = True
-                        if woken:
-                            continue
-                    if fleet is not None and isinstance(self.lane, str) and not core.stopping:
-                        if await fleet.let_go(self.lane):  # the journal released the key
-                            runtime.exited(self)
-                            return
-                        yielded = True
-                        continue  # jobs came meanwhile: page them in
-                    if core.try_retire(self.lane):
-                        runtime.exited(self)
-                        if fleet is not None:
-                            fleet.retired()  # a keyless job's lane
-                        return
-                    if not core.has_work(self.lane):
-                        self.linger()  # the head is still being journaled: its send wakes us
-                        return
-                    yielded = True  # a send landed meanwhile: serve it
+        while True:
+            if not core.take_slot(self.lane):
+                del runtime.actors[self.lane]
+                runtime.log.debug("actor.queued", key=self.key)
+                return  # a worker serves the lane when a slot frees
+            page = core.page(self.lane)
+            if page is not None:
+                core.paged(page, await runtime.journal.load(page.key, page.after, page.limit))
+            entry = core.start(self.lane)
+            if entry is not None:
+                if not yielded:  # however fast the handler, let other tasks run
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                points = task._schedule_points if counted else 0
+                if runtime.batch is None:
+                    await self._attempt(entry)
+                else:
+                    await self._attempt_batch(entry)
+                yielded = counted and task._schedule_points != points
+                if core.ready:  # others wait for a slot: take turns
+                    runtime.start_holding(core.pass_slot(self.lane))
+                continue
+            overtaken = core.take_back_mark(self.lane)  # before the slot goes
+            runtime.give_slot(self.lane)
+            if overtaken is not None:
+                await runtime.give_back([overtaken])
+            if not core.is_halted(self.lane) and linger > 0:
+                woken = await self._wait(linger)
+                if woken is None:
+                    return  # its task went to another lane: it lingers without one
+                yielded = True
+                if woken:
+                    continue
+            if fleet is not None and isinstance(self.lane, str) and not core.stopping:
+                if await fleet.let_go(self.lane):  # the journal released the key
+                    runtime.exited(self)
+                    return
+                yielded = True
+                continue  # jobs came meanwhile: page them in
+            if core.try_retire(self.lane):
+                runtime.exited(self)
+                if fleet is not None:
+                    fleet.retired()  # a keyless job's lane
+                return
+            if not core.has_work(self.lane):
+                self.linger()  # the head is still being journaled: its send wakes us
+                return
+            yielded = True  # a send landed meanwhile: serve it
 
     @trio.lowlevel.enable_ki_protection
     async def _wait(self, seconds: float) -> bool | None:

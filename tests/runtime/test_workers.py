@@ -113,3 +113,32 @@ async def test_many_keys_seen_once_keep_the_tasks_within_the_budget(
         await trio.testing.wait_all_tasks_blocked()
         assert sup.stats().actors == 3 * inturn.actors.LINGERING_TASKS
         assert worker_tasks() <= inturn.actors.LINGERING_TASKS
+
+
+async def test_an_operator_s_cancel_cuts_short_only_the_attempt_it_names(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    """One worker task serves the keys in turn: a skip cancels its scope for the attempt it
+    names, and the task goes on to run the other key's job, and that key's next, whole."""
+    monkeypatch.setattr(inturn.actors, "LINGERING_TASKS", 1)
+    ran: list[object] = []
+
+    async def handler(job: inturn.Job) -> None:
+        if job.payload == "hang":
+            await trio.sleep_forever()
+        await trio.sleep(0.1)  # a cancel left over would cut this short
+        ran.append(job.payload)
+
+    async with inturn.open_supervisor(handler, idle_timeout=IDLE) as sup:
+        hang = await sup.send("a", "hang")
+        await trio.testing.wait_all_tasks_blocked()
+        await sup.skip(hang)
+        for key, payload in [("b", "b1"), ("a", "a2"), ("b", "b2")]:
+            await trio.testing.wait_all_tasks_blocked()  # the other key lingers
+            await sup.send(key, payload)  # and this one takes its task
+            await sup.wait_idle()
+            assert worker_tasks() == 1
+        assert sup.stats().completed == 3
+        assert sup.stats().discarded == 1
+
+    assert ran == ["b1", "a2", "b2"]
