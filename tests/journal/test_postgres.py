@@ -246,6 +246,27 @@ async def test_a_lost_connection_is_replaced_under_the_same_lease(
     assert recovery.backlog["k"].count == 1
 
 
+async def test_a_connection_closed_after_a_failed_rollback_is_replaced(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """A ROLLBACK that fails closes the connection (`_rollback`): closed, but not *broken* in
+    psycopg's terms (that happens when the server ends a session with a FATAL error that
+    psycopg reads before it sees the socket close).  The next write replaces it."""
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await journal.open()
+    try:
+        await journal.write([Append(job_id=1, key="k", data=b"before")])
+        assert journal._worker is not None
+        connection = journal._worker.connection
+        connection.close()
+        assert connection.closed
+        assert not connection.broken
+        await journal.write([Append(job_id=2, key="k", data=b"after")])
+        assert [job.data for job in await journal.load("k", 0, 10)] == [b"before", b"after"]
+    finally:
+        await journal.aclose()
+
+
 async def test_a_connection_lost_during_commit_is_settled_by_the_token(
     pg_dsn: str, pg_schema: str
 ) -> None:
