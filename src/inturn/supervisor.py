@@ -1017,8 +1017,7 @@ class Supervisor:
         for entry, mark in starting:
             # a key halted meanwhile starts nothing: its mark goes back, and its slot
             returned, free = core.early_start_answered(entry, marked=mark not in superseded)
-            if free is not None:
-                runtime.start_holding(free)
+            runtime.start_holding(free)
             if returned:
                 give_back.append(entry)
         log = runtime.log
