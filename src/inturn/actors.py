@@ -67,6 +67,7 @@ import trio
 
 from ._schedule import Schedule
 from ._steps import StepLog
+from ._tasks import start_task
 from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
 from .errors import BatchError, DecodeError, JournalError, LeaseLost, PermanentError
@@ -185,7 +186,7 @@ class Runtime:
     def start(self, nursery: trio.Nursery, lanes: list[Lane]) -> None:
         """Run in *nursery*: the idle reaper, and an actor for each of *lanes*."""
         self.nursery = nursery
-        nursery.start_soon(self.reaper.run, name="inturn.idle_reaper")
+        start_task(nursery, self.reaper.run, name="inturn.idle_reaper")
         for lane in lanes:
             self.spawn(lane)
 
@@ -232,7 +233,7 @@ class Runtime:
         assert self.nursery is not None
         self.workers += 1
         # A constant name: trio would otherwise format one per task.
-        self.nursery.start_soon(Worker(self).run, actor, name="inturn.actor")
+        start_task(self.nursery, Worker(self).run, actor, name="inturn.actor")
 
     def retire(self, actor: Actor) -> None:
         """*actor*'s linger ran out with no task attached: its lane retires, or runs again."""

@@ -57,6 +57,7 @@ from ._fixes import (
     skip_check,
 )
 from ._schedule import PAGE, due_time
+from ._tasks import start_task
 from .actors import BatchHandler, Handler, Runtime, Waiter, describe
 from .codec import Codec, JSONCodec
 from .core import Core, Entry, Lane
@@ -763,7 +764,7 @@ class Supervisor:
                 await trio.sleep(1.0)
                 continue
             for command in commands:
-                runtime.nursery.start_soon(self._answer, command, name="inturn.command")
+                start_task(runtime.nursery, self._answer, command, name="inturn.command")
 
     async def _answer(self, command: Command) -> None:
         runtime = self._runtime
@@ -1212,12 +1213,12 @@ async def open_supervisor(
                         # Its starts marked in the claim, unless a slot could keep one waiting.
                         mark_below=retry.max_attempts if max_concurrency is None else None,
                     )
-                    nursery.start_soon(runtime.fleet.run, name="inturn.fleet")
+                    start_task(nursery, runtime.fleet.run, name="inturn.fleet")
                 runtime.start(nursery, lanes)
                 supervisor = Supervisor(runtime)
                 if runtime.fleet is None and callable(getattr(journal, "commands", None)):
-                    nursery.start_soon(supervisor.serve_commands, name="inturn.commands")
-                nursery.start_soon(supervisor.run_schedule, name="inturn.schedule")
+                    start_task(nursery, supervisor.serve_commands, name="inturn.commands")
+                start_task(nursery, supervisor.run_schedule, name="inturn.schedule")
                 yield supervisor
                 await runtime.wait_idle()
                 runtime.close()

@@ -12,6 +12,12 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
+
+import trio
+
+import inturn
+from inturn._tasks import start_task
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = 150
@@ -51,3 +57,36 @@ def test_a_sigint_between_queueing_a_write_and_parking_is_a_keyboard_interrupt(
         check=False,
     )
     assert done.stdout == "KeyboardInterrupt\n", (done.stdout, done.stderr)
+
+
+class RecordingNursery:
+    """Stands in for a nursery: records whether Ctrl-C could land inside ``start_soon``."""
+
+    def __init__(self) -> None:
+        self.protected: list[bool] = []
+
+    def start_soon(self, fn: object, *args: object, name: object = None) -> None:
+        self.protected.append(trio.lowlevel.currently_ki_protected())
+
+
+async def test_tasks_start_where_a_ctrl_c_cannot_land() -> None:
+    """trio's start_soon is not protected: a KeyboardInterrupt between registering a task and
+    counting it in its nursery crashed the run at its end (TrioInternalError, "coroutine
+    'Worker.run' was never awaited", in the test above).  start_task is protected."""
+    nursery = RecordingNursery()
+    nursery.start_soon(trio.sleep, 0)  # the bare call, as a test's own code makes it
+    start_task(cast(trio.Nursery, nursery), trio.sleep, 0, name="task")
+    assert nursery.protected == [False, True]
+
+
+def test_inturn_starts_every_task_through_start_task() -> None:
+    """No bare start_soon in the runtime (the conformance kit's tests are the user's tasks)."""
+    package = Path(inturn.__file__).parent
+    bare = [
+        f"{path.relative_to(package)}:{number}"
+        for path in sorted(package.rglob("*.py"))
+        if path.name != "_tasks.py" and not path.name.startswith("_conformance")
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if ".start_soon(" in line
+    ]
+    assert bare == []

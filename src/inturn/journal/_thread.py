@@ -38,6 +38,7 @@ import attrs
 import trio
 import trio.testing
 
+from .._tasks import start_task
 from ..errors import JournalError, LeaseLost
 from ..info import JobInfo, KeyFilter, KeyInfo
 from .records import Append, FleetChange, Requeue, Revive
@@ -149,7 +150,7 @@ async def off_thread(fn: Callable[..., _T], *args: object) -> _T:
             await trio.lowlevel.cancel_shielded_checkpoint()
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(spin)
+        start_task(nursery, spin, name="inturn.spin")
         try:
             return await trio.to_thread.run_sync(fn, *args)
         finally:
