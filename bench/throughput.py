@@ -645,6 +645,8 @@ def main() -> None:
         "minimal": run_minimal,
         "pooled": run_pooled,
         "inturn": inturn_side(inturn),
+        "batch": inturn_chunked(inturn, 100),  # --one only: the batch rows' sides
+        "chunked": run_minimal_chunked,
     }
     if args.against and not args.latency:
         sides["against"] = inturn_side(load_inturn(args.against))
@@ -660,6 +662,7 @@ def main() -> None:
     if args.latency:
         latency_rows(reps, load_inturn(args.against) if args.against else None)
         return
+    del sides["batch"], sides["chunked"]
     print(f"at least {jobs:,} jobs per run, {reps} repetitions; no-op handler")
     times = sweep(sides, grid, jobs, reps)
     for name in sides:

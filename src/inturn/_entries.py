@@ -19,7 +19,7 @@ Lane: TypeAlias = str | int
 """A sequence key, or the id of a keyless job."""
 
 
-@attrs.define(eq=False, slots=True, kw_only=True)
+@attrs.define(eq=False, slots=True)
 class Entry:
     """An accepted job as the core tracks it (mutable; never handed to users)."""
 

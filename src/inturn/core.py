@@ -116,7 +116,7 @@ class Core:
         reserved, are the journal's to enforce: it refuses the job's `Append`
         with `DuplicateError`, and the shell then calls `retract`.
         """
-        entry = Entry(id=self.next_id, place=self.next_id, key=key, data=data, unique=unique)
+        entry = Entry(self.next_id, self.next_id, key, data, unique)  # positional: cheaper
         self.next_id += 1
         self._place(entry)
         return entry

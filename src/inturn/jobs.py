@@ -24,7 +24,7 @@ __all__ = ["Item", "Job", "Stats"]
 
 
 @final
-@attrs.frozen(kw_only=True)
+@attrs.frozen
 class Job:
     """One accepted job, as the handler receives it."""
 

@@ -965,13 +965,8 @@ class Supervisor:
             if due:
                 first = Due(entry.id, entry.place)
             elif requeue_of is None:
-                first = Append(
-                    job_id=entry.id,
-                    key=entry.key,
-                    data=entry.data,
-                    unique=entry.unique,
-                    unique_for=windows[position] if windows else None,
-                )
+                window = windows[position] if windows else None
+                first = Append(entry.id, entry.key, entry.data, entry.unique, window)
             else:
                 first = Requeue(requeue_of, entry.id)
             if entry.unique is not None:
