@@ -190,13 +190,6 @@ class Runtime:
         for lane in lanes:
             self.spawn(lane)
 
-    def committed(self, entry: Entry) -> None:
-        """*entry* is durable: start an actor for its lane, or wake the one there."""
-        if self.core.commit(entry):
-            self.spawn(entry.lane)
-        else:
-            self.wake(entry.lane)
-
     def spawn(self, lane: Lane) -> None:
         """Start an actor task for *lane*; or leave it waiting for a slot (`Core.take_slot`)."""
         if self.core.take_slot(lane):
@@ -337,11 +330,17 @@ class Runtime:
         self, job_id: int, result: object = None, error: BaseException | None = None
     ) -> None:
         """Job *job_id* is terminal: tell its ``ask``, if any; maybe the supervisor is idle."""
+        self.answer(job_id, result, error)
+        self.check_idle()
+
+    def answer(
+        self, job_id: int, result: object = None, error: BaseException | None = None
+    ) -> None:
+        """Tell the ``ask`` that waits for job *job_id*, if any, how it ended."""
         waiter = self.waiters.pop(job_id, None)
         if waiter is not None:
             waiter.result, waiter.error = result, error
             waiter.event.set()
-        self.check_idle()
 
     async def call_handler(self, job: Job | list[Job]) -> object:
         """Call the handler with *job*, or with a batch of jobs; ``running`` counts the jobs."""
@@ -976,7 +975,9 @@ class Actor:
             runtime.log.debug(
                 "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
             )
-            runtime.finished(entry.id, result=result)
+            if runtime.waiters:
+                runtime.answer(entry.id, result)
+        runtime.check_idle()
 
     async def _batch_failed(self, batch: list[Entry], error: Exception) -> None:
         """The handler raised *error* for *batch*: one job failed (`BatchError`), or all of it."""

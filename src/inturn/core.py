@@ -866,19 +866,16 @@ class Core:
 
     def _recovered(self, stored: StoredJob) -> Entry:
         """The entry for a job read back from the journal."""
-        exhausted = stored.attempts >= self.retry.max_attempts
-        return Entry(
-            id=stored.id,
-            place=stored.place,
-            key=stored.key,
-            data=stored.data,
-            unique=stored.unique,
-            attempt=stored.attempts if exhausted else stored.attempts + 1,
-            durable=True,
-            exhausted=exhausted,
-            last_error=stored.error,
-            not_before=None if stored.retry_at is None else self.clock_time(stored.retry_at),
-        )
+        entry = Entry(stored.id, stored.place, stored.key, stored.data, stored.unique)
+        entry.durable = True
+        if stored.attempts >= self.retry.max_attempts:
+            entry.attempt, entry.exhausted = stored.attempts, True
+        else:
+            entry.attempt = stored.attempts + 1
+        entry.last_error = stored.error
+        if stored.retry_at is not None:
+            entry.not_before = self.clock_time(stored.retry_at)
+        return entry
 
     def _buffer(self, state: LaneState, entry: Entry) -> None:
         state.fifo.append(entry)

@@ -1017,13 +1017,18 @@ class Supervisor:
             if returned:
                 give_back.append(entry)
         log = runtime.log
+        woken = None  # a lane woken (or given an actor) once needs no more till we yield
         for entry, first in zip(entries, firsts, strict=True):
             if due:
                 core.unschedule()  # due: in its lane now, or finished by another writer
                 if first in superseded:
                     runtime.start_holding(core.retract(entry))
                     continue
-            runtime.committed(entry)
+            if core.commit(entry):
+                runtime.spawn(entry.lane)
+            elif entry.lane != woken:
+                runtime.wake(entry.lane)
+            woken = entry.lane
             log.debug("job.accepted", key=entry.key, job_id=entry.id)
         if give_back:
             await runtime.give_back(give_back)

@@ -2,10 +2,11 @@
 
 Changes are values the runtime batches, whatever it has, into one
 ``Journal.write`` call; a durable journal turns one batch into one
-transaction.  Nothing changes a change once built.  Most are frozen; the
-three built for every job (`Append`, `MarkAttempt`, `Complete`) are plain
-slotted classes, hashed by value all the same, since attrs builds a frozen
-one through ``object.__setattr__`` at about three times the cost.
+transaction.  Nothing changes a change once built.  Most are frozen; those
+built for every job (`Append`, `MarkAttempt`, `Complete`, and `StoredJob`
+as a long backlog is paged in) are plain slotted classes, hashed by value
+all the same, since attrs builds a frozen one through ``object.__setattr__``
+at about three times the cost.
 
 A change to a job is a compare-and-set on the job's state, decided by the
 journal: `MarkAttempt`, `Retrying`, `Complete` and `Discard` apply only to an
@@ -234,7 +235,7 @@ FleetChange: TypeAlias = Change | Release
 """What a fleet member writes: any `Change`, and `Release`."""
 
 
-@attrs.frozen(kw_only=True)
+@attrs.define(kw_only=True, unsafe_hash=True)
 class StoredJob:
     """An unfinished job as a journal hands it back."""
 
