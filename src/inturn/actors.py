@@ -847,7 +847,7 @@ class Actor:
         try:
             if not await self._mark(batch):
                 return
-            if not all(core.may_run(entry) for entry in batch):  # paused or skipped meanwhile
+            if not core.may_run_batch(batch):  # paused or skipped meanwhile
                 await self._take_back(*batch)
                 return
             await self._run_batch(batch)
@@ -967,11 +967,18 @@ class Actor:
             superseded = await runtime.journal.write(changes, now=now)
         if successor is not None and changes[-1] not in superseded:
             successor.marked = True
-        for entry, change, result in zip(batch, changes, results, strict=False):
-            if change in superseded:
-                self._superseded(entry, "job.superseded")
-                continue
-            core.complete(entry)
+        done = batch
+        if superseded:  # another writer finished some first: they go, and the rest complete
+            done, kept = [], []
+            for entry, change, result in zip(batch, changes, results, strict=False):
+                if change in superseded:
+                    self._superseded(entry, "job.superseded")
+                else:
+                    done.append(entry)
+                    kept.append(result)
+            results = kept
+        core.complete(*done)
+        for entry, result in zip(done, results, strict=True):
             runtime.log.debug(
                 "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
             )

@@ -575,6 +575,12 @@ class Core:
             and not self.is_halted(entry.lane)
         )
 
+    def may_run_batch(self, batch: list[Entry]) -> bool:
+        """`may_run` for every job of *batch*, one lane's: the lane is asked about once."""
+        if self.stopping or self.is_halted(batch[0].lane):
+            return False
+        return all(entry.running and not entry.skipped for entry in batch)
+
     def take_back_mark(self, lane: Lane) -> Entry | None:
         """The head of halted *lane* if its start was marked early but never ran: unmarked now.
 
@@ -618,10 +624,24 @@ class Core:
         self._unmark(state, entry.id)
         self._forget(entry.lane, state, entry)
 
-    def complete(self, entry: Entry) -> None:
-        """*entry* completed (and the journal knows): the gate opens."""
-        self._finish(entry)
-        self._completed += 1
+    def complete(self, *entries: Entry) -> None:
+        """*entries* completed (and the journal knows): the gate opens.
+
+        They are the running head of their lane and, for a batch, the jobs
+        right behind it, in order: all leave the FIFO at once.
+        """
+        if not entries:
+            return
+        state = self._lanes[entries[0].lane]
+        count = len(entries)
+        assert state.fifo[0] is entries[0], "only the head of its lane finishes"
+        for entry in entries:
+            assert entry.running, "only a running job finishes"
+            entry.running = False
+        del state.fifo[:count]
+        self._buffered -= count
+        self._pending -= count
+        self._completed += count
 
     def discard(self, entry: Entry, *, halt: bool) -> None:
         """*entry* is a dead letter (and the journal knows); maybe park its key."""

@@ -750,3 +750,42 @@ def test_a_retracted_early_start_gives_its_slot_back() -> None:
     assert not core.take_slot("b")
     assert core.retract(head) == "b"
     assert core.lanes() == 1  # a left nothing behind
+
+
+def test_a_batch_completes_as_one_and_the_job_behind_it_heads_its_lane() -> None:
+    """complete(head, *followers) takes the whole batch off the lane and counts each job."""
+    core = Core(inturn.Retry(), batch=3)
+    entries = [accept(core, "k") for _ in range(4)]
+    head = core.start("k")
+    assert head is entries[0]
+    batch = [head, *core.followers(head)]
+    assert batch == entries[:3]
+    assert core.may_run_batch(batch)
+    core.complete(*batch)
+    assert not any(entry.running for entry in batch)
+    assert core.head("k") is entries[3]
+    assert core.stats(actors=0, running=0).completed == 3
+    assert core.stats(actors=0, running=0).queued == 1
+    assert core.start("k") is entries[3]
+
+
+@pytest.mark.parametrize("what", ["halted", "skipped", "stopping"])
+def test_a_batch_may_not_run_once_its_key_halts_one_job_is_skipped_or_the_core_stops(
+    what: str,
+) -> None:
+    """may_run_batch says no for the whole batch, as may_run says for one of its jobs."""
+    core = Core(inturn.Retry(), batch=3)
+    for _ in range(3):
+        accept(core, "k")
+    head = core.start("k")
+    assert head is not None
+    batch = [head, *core.followers(head)]
+    assert core.may_run_batch(batch)
+    if what == "halted":
+        core.pause("k")
+    elif what == "skipped":
+        core.skip(batch[2].id, "k")
+    else:
+        core.stop()
+    assert not core.may_run_batch(batch)
+    assert core.may_run(batch[0]) is (what == "skipped")
