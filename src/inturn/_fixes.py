@@ -33,14 +33,14 @@ SKIPPED_TEXT = "skipped by operator"
 _PURGE_BATCH = 1000
 
 
-async def schedule_point() -> None:
-    """Let other tasks run, without a cancellation point.
+schedule_point = trio.lowlevel.cancel_shielded_checkpoint
+"""Let other tasks run, without a cancellation point.
 
-    A journal need not yield (the memory one doesn't), and every trio async
-    function that can block must: the runtime adds the schedule point, after
-    the journal answered.  Shielded, so what was done is never reported lost.
-    """
-    await trio.lowlevel.cancel_shielded_checkpoint()
+A journal need not yield (the memory one doesn't), and every trio async
+function that can block must: the runtime adds the schedule point, after
+the journal answered.  Shielded, so what was done is never reported lost.
+(trio's own function, not a wrapper: one frame fewer on every send.)
+"""
 
 
 def check_job_id(job_id: object) -> int:
