@@ -115,9 +115,10 @@ def counts_schedule_points(task: trio.lowlevel.Task) -> bool:
     return hasattr(task, "_schedule_points")
 
 
-@attrs.frozen
+@attrs.define(eq=False)
 class Completed:
-    """*entry*'s handler returned *result*."""
+    """*entry*'s handler returned *result*.  (Not frozen: built once per job, and a
+    frozen attrs class costs about three times as much to build.)"""
 
     entry: Entry
     result: object
@@ -991,7 +992,10 @@ class Actor:
         runtime, core = self.runtime, self.runtime.core
         if isinstance(error, BatchError) and error.done < len(batch):
             done = error.done
-            await self._complete(batch[:done], error.results or [None] * done, then_start=False)
+            results = error.results
+            if results is None or len(results) != done:  # checked when built, changed since
+                results = [None] * done
+            await self._complete(batch[:done], results, then_start=False)
             await self._take_back(*batch[done + 1 :])
             await self._carry_out(self._failed(batch[done], error.error))
             return

@@ -562,3 +562,42 @@ def test_batch_error_names_the_failed_jobs_place_not_its_text() -> None:
     error = inturn.BatchError(2, Boom("secret payload"), [1, 2])
     assert str(error) == "job 2 of the batch failed: Boom"
     assert (error.done, error.results) == (2, [1, 2])
+
+
+async def test_a_batch_error_whose_results_changed_after_it_was_built_still_answers_every_ask(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """results are checked when a BatchError is built; one grown since is not trusted, and
+    every completed job's ``ask`` is still answered (with None)."""
+    calls: list[list[object]] = []
+    release = trio.Event()
+
+    async def handler(jobs: list[inturn.Job]) -> None:
+        calls.append([job.payload for job in jobs])
+        if jobs[0].payload == "hold":
+            await release.wait()
+            return
+        await trio.lowlevel.checkpoint()
+        if len(calls) == 2:
+            error = inturn.BatchError(1, Boom("second"), ["first's result"])
+            assert error.results is not None
+            error.results.append("one too many")
+            raise error
+
+    retry = inturn.Retry(max_attempts=2, initial_delay=1.0, jitter=0.0)
+    async with inturn.open_supervisor(handler, batch=2, retry=retry) as sup:
+        await sup.send("a", "hold")
+        answers: list[object] = []
+        async with trio.open_nursery() as nursery:
+
+            async def ask() -> None:
+                answers.append(await sup.ask("a", 1))
+
+            nursery.start_soon(ask)
+            await trio.testing.wait_all_tasks_blocked()
+            await sup.send("a", 2)  # behind the ask's job: one batch once "hold" is done
+            release.set()
+        await sup.wait_idle()
+        assert (sup.stats().completed, sup.stats().discarded) == (3, 0)
+    assert answers == [None]
+    assert calls == [["hold"], [1, 2], [2]]
