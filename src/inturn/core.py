@@ -635,6 +635,7 @@ class Core:
         state = self._lanes[entries[0].lane]
         count = len(entries)
         assert state.fifo[0] is entries[0], "only the head of its lane finishes"
+        assert state.fifo[count - 1] is entries[-1], "and the jobs right behind it"
         for entry in entries:
             assert entry.running, "only a running job finishes"
             entry.running = False
