@@ -645,15 +645,16 @@ def main() -> None:
         "minimal": run_minimal,
         "pooled": run_pooled,
         "inturn": inturn_side(inturn),
-        "batch": inturn_chunked(inturn, 100),  # --one only: the batch rows' sides
-        "chunked": run_minimal_chunked,
     }
     if args.against and not args.latency:
         sides["against"] = inturn_side(load_inturn(args.against))
         print(f"against: {args.against}")
     if args.one:
         side, keys, per_key = args.one
-        one(sides[side], Shape(int(keys), int(per_key), jobs), args.callgrind)
+        # also the batch rows' sides, for a profile
+        batch_sides = {"batch": inturn_chunked(inturn, 100), "chunked": run_minimal_chunked}
+        run = {**sides, **batch_sides}[side]
+        one(run, Shape(int(keys), int(per_key), jobs), args.callgrind)
         return
 
     if args.batches:
@@ -662,7 +663,6 @@ def main() -> None:
     if args.latency:
         latency_rows(reps, load_inturn(args.against) if args.against else None)
         return
-    del sides["batch"], sides["chunked"]
     print(f"at least {jobs:,} jobs per run, {reps} repetitions; no-op handler")
     times = sweep(sides, grid, jobs, reps)
     for name in sides:

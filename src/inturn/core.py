@@ -630,19 +630,8 @@ class Core:
         They are the running head of their lane and, for a batch, the jobs
         right behind it, in order: all leave the FIFO at once.
         """
-        if not entries:
-            return
-        state = self._lanes[entries[0].lane]
-        count = len(entries)
-        assert state.fifo[0] is entries[0], "only the head of its lane finishes"
-        assert state.fifo[count - 1] is entries[-1], "and the jobs right behind it"
-        for entry in entries:
-            assert entry.running, "only a running job finishes"
-            entry.running = False
-        del state.fifo[:count]
-        self._buffered -= count
-        self._pending -= count
-        self._completed += count
+        self._finish(*entries)
+        self._completed += len(entries)
 
     def discard(self, entry: Entry, *, halt: bool) -> None:
         """*entry* is a dead letter (and the journal knows); maybe park its key."""
@@ -941,14 +930,20 @@ class Core:
         state.attached = True
         return True
 
-    def _finish(self, entry: Entry) -> None:
-        state = self._lanes[entry.lane]
-        assert entry.running, "only a running job finishes"
-        assert state.fifo[0] is entry, "only the head of its lane finishes"
-        entry.running = False
-        del state.fifo[0]
-        self._buffered -= 1
-        self._release(entry)
+    def _finish(self, *entries: Entry) -> None:
+        """*entries*, a lane's running head and the jobs right behind it, leave its FIFO."""
+        if not entries:
+            return
+        state = self._lanes[entries[0].lane]
+        count = len(entries)
+        assert state.fifo[0] is entries[0], "only the head of its lane finishes"
+        assert state.fifo[count - 1] is entries[-1], "and the jobs right behind it"
+        for entry in entries:
+            assert entry.running, "only a running job finishes"
+            entry.running = False
+        del state.fifo[:count]
+        self._buffered -= count
+        self._pending -= count
 
     def _forget(self, lane: Lane, state: LaneState, entry: Entry | None) -> None:
         """Forget an unfinished job that is not running: *entry*, or (None) one on disk only."""
