@@ -40,8 +40,12 @@ baseline.
 Batches: a backlog, sent in ``send_many`` chunks of 1,000 jobs in key-major
 order (each key's jobs together: one key with 200,000 jobs, and 10,000 keys
 with 100 each), run by inturn with ``batch=100`` (a handler awaiting one
-checkpoint per batch) and with no batch, against the minimal design fed by
-the same producer (1,000 ``send_nowait`` then one checkpoint).
+checkpoint per batch) and with no batch, against two baselines fed the same
+backlog in the same order: the minimal design itself (``minimal``, one send
+and one checkpoint per job: the reference the issue's goal names, which pays
+a task switch per job on both ends) and, stricter, the minimal design fed by
+a producer as chunked as inturn's (``chunked``: 1,000 ``send_nowait`` then one
+checkpoint, so it pays the actor's task switch per job only).
 
 Latency (``--latency``): 20,000 jobs a second offered over 1,000 random keys
 for 3 s, each job sent once due (at once when the producer is behind), its
@@ -222,21 +226,28 @@ def backlog(shape: Shape) -> Iterator[list[str]]:
         yield chunk
 
 
-async def run_minimal_chunked(shape: Shape) -> None:
-    """`run_minimal`, fed a chunk of sends per checkpoint (`backlog`)."""
-    channels: dict[str, trio.MemorySendChannel[int]] = {}
-    async with trio.open_nursery() as nursery:
-        n = 0
-        for chunk in backlog(shape):
-            for key in chunk:
-                send = channels.get(key)
-                if send is None:
-                    send, receive = trio.open_memory_channel[int](math.inf)
-                    channels[key] = send
-                    nursery.start_soon(minimal_actor, channels, key, receive)
-                send.send_nowait(n)
-                n += 1
-            await trio.lowlevel.checkpoint()
+def minimal_backlog(*, chunked: bool) -> Run:
+    """`run_minimal` fed `backlog`'s order: a checkpoint per job, or (*chunked*) per chunk."""
+
+    async def run(shape: Shape) -> None:
+        channels: dict[str, trio.MemorySendChannel[int]] = {}
+        async with trio.open_nursery() as nursery:
+            n = 0
+            for chunk in backlog(shape):
+                for key in chunk:
+                    send = channels.get(key)
+                    if send is None:
+                        send, receive = trio.open_memory_channel[int](math.inf)
+                        channels[key] = send
+                        nursery.start_soon(minimal_actor, channels, key, receive)
+                    send.send_nowait(n)
+                    n += 1
+                    if not chunked:
+                        await trio.lowlevel.checkpoint()
+                if chunked:
+                    await trio.lowlevel.checkpoint()
+
+    return run
 
 
 def inturn_chunked(module: ModuleType, batch: int | None) -> Run:
@@ -432,16 +443,20 @@ def one(run: Run, shape: Shape, callgrind: bool) -> None:
 
 
 def batch_rows(reps: int) -> None:
-    """The batch rows: each side alternated per repetition, medians of ratios to minimal."""
+    """The batch rows: each side alternated per repetition, medians of ratios to both baselines."""
     sides: dict[str, Run] = {
-        "minimal": run_minimal_chunked,
+        "minimal": minimal_backlog(chunked=False),
+        "chunked": minimal_backlog(chunked=True),
         "inturn batch=100": inturn_chunked(inturn, 100),
         "inturn": inturn_chunked(inturn, None),
     }
     names = list(sides)
     print(f"\nbatches: a backlog in send_many chunks of {CHUNK:,}, key-major; {reps} repetitions")
-    print("| keys x jobs per key | side | jobs/s (CPU) | ratio to minimal, CPU / wall |")
-    print("|---|---|---:|---|")
+    print(
+        "| keys x jobs per key | side | jobs/s (CPU)"
+        " | ratio to minimal, CPU / wall | ratio to chunked, CPU / wall |"
+    )
+    print("|---|---|---:|---|---|")
     for keys, per_key in BATCH_SHAPES:
         shape = Shape(keys, per_key, 0)
         times: dict[str, list[Timing]] = {name: [] for name in names}
@@ -449,11 +464,14 @@ def batch_rows(reps: int) -> None:
             for name in names[rep % len(names) :] + names[: rep % len(names)]:
                 times[name].append(timed(sides[name], shape))
         for name in names:
-            pairs = list(zip(times[name], times["minimal"], strict=True))
-            cpu = statistics.median(theirs.cpu / ours.cpu for ours, theirs in pairs)
-            wall = statistics.median(theirs.wall / ours.wall for ours, theirs in pairs)
+            ratios = []
+            for baseline in ("minimal", "chunked"):
+                pairs = list(zip(times[name], times[baseline], strict=True))
+                cpu = statistics.median(theirs.cpu / ours.cpu for ours, theirs in pairs)
+                wall = statistics.median(theirs.wall / ours.wall for ours, theirs in pairs)
+                ratios.append(f"{cpu:.2f} / {wall:.2f}")
             rate_ = shape.total / statistics.median(t.cpu for t in times[name])
-            print(f"| {keys:,} x {per_key:,} | {name} | {rate_:,.0f} | {cpu:.2f} / {wall:.2f} |")
+            print(f"| {keys:,} x {per_key:,} | {name} | {rate_:,.0f} | {' | '.join(ratios)} |")
 
 
 LATENCY_RATE = 20_000
@@ -652,7 +670,11 @@ def main() -> None:
     if args.one:
         side, keys, per_key = args.one
         # also the batch rows' sides, for a profile
-        batch_sides = {"batch": inturn_chunked(inturn, 100), "chunked": run_minimal_chunked}
+        batch_sides = {
+            "batch": inturn_chunked(inturn, 100),
+            "chunked": minimal_backlog(chunked=True),
+            "backlog": minimal_backlog(chunked=False),
+        }
         run = {**sides, **batch_sides}[side]
         one(run, Shape(int(keys), int(per_key), jobs), args.callgrind)
         return
