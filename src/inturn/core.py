@@ -58,7 +58,7 @@ actor retiring and a ``send`` arriving cannot interleave).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 import attrs
@@ -118,8 +118,25 @@ class Core:
         """
         entry = Entry(self.next_id, self.next_id, key, data, unique)  # positional: cheaper
         self.next_id += 1
-        self._place(entry)
+        self._place(entry, self._lane(entry.lane))
         return entry
+
+    def reserve_many(self, jobs: Iterable[tuple[str | None, bytes, str | None]]) -> list[Entry]:
+        """`reserve` each of *jobs* (``(key, data, unique)``), in order: a batch in one call.
+
+        A batch usually holds runs of one key's jobs (`Supervisor.send_many`):
+        each run looks its lane up once.
+        """
+        entries: list[Entry] = []
+        state, lane = None, None
+        for key, data, unique in jobs:
+            entry = Entry(self.next_id, self.next_id, key, data, unique)
+            self.next_id += 1
+            if state is None or key is None or key != lane:
+                state, lane = self._lane(entry.lane), key
+            self._place(entry, state)
+            entries.append(entry)
+        return entries
 
     def schedule(self) -> int:
         """Give a scheduled job its id: it joins its lane only when due (`promote`).
@@ -149,7 +166,7 @@ class Core:
         entry.durable = False
         entry.place = self.next_id
         self.next_id += 1
-        self._place(entry)
+        self._place(entry, self._lane(entry.lane))
         return entry
 
     def unschedule(self, *, discarded: bool = False) -> None:
@@ -159,11 +176,9 @@ class Core:
         if discarded:
             self._discarded += 1
 
-    def _place(self, entry: Entry) -> None:
-        """Put a new *entry* at the end of its lane: in the FIFO, or spilled."""
-        key = entry.key
-        state = self._lane(entry.lane)
-        if key is not None and (
+    def _place(self, entry: Entry, state: LaneState) -> None:
+        """Put a new *entry* at the end of its lane, *state*: in the FIFO, or spilled."""
+        if entry.key is not None and (
             state.on_disk
             or len(state.fifo) >= self.window
             or (state.fifo and self._buffered >= self.max_buffered)
@@ -173,9 +188,13 @@ class Core:
             if state.spilling is None:
                 state.spilling = []
             state.spilling.append(entry.place)
-        else:
-            self._buffer(state, entry)
-        self._count(state, entry)
+        else:  # `_buffer` and `_count`, inlined: once per job sent
+            state.fifo.append(entry)
+            state.tail = entry.place
+            self._buffered += 1
+        self._pending += 1
+        if state.halted:
+            self._parked += 1
 
     def commit(self, entry: Entry) -> bool:
         """*entry* is durable.  Return True if its lane needs a new actor."""
@@ -185,6 +204,45 @@ class Core:
             self._settled(state, entry)
             state.disk_tail = max(state.disk_tail, entry.place)
         return self._wants_actor(state)
+
+    def commit_many(self, entries: Sequence[Entry]) -> list[tuple[Lane, bool]]:
+        """`commit` each of *entries*, in order: a batch in one call.
+
+        Returns each run of one lane's entries once: its lane, and whether
+        it needs a new actor (asked once the run is durable, as `commit`
+        would answer for the run's first entry and no other).
+        """
+        lanes: list[tuple[Lane, bool]] = []
+        run: list[Entry] = []
+        for entry in entries:
+            if run and entry.lane != run[0].lane:
+                lanes.append(self._commit_run(run))
+                run = []
+            run.append(entry)
+        if run:
+            lanes.append(self._commit_run(run))
+        return lanes
+
+    def _commit_run(self, run: list[Entry]) -> tuple[Lane, bool]:
+        """*run*, new entries of one lane in place order, is durable."""
+        lane = run[0].lane
+        state = self._lanes[lane]
+        spilled = 0
+        for entry in run:
+            entry.durable = True
+            spilled += entry.spilled
+        if spilled:
+            assert state.spilling is not None
+            places = [entry.place for entry in run if entry.spilled]
+            if state.spilling[:spilled] == places:  # the oldest in flight: the usual case
+                del state.spilling[:spilled]
+            else:
+                for place in places:
+                    state.spilling.remove(place)
+            if not state.spilling:
+                state.spilling = None
+            state.disk_tail = max(state.disk_tail, *places)
+        return lane, self._wants_actor(state)
 
     def retract(self, entry: Entry) -> Lane | None:
         """The journal refused *entry*: forget it as if it was never sent.

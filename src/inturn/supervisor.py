@@ -185,6 +185,7 @@ class Supervisor:
         batch: list[tuple[str, bytes, str | None, float | None, float | None]] = []
         now = runtime.unix_now()
         first: dict[str, int] = {}  # unique key -> the item that takes it
+        scheduled = False  # an item has a due time
         items: Iterable[object] = jobs  # checked here: callers may pass anything
         for position, item in enumerate(items):
             if isinstance(item, tuple) and len(item) == 2:  # no unique key, due at once
@@ -213,6 +214,7 @@ class Supervisor:
                     f" {unique!r}"
                 )
             batch.append((key, self._encode(payload), unique, unique_for, due))
+            scheduled = scheduled or due is not None
         if not batch:
             await trio.lowlevel.checkpoint()
             return []
@@ -229,8 +231,14 @@ class Supervisor:
             await schedule_point()
             return ids
         core = runtime.core
+        if not scheduled:  # the core reserves the whole batch in one call
+            entries = core.reserve_many([item[:3] for item in batch])
+            ids = [entry.id for entry in entries]
+            await self._journal(entries, windows=[item[3] for item in batch])
+            await schedule_point()
+            return ids
         ids = []
-        entries: list[Entry] = []
+        entries = []
         windows: list[float | None] = []
         later: list[Append] = []
         for key, data, unique, unique_for, due in batch:
@@ -960,6 +968,7 @@ class Supervisor:
         firsts: list[Change] = []  # each entry's own change
         starting: list[tuple[Entry, MarkAttempt]] = []
         uniques = requeue_of is not None
+        lane = None  # the previous entry's: one behind it in its lane cannot start next
         for position, entry in enumerate(entries):
             first: Change
             if due:
@@ -973,10 +982,11 @@ class Supervisor:
                 uniques = True
             changes.append(first)
             firsts.append(first)
-            if core.starts_next(entry):  # its start goes in the same write
+            if entry.lane != lane and core.starts_next(entry):  # its start goes in the same write
                 mark = MarkAttempt(entry.id, entry.attempt)
                 changes.append(mark)
                 starting.append((entry, mark))
+            lane = entry.lane
         if later:  # ids rise through a batch: each job's changes in id order (sort is stable)
             changes = sorted([*changes, *later], key=_job_of)
             uniques = uniques or any(append.unique is not None for append in later)
@@ -1017,19 +1027,26 @@ class Supervisor:
             if returned:
                 give_back.append(entry)
         log = runtime.log
-        woken = None  # a lane woken (or given an actor) once needs no more till we yield
-        for entry, first in zip(entries, firsts, strict=True):
-            if due:
-                core.unschedule()  # due: in its lane now, or finished by another writer
-                if first in superseded:
-                    runtime.start_holding(core.retract(entry))
-                    continue
-            if core.commit(entry):
-                runtime.spawn(entry.lane)
-            elif entry.lane != woken:
-                runtime.wake(entry.lane)
-            woken = entry.lane
-            log.debug("job.accepted", key=entry.key, job_id=entry.id)
+        if due or len(entries) == 1:
+            for entry, first in zip(entries, firsts, strict=True):
+                if due:
+                    core.unschedule()  # due: in its lane now, or finished by another writer
+                    if first in superseded:
+                        runtime.start_holding(core.retract(entry))
+                        continue
+                if core.commit(entry):
+                    runtime.spawn(entry.lane)
+                else:
+                    runtime.wake(entry.lane)
+                log.debug("job.accepted", key=entry.key, job_id=entry.id)
+        else:  # a batch of sends: the core commits it in one call
+            for lane, wants_actor in core.commit_many(entries):
+                if wants_actor:
+                    runtime.spawn(lane)
+                else:
+                    runtime.wake(lane)  # once per run of the lane's jobs
+            for entry in entries:
+                log.debug("job.accepted", key=entry.key, job_id=entry.id)
         if give_back:
             await runtime.give_back(give_back)
         return True

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from hypothesis import settings, strategies as st
+from hypothesis import given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import inturn
 from inturn.core import Backoff, Core, Discarding, Entry, Lane, Page
-from inturn.journal import StoredJob
+from inturn.journal import Recovery, StoredJob
 
 KEYS = ("a", "b")
 UNIQUES = ("u", "v")
@@ -386,3 +386,56 @@ class PagingCoreVsModel(CoreVsModel):
 
 TestPagingCoreVsModel = PagingCoreVsModel.TestCase
 TestPagingCoreVsModel.settings = settings(max_examples=300, stateful_step_count=40)
+
+
+def _lanes_of(core: Core) -> dict[Lane, tuple[object, ...]]:
+    """Each lane's state, by value: its FIFO's ids and flags, and its paging bookkeeping."""
+    return {
+        lane: (
+            [(entry.id, entry.place, entry.durable, entry.spilled) for entry in state.fifo],
+            state.on_disk,
+            state.tail,
+            state.disk_tail,
+            state.spilling,
+            state.attached,
+        )
+        for lane, state in core._lanes.items()
+    }
+
+
+@settings(max_examples=300)
+@given(
+    before=st.lists(keys, max_size=12),
+    batch=st.lists(keys, min_size=1, max_size=30),
+    halted=st.booleans(),
+)
+def test_reserve_many_and_commit_many_do_what_reserve_and_commit_do_one_by_one(
+    before: list[str | None], batch: list[str | None], halted: bool
+) -> None:
+    """A send_many batch, in one call each, against the same jobs sent one at a time.
+
+    A small window makes jobs spill; jobs already queued (some not yet
+    durable) and a halted key make the lanes differ from fresh ones.
+    """
+    cores = []
+    for _ in range(2):
+        core = Core(retry=inturn.Retry(max_attempts=2), on_discard="halt", window=3)
+        if halted:
+            core.restore(Recovery(next_id=1, jobs=[], backlog={}, halted=frozenset({"b"})))
+        pending = [core.reserve(key, b"0") for key in before]
+        for entry in pending[: len(pending) // 2]:
+            core.commit(entry)
+        cores.append(core)
+    one_by_one, at_once = cores
+    entries = [one_by_one.reserve(key, b"1") for key in batch]
+    reserved = at_once.reserve_many([(key, b"1", None) for key in batch])
+    assert [entry.id for entry in reserved] == [entry.id for entry in entries]
+    assert _lanes_of(at_once) == _lanes_of(one_by_one)  # placed alike, before the commit
+
+    answers = [(entry.lane, one_by_one.commit(entry)) for entry in entries]
+    lanes = at_once.commit_many(reserved)
+    assert _lanes_of(at_once) == _lanes_of(one_by_one)
+    assert at_once.stats(actors=0, running=0) == one_by_one.stats(actors=0, running=0)
+    # one answer per run of a lane's jobs: the run's first job's, as commit gave it
+    runs = [answer for n, answer in enumerate(answers) if n == 0 or answers[n - 1][0] != answer[0]]
+    assert lanes == runs
