@@ -32,7 +32,7 @@ SETUP: list[Change] = [
 
 def sends(first: int) -> st.SearchStrategy[list[Change]]:
     """Appends with rising ids from about *first*, each maybe with its start; sometimes a
-    near miss (an id used before, a unique key, a start of another job)."""
+    near miss (an id used before, a unique key, a window, a start of another job)."""
 
     @st.composite
     def build(draw: st.DrawFn) -> list[Change]:
@@ -41,7 +41,13 @@ def sends(first: int) -> st.SearchStrategy[list[Change]]:
         for _ in range(draw(st.integers(1, 5))):
             unique = draw(st.sampled_from([None, None, None, None, "u", "v"]))
             changes.append(
-                Append(job_id=job_id, key=draw(st.sampled_from(KEYS)), data=b"x", unique=unique)
+                Append(
+                    job_id=job_id,
+                    key=draw(st.sampled_from([*KEYS, *KEYS, None])),  # None: a keyless job
+                    data=b"x",
+                    unique=unique,
+                    unique_for=draw(st.sampled_from([None, None, None, None, 5.0])),
+                )
             )
             if draw(st.booleans()):
                 changes.append(MarkAttempt(draw(st.sampled_from([job_id, job_id, 2])), 1))

@@ -450,22 +450,34 @@ class MemoryJournal:
                 if isinstance(change, Append):
                     if change.unique is not None or change.due_at is not None:
                         return None
-                    if change.job_id < next_id:
+                    if change.unique_for is not None or change.job_id < next_id:
                         return None
                     next_id = previous = change.job_id + 1
                 elif isinstance(change, MarkAttempt) and change.job_id + 1 == previous:
                     previous = None  # one start per send
                 else:
                     return None
+            # Applied: `_append` inlined for jobs with neither a unique key nor a due
+            # time, each key's id dict looked up once per run of its jobs.
             accepted_at = now if wall else time.time()
-            row = None
+            jobs, by_key = self._jobs, self._by_key
+            row, key, ids = None, None, None
             for change in changes:
                 if isinstance(change, Append):
-                    row = self._append(change, accepted_at)
+                    row = jobs[change.job_id] = _Row(change.key, change.data, None, accepted_at)
+                    if change.key is None:
+                        continue
+                    if change.key != key or ids is None:
+                        key = change.key
+                        ids = by_key.get(key)
+                        if ids is None:
+                            ids = by_key[key] = {}
+                    ids[change.job_id] = None
                 else:
                     assert row is not None
                     assert isinstance(change, MarkAttempt)
                     superseded.extend(self._mark(row, change))
+            self._next_id = next_id
             return superseded or _NONE
         if isinstance(changes[0], MarkAttempt):  # a batch's starts
             marks = [change for change in changes if isinstance(change, MarkAttempt)]
