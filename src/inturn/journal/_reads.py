@@ -202,16 +202,16 @@ def stored(
 ) -> StoredJob:
     """The `StoredJob` of a row of the SQL journals' ``COLUMNS``."""
     job_id, key, unique, data, attempts, error, retry_at, seq, due_at = row
-    return StoredJob(
-        id=job_id,
-        key=key,
-        unique=unique,
-        data=bytes(data),
-        attempts=attempts,
-        error=error,
-        retry_at=retry_at,
-        seq=None if seq == job_id else seq,  # a job's place is its id unless it says otherwise
-        due_at=due_at,
+    return StoredJob(  # positional: once per job paged in
+        job_id,
+        key,
+        bytes(data),
+        unique,
+        attempts,
+        error,
+        retry_at,
+        None if seq == job_id else seq,  # a job's place is its id unless it says otherwise
+        due_at,
     )
 
 

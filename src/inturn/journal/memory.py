@@ -85,16 +85,16 @@ class _Row:
     """Its place, if not its id (given by `Due`)."""
 
     def stored(self, job_id: int) -> StoredJob:
-        return StoredJob(
-            id=job_id,
-            key=self.key,
-            data=self.data,
-            unique=self.unique,
-            attempts=self.attempts,
-            error=self.last_error,
-            retry_at=self.retry_at,
-            seq=self.seq,
-            due_at=self.due_at,
+        return StoredJob(  # positional: once per job paged in
+            job_id,
+            self.key,
+            self.data,
+            self.unique,
+            self.attempts,
+            self.last_error,
+            self.retry_at,
+            self.seq,
+            self.due_at,
         )
 
     def place(self, job_id: int) -> int:

@@ -235,9 +235,13 @@ FleetChange: TypeAlias = Change | Release
 """What a fleet member writes: any `Change`, and `Release`."""
 
 
-@attrs.define(kw_only=True, unsafe_hash=True)
+@attrs.define(unsafe_hash=True)
 class StoredJob:
-    """An unfinished job as a journal hands it back."""
+    """An unfinished job as a journal hands it back.
+
+    Not keyword-only: a page of a long backlog builds one per job, and keywords
+    cost about twice the rest of building it.
+    """
 
     id: int
     key: str | None
