@@ -71,7 +71,7 @@ from ._tasks import start_task
 from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
 from .errors import BatchError, DecodeError, JournalError, LeaseLost, PermanentError
-from .events import Logger, exception_text
+from .events import Logger, exception_text, logs_debug
 from .jobs import Job
 from .journal import Complete, Discard, Journal, MarkAttempt
 from .journal.records import Retrying
@@ -904,8 +904,11 @@ class Actor:
                     return
                 del batch[index:]
                 break
-        for entry in batch:
-            runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
+        if logs_debug(runtime.log):
+            for entry in batch:
+                runtime.log.debug(
+                    "job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt
+                )
         try:
             returned = await runtime.call_handler(jobs)
         except Exception as exc:
@@ -979,11 +982,13 @@ class Actor:
                     kept.append(result)
             results = kept
         core.complete(*done)
-        for entry, result in zip(done, results, strict=True):
-            runtime.log.debug(
-                "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
-            )
-            if runtime.waiters:
+        if len(done) == 1 or logs_debug(runtime.log):  # a batch skips its no-op calls
+            for entry in done:
+                runtime.log.debug(
+                    "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
+                )
+        if runtime.waiters:
+            for entry, result in zip(done, results, strict=True):
                 runtime.answer(entry.id, result)
         runtime.check_idle()
 

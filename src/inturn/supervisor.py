@@ -70,7 +70,7 @@ from .errors import (
     PermanentError,
     SupervisorClosed,
 )
-from .events import Event, EventTee, exception_text
+from .events import Event, EventTee, exception_text, logs_debug
 from .fleet import Fleet, FleetJournal, capacity_for
 from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Item, Stats
@@ -1045,8 +1045,9 @@ class Supervisor:
                     runtime.spawn(lane)
                 else:
                     runtime.wake(lane)  # once per run of the lane's jobs
-            for entry in entries:
-                log.debug("job.accepted", key=entry.key, job_id=entry.id)
+            if logs_debug(log):
+                for entry in entries:
+                    log.debug("job.accepted", key=entry.key, job_id=entry.id)
         if give_back:
             await runtime.give_back(give_back)
         return True

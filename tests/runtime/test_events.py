@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 import pytest
@@ -13,7 +14,7 @@ import trio
 import trio.testing
 
 import inturn
-from inturn.events import EventTee
+from inturn.events import EventTee, logs_debug
 from inturn.journal import Change, Complete, MarkAttempt
 from inturn.testing import FaultyJournal, Recorder
 
@@ -320,3 +321,58 @@ async def test_events_are_frozen_values() -> None:
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         event.key = "other"  # type: ignore[misc]
     assert event == inturn.Event(name="job.completed", key="k", job_id=1, attempt=1)
+
+
+@pytest.mark.parametrize("level", [logging.DEBUG, logging.INFO])
+async def test_a_batchs_per_job_events_reach_on_event_and_the_log_when_debug_is_on(
+    level: int, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A `send_many` and a batch handler skip their per-job debug calls only where the logger
+    drops them: on_event still gets one job.accepted, job.started and job.completed per job,
+    and the log gets them exactly when debug is on."""
+
+    async def handler(jobs: list[inturn.Job]) -> None:
+        await trio.lowlevel.checkpoint()
+
+    events = EventLog()
+    logged: list[EventDict] = []
+
+    def capture(logger: object, method: str, event: EventDict) -> EventDict:
+        logged.append(event)
+        raise structlog.DropEvent
+
+    config = structlog.get_config()
+    structlog.configure(
+        processors=[capture], wrapper_class=structlog.make_filtering_bound_logger(level)
+    )
+    ids: list[int] = []
+    try:
+        for hook in (events, None):
+            async with inturn.open_supervisor(handler, batch=10, on_event=hook) as sup:
+                ids = await sup.send_many([("k", n) for n in range(5)])
+                await sup.wait_idle()
+    finally:
+        structlog.configure(**config)
+    for name in ("job.accepted", "job.started", "job.completed"):
+        assert [e.job_id for e in events.events if e.name == name] == ids
+        in_log = [e["job_id"] for e in logged if e["event"] == name]
+        assert in_log == (ids * 2 if level == logging.DEBUG else [])
+
+
+def test_logs_debug_asks_the_logger_and_counts_a_tee_and_an_unknown_logger_in() -> None:
+    """Only a logger that says debug is off is skipped: structlog's filtering loggers and its
+    stdlib one answer; an EventTee hands every event on; one that cannot say is logged to."""
+    stdlib = logging.getLogger("inturn.test_logs_debug")
+    stdlib.setLevel(logging.INFO)
+
+    def filtering(level: int) -> Any:
+        wrapper: Any = structlog.make_filtering_bound_logger(level)
+        return wrapper(structlog.PrintLogger(), [], {})
+
+    assert not logs_debug(filtering(logging.INFO))
+    assert logs_debug(filtering(logging.DEBUG))
+    assert not logs_debug(structlog.stdlib.BoundLogger(stdlib, [], {}))
+    stdlib.setLevel(logging.DEBUG)
+    assert logs_debug(structlog.stdlib.BoundLogger(stdlib, [], {}))
+    assert logs_debug(EventTee(log=filtering(logging.INFO), on_event=EventLog()))
+    assert logs_debug(structlog.PrintLogger())  # cannot say: logged through, as before
