@@ -84,9 +84,12 @@ class StepLog:
             )
         return data
 
-    def ended(self, job_id: int) -> None:
-        """Job *job_id*'s attempt ended: the next one starts from the journal."""
-        self._attempts.pop(job_id, None)
+    def ended(self, *job_ids: int) -> None:
+        """The attempts of jobs *job_ids* (one, or a batch's) ended: the next ones start
+        from the journal."""
+        if self._attempts:  # some handler took a step
+            for job_id in job_ids:
+                self._attempts.pop(job_id, None)
 
 
 async def take_step(

@@ -876,10 +876,12 @@ class Actor:
             return True
         marks = [MarkAttempt(entry.id, entry.attempt) for entry in unmarked]
         superseded = await runtime.journal.write(marks)
+        if not superseded:
+            for entry in unmarked:
+                entry.marked = True
+            return True
         for entry, mark in zip(unmarked, marks, strict=True):
             entry.marked = mark not in superseded
-        if not superseded:
-            return True
         refused = [entry for entry in unmarked if not entry.marked]
         await self._take_back(*[entry for entry in batch if entry.marked])
         for entry in batch:
@@ -920,8 +922,7 @@ class Actor:
             await runtime.give_back([entry for entry in batch if not entry.skipped])
             raise
         finally:
-            for entry in batch:
-                runtime.steps.ended(entry.id)
+            runtime.steps.ended(*[entry.id for entry in batch])
         if returned is None:
             await self._complete(batch, [None] * len(batch))
         elif isinstance(returned, list | tuple) and len(returned) == len(batch):
@@ -948,11 +949,8 @@ class Actor:
             return
         head = batch[0]
         successor = core.successor(head, len(batch)) if then_start else None
-        changes: list[Change] = []
-        uniques = False
-        for entry in batch:
-            changes.append(Complete(entry.id))
-            uniques = uniques or entry.unique is not None
+        changes: list[Change] = [Complete(entry.id) for entry in batch]
+        uniques = any(entry.unique is not None for entry in batch)
         if successor is not None:
             changes.append(MarkAttempt(successor.id, successor.attempt))
         # The journal's clock (None) is cheaper to read; a unique key's window
