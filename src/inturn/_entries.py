@@ -33,6 +33,9 @@ class Entry:
     key: str | None
     data: bytes
     unique: str | None = None
+    lane: Lane = attrs.field(default=attrs.Factory(_lane_of, takes_self=True))
+    """Its key, or its id if keyless: kept, not computed, as it is read a dozen times a job
+    (and given, where built per job: the factory is a call)."""
     attempt: int = 1
     """The attempt that runs next, or is running."""
     durable: bool = False
@@ -56,9 +59,6 @@ class Entry:
     """Exhausted by a batch that failed as a whole (`Core.spent`), not by process stops."""
     not_before: float | None = None
     """Recovered in a backoff: its next attempt waits until this (trio) time."""
-
-    lane: Lane = attrs.field(init=False, default=attrs.Factory(_lane_of, takes_self=True))
-    """Its key, or its id if keyless: kept, not computed, as it is read a dozen times a job."""
 
 
 @attrs.frozen

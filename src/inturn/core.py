@@ -130,7 +130,8 @@ class Core:
         entries: list[Entry] = []
         state, lane = None, None
         for key, data, unique in jobs:
-            entry = Entry(self.next_id, self.next_id, key, data, unique)
+            job_id = self.next_id
+            entry = Entry(job_id, job_id, key, data, unique, job_id if key is None else key)
             self.next_id += 1
             if state is None or key is None or key != lane:
                 state, lane = self._lane(entry.lane), key
@@ -435,19 +436,22 @@ class Core:
         """Append what `Journal.load` returned for *page*."""
         state = self._lanes[page.key]
         for stored in jobs:
-            if stored.place > page.upto:
+            place = stored.place  # a property: read once
+            if place > page.upto:
                 break  # sent after the page was asked for: the next page's
             if state.fifo and self._buffered >= self.max_buffered:
                 return  # other keys paged in meanwhile: the rest waits its turn
             assert stored.key == page.key, "a page holds its key's jobs only"
-            assert stored.place > state.tail, "a page holds jobs after its start only"
+            assert place > state.tail, "a page holds jobs after its start only"
             if state.forgotten is not None and state.forgotten.pop(stored.id, None) is not None:
                 continue  # read before its skip was journaled: it is gone
             entry = self._recovered(stored)
             if state.skipped is not None and stored.id in state.skipped:
                 self._unmark(state, stored.id)
                 entry.skipped = True
-            self._buffer(state, entry)
+            state.fifo.append(entry)  # `_buffer`, inlined: once per job paged in
+            state.tail = place
+            self._buffered += 1
             state.on_disk -= 1
         if len(jobs) < page.limit or (jobs and jobs[-1].place >= page.upto):
             state.tail = max(state.tail, page.upto)  # the whole range is in
@@ -637,7 +641,10 @@ class Core:
         """`may_run` for every job of *batch*, one lane's: the lane is asked about once."""
         if self.stopping or self.is_halted(batch[0].lane):
             return False
-        return all(entry.running and not entry.skipped for entry in batch)
+        for entry in batch:  # noqa: SIM110 (a loop: all() with a generator costs more)
+            if not entry.running or entry.skipped:
+                return False
+        return True
 
     def take_back_mark(self, lane: Lane) -> Entry | None:
         """The head of halted *lane* if its start was marked early but never ran: unmarked now.
@@ -934,7 +941,9 @@ class Core:
 
     def _recovered(self, stored: StoredJob) -> Entry:
         """The entry for a job read back from the journal."""
-        entry = Entry(stored.id, stored.place, stored.key, stored.data, stored.unique)
+        job_id, key = stored.id, stored.key
+        lane = job_id if key is None else key
+        entry = Entry(job_id, stored.place, key, stored.data, stored.unique, lane)
         entry.durable = True
         if stored.attempts >= self.retry.max_attempts:
             entry.attempt, entry.exhausted = stored.attempts, True

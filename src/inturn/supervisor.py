@@ -187,10 +187,13 @@ class Supervisor:
         first: dict[str, int] = {}  # unique key -> the item that takes it
         scheduled = False  # an item has a due time
         items: Iterable[object] = jobs  # checked here: callers may pass anything
+        valid: str | None = None  # the last key validated: a batch often repeats one
         for position, item in enumerate(items):
             if isinstance(item, tuple) and len(item) == 2:  # no unique key, due at once
                 key, payload = item
-                batch.append((validate_key(key), self._encode(payload), None, None, None))
+                if type(key) is not str or key != valid:
+                    key = valid = validate_key(key)
+                batch.append((key, self._encode(payload), None, None, None))
                 continue
             due: float | None = None
             if isinstance(item, Item):

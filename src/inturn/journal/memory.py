@@ -193,12 +193,13 @@ class MemoryJournal:
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
         page: list[StoredJob] = []
+        jobs = self._jobs
         # A key's oldest jobs are the ones in memory already: few to skip.
         for job_id in self._by_key.get(key, ()):
             if len(page) >= limit:
                 break
-            row = self._jobs[job_id]
-            if row.place(job_id) > after:
+            row = jobs[job_id]
+            if (job_id if row.seq is None else row.seq) > after:  # `_Row.place`, inlined
                 page.append(row.stored(job_id))
         return page
 
