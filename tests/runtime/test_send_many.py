@@ -114,3 +114,62 @@ async def test_send_many_after_stop_raises_supervisor_closed() -> None:
         pass
     with pytest.raises(inturn.SupervisorClosed):
         await sup.send_many([("a", 1)])
+
+
+class AnswersOutOfOrder(FaultyJournal):
+    """Holds the first write of new jobs until the second has been answered.
+
+    A journal must apply writes in the order they were made: this one does
+    not, so the first batch's ids come after the second's and it is refused.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(inturn.MemoryJournal())
+        self.held = False
+        self.second_answered = trio.Event()
+
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]:
+        if not any(isinstance(change, Append) for change in changes):
+            return await super().write(changes, now=now)
+        if not self.held:
+            self.held = True
+            await self.second_answered.wait()
+            return await super().write(changes, now=now)
+        answer = await super().write(changes, now=now)
+        self.second_answered.set()
+        return answer
+
+
+async def test_batches_of_one_key_spilled_and_answered_out_of_order_keep_the_key_whole(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Two send_many batches of one key, past its window (spilled), whose writes end in the
+    reverse order: the later batch commits while the earlier one's jobs are still being
+    journaled ahead of it, the earlier one is refused and retracted, and the key runs
+    exactly the later batch, in order, then goes idle with nothing left behind."""
+    recorder = Recorder()
+    journal = AnswersOutOfOrder()
+    outcomes: dict[str, object] = {}
+
+    async def send(name: str, payloads: range) -> None:
+        try:
+            outcomes[name] = await sup.send_many([("k", n) for n in payloads])
+        except inturn.JournalError as exc:
+            outcomes[name] = exc
+
+    async with inturn.open_supervisor(recorder, journal=journal, window=2) as sup:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send, "first", range(10))
+            await trio.testing.wait_all_tasks_blocked()  # the first batch is being journaled
+            nursery.start_soon(send, "second", range(10, 20))
+        await sup.wait_idle()
+        assert sup.stats().queued == 0
+        await trio.sleep(2.0)  # past idle_timeout, in virtual time: the actor retires
+        assert sup._runtime.core.lanes() == 0
+
+    assert isinstance(outcomes["first"], inturn.JournalError)
+    assert outcomes["second"] == list(range(11, 21))
+    recorder.assert_sequential()
+    assert [call.job.payload for call in recorder.calls] == list(range(10, 20))
