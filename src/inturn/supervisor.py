@@ -234,24 +234,21 @@ class Supervisor:
             await schedule_point()
             return ids
         core = runtime.core
+        later: list[Append] = []
         if not scheduled:  # the core reserves the whole batch in one call
             entries = core.reserve_many([item[:3] for item in batch])
             ids = [entry.id for entry in entries]
-            await self._journal(entries, windows=[item[3] for item in batch])
-            await schedule_point()
-            return ids
-        ids = []
-        entries = []
-        windows: list[float | None] = []
-        later: list[Append] = []
-        for key, data, unique, unique_for, due in batch:
-            if due is None:
-                entries.append(core.reserve(key, data, unique))
-                windows.append(unique_for)
-                ids.append(entries[-1].id)
-            else:
-                later.append(self._scheduled(key, data, unique, unique_for, due))
-                ids.append(later[-1].job_id)
+            windows = [item[3] for item in batch]
+        else:  # ids rise in the order given, the scheduled jobs' too
+            ids, entries, windows = [], [], []
+            for key, data, unique, unique_for, due in batch:
+                if due is None:
+                    entries.append(core.reserve(key, data, unique))
+                    windows.append(unique_for)
+                    ids.append(entries[-1].id)
+                else:
+                    later.append(self._scheduled(key, data, unique, unique_for, due))
+                    ids.append(later[-1].job_id)
         await self._journal(entries, windows=windows, later=later)
         await schedule_point()
         return ids
@@ -1030,25 +1027,24 @@ class Supervisor:
             if returned:
                 give_back.append(entry)
         log = runtime.log
-        if due or len(entries) == 1:
+        if due:
             for entry, first in zip(entries, firsts, strict=True):
-                if due:
-                    core.unschedule()  # due: in its lane now, or finished by another writer
-                    if first in superseded:
-                        runtime.start_holding(core.retract(entry))
-                        continue
+                core.unschedule()  # due: in its lane now, or finished by another writer
+                if first in superseded:
+                    runtime.start_holding(core.retract(entry))
+                    continue
                 if core.commit(entry):
                     runtime.spawn(entry.lane)
                 else:
                     runtime.wake(entry.lane)
                 log.debug("job.accepted", key=entry.key, job_id=entry.id)
-        else:  # a batch of sends: the core commits it in one call
+        else:  # the core commits new jobs in one call
             for lane, wants_actor in core.commit_many(entries):
                 if wants_actor:
                     runtime.spawn(lane)
                 else:
                     runtime.wake(lane)  # once per run of the lane's jobs
-            if logs_debug(log):
+            if len(entries) == 1 or logs_debug(log):  # a batch skips its no-op calls
                 for entry in entries:
                     log.debug("job.accepted", key=entry.key, job_id=entry.id)
         if give_back:
