@@ -106,6 +106,18 @@ def describe(error: BaseException) -> str:
     return text
 
 
+def decode_failure(exc: Exception) -> DecodeError:
+    """*exc*, raised by a codec's ``decode``, as the `DecodeError` the job fails with.
+
+    Its text may quote the bytes: it names the type only, and its cause keeps the rest.
+    """
+    if isinstance(exc, DecodeError):
+        return exc
+    error = DecodeError(f"cannot decode payload: the codec raised {type(exc).__qualname__}")
+    error.__cause__ = exc  # as ``raise ... from exc``
+    return error
+
+
 def counts_schedule_points(task: trio.lowlevel.Task) -> bool:
     """Whether trio counts *task*'s schedule points, as ``task._schedule_points``.
 
@@ -823,13 +835,8 @@ class Actor:
         runtime = self.runtime
         try:
             payload = runtime.codec.decode(entry.data)
-        except DecodeError:
-            raise
         except Exception as exc:
-            # Its text may quote the bytes: name its type; the cause keeps the rest.
-            raise DecodeError(
-                f"cannot decode payload: the codec raised {type(exc).__qualname__}"
-            ) from exc
+            raise decode_failure(exc)  # noqa: B904 (it keeps *exc* as its cause)
         epoch = None if runtime.fleet is None else runtime.fleet.epochs.get(entry.key or "")
         # Positional: keywords cost a third of building it, once per job.
         return Job(entry.id, entry.key, payload, entry.attempt, entry.unique, epoch, runtime.steps)
@@ -894,18 +901,15 @@ class Actor:
     async def _run_batch(self, batch: list[Entry]) -> None:
         """Call the handler with *batch*'s jobs and carry out what it leads to."""
         runtime = self.runtime
-        jobs: list[Job] = []
-        for index, entry in enumerate(batch):
-            try:
-                jobs.append(self._job(entry))
-            except DecodeError as exc:
-                # The jobs before it run as a batch of their own; it fails alone, at its turn.
-                await self._take_back(*batch[max(index, 1) :])
-                if index == 0:
-                    await self._carry_out(self._failed(entry, exc))
-                    return
-                del batch[index:]
-                break
+        jobs, undecodable = self._jobs(batch)
+        if undecodable is not None:
+            # The jobs before it run as a batch of their own; it fails alone, at its turn.
+            index, error = undecodable
+            await self._take_back(*batch[max(index, 1) :])
+            if index == 0:
+                await self._carry_out(self._failed(batch[0], error))
+                return
+            del batch[index:]
         if logs_debug(runtime.log):
             for entry in batch:
                 runtime.log.debug(
@@ -934,6 +938,24 @@ class Actor:
                 + (f" of {len(returned)}" if isinstance(returned, list | tuple) else "")
             )
             await self._batch_failed(batch, wrong)
+
+    def _jobs(self, batch: list[Entry]) -> tuple[list[Job], tuple[int, DecodeError] | None]:
+        """`_job` for each of *batch* in one loop, up to the first whose payload cannot be
+        decoded: with that one's position and error."""
+        runtime = self.runtime
+        decode, steps = runtime.codec.decode, runtime.steps
+        epochs = None if runtime.fleet is None else runtime.fleet.epochs
+        jobs: list[Job] = []
+        for index, entry in enumerate(batch):
+            try:
+                payload = decode(entry.data)
+            except Exception as exc:
+                return jobs, (index, decode_failure(exc))
+            epoch = None if epochs is None else epochs.get(entry.key or "")
+            jobs.append(
+                Job(entry.id, entry.key, payload, entry.attempt, entry.unique, epoch, steps)
+            )
+        return jobs, None
 
     async def _complete(
         self, batch: list[Entry], results: list[object], *, then_start: bool = True

@@ -182,7 +182,8 @@ class Supervisor:
         """
         self._check_open()
         runtime = self._runtime
-        batch: list[tuple[str, bytes, str | None, float | None, float | None]] = []
+        batch: list[tuple[str, bytes, str | None]] = []  # what `Core.reserve_many` takes
+        extras: dict[int, tuple[float | None, float | None]] = {}  # an `Item`'s window, due time
         now = runtime.unix_now()
         first: dict[str, int] = {}  # unique key -> the item that takes it
         scheduled = False  # an item has a due time
@@ -193,7 +194,7 @@ class Supervisor:
                 key, payload = item
                 if type(key) is not str or key != valid:
                     key = valid = validate_key(key)
-                batch.append((key, self._encode(payload), None, None, None))
+                batch.append((key, self._encode(payload), None))
                 continue
             due: float | None = None
             if isinstance(item, Item):
@@ -216,7 +217,8 @@ class Supervisor:
                     f"send_many: items {first[unique]} and {position} both take unique key"
                     f" {unique!r}"
                 )
-            batch.append((key, self._encode(payload), unique, unique_for, due))
+            batch.append((key, self._encode(payload), unique))
+            extras[position] = (unique_for, due)
             scheduled = scheduled or due is not None
         if not batch:
             await trio.lowlevel.checkpoint()
@@ -224,10 +226,10 @@ class Supervisor:
         if runtime.fleet is not None:
             ids = await runtime.fleet.new_ids(len(batch))
             appends = [
-                Append(
-                    job_id=job_id, key=key, data=data, unique=unique, unique_for=window, due_at=due
+                Append(job_id, key, data, unique, *extras.get(position, (None, None)))
+                for position, (job_id, (key, data, unique)) in enumerate(
+                    zip(ids, batch, strict=True)
                 )
-                for job_id, (key, data, unique, window, due) in zip(ids, batch, strict=True)
             ]
             uniques = any(append.unique is not None for append in appends)
             await runtime.fleet.append(appends, now=now if uniques else None)
@@ -235,13 +237,16 @@ class Supervisor:
             return ids
         core = runtime.core
         later: list[Append] = []
+        windows: list[float | None] = []
         if not scheduled:  # the core reserves the whole batch in one call
-            entries = core.reserve_many([item[:3] for item in batch])
+            entries = core.reserve_many(batch)
             ids = [entry.id for entry in entries]
-            windows = [item[3] for item in batch]
+            if extras:
+                windows = [extras.get(position, (None, None))[0] for position in range(len(batch))]
         else:  # ids rise in the order given, the scheduled jobs' too
-            ids, entries, windows = [], [], []
-            for key, data, unique, unique_for, due in batch:
+            ids, entries = [], []
+            for position, (key, data, unique) in enumerate(batch):
+                unique_for, due = extras.get(position, (None, None))
                 if due is None:
                     entries.append(core.reserve(key, data, unique))
                     windows.append(unique_for)

@@ -19,8 +19,6 @@ from inturn.journal._thread import SyncReads
 from .test_end_to_end import ROOT, inturn_command
 
 TIMEOUT = 60.0
-HONOURED_WITHIN = 1.0
-"""Seconds from an operator's command to the supervisor carrying it out (it polls every 0.5 s)."""
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -100,9 +98,13 @@ def test_fixes_reach_a_supervisor_running_in_another_process(
         # skip a running attempt: cancelled, never done; the key goes on with a2.
         worker.wait_for("start", 1)
         result, asked = fix(*worker.command("skip", 1))
+        answered = time.time()
         assert result.stdout.startswith("skipped job 1 of key 'a'")
         cancelled = worker.wait_for("cancelled", 1)
-        assert cancelled - asked < HONOURED_WITHIN + 0.5  # + the command line's own start
+        # Carried out by the running supervisor before it answered (a skip waits for the
+        # attempt to stop).  How soon (it polls every 0.5 s) is not asserted on the wall
+        # clock: this span also holds the command line's own start, seconds when loaded.
+        assert asked < cancelled < answered
         worker.wait_for("done", 2)
         info = worker.job(1)
         assert info is not None

@@ -486,9 +486,14 @@ class MemoryJournal:
             distinct = len({mark.job_id for mark in marks}) == len(marks)
             if len(marks) != len(changes) or None in rows or not distinct:
                 return None
-            for row, mark in zip(rows, marks, strict=True):
+            halted = self._halted
+            for row, mark in zip(rows, marks, strict=True):  # `_mark`, inlined: once per job
                 assert row is not None
-                superseded.extend(self._mark(row, mark))
+                if mark.attempt > row.attempts and row.key is not None and row.key in halted:
+                    superseded.append(mark)
+                    continue
+                row.attempts = mark.attempt
+                row.retry_at = None
             return superseded or _NONE
         *completes, last = changes
         finished: set[int] = set()
@@ -501,17 +506,39 @@ class MemoryJournal:
         if isinstance(last, Complete):
             if last.job_id not in self._jobs or last.job_id in finished:
                 return None
-            for job_id in (*finished, last.job_id):
-                self._forget(job_id, now)
+            self._forget_many(changes, now)
             return _NONE
         if not isinstance(last, MarkAttempt) or last.job_id in finished:
             return None
         behind = self._jobs.get(last.job_id)
         if behind is None:
             return None
-        for job_id in finished:
-            self._forget(job_id, now)
+        self._forget_many(completes, now)
         return self._mark(behind, last)
+
+    def _forget_many(self, completes: Sequence[Change], now: float) -> None:
+        """`_forget` the job of each of *completes* (checked `Complete`s, of distinct jobs).
+
+        A job with neither a unique key nor a due time, the common one, is
+        forgotten inline, its key's ids looked up once per run of its jobs.
+        """
+        jobs, by_key, scheduled = self._jobs, self._by_key, self._scheduled
+        key, ids = None, None
+        for change in completes:
+            assert isinstance(change, Complete)
+            job_id = change.job_id
+            row = jobs[job_id]
+            if row.unique is not None or row.key is None or job_id in scheduled:
+                self._forget(job_id, now)
+                continue
+            del jobs[job_id]
+            if row.key != key or ids is None:
+                key = row.key
+                ids = by_key[key]
+            del ids[job_id]
+            if not ids:
+                del by_key[key]
+                ids = None
 
     def _mark(self, row: _Row, mark: MarkAttempt) -> Sequence[Change]:
         """Apply *mark* to *row*: superseded (returned) if it starts an attempt on a halted key."""
