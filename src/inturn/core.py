@@ -129,14 +129,33 @@ class Core:
         """
         entries: list[Entry] = []
         state, lane = None, None
+        job_id = self.next_id
+        window, max_buffered = self.window, self.max_buffered
         for key, data, unique in jobs:
-            job_id = self.next_id
             entry = Entry(job_id, job_id, key, data, unique, job_id if key is None else key)
-            self.next_id += 1
+            job_id += 1
             if state is None or key is None or key != lane:
                 state, lane = self._lane(entry.lane), key
-            self._place(entry, state)
+            # `_place`, inlined: once per job sent
+            if key is not None and (
+                state.on_disk
+                or len(state.fifo) >= window
+                or (state.fifo and self._buffered >= max_buffered)
+            ):
+                entry.spilled = True
+                state.on_disk += 1
+                if state.spilling is None:
+                    state.spilling = []
+                state.spilling.append(job_id - 1)
+            else:
+                state.fifo.append(entry)
+                state.tail = job_id - 1
+                self._buffered += 1
+            if state.halted:
+                self._parked += 1
             entries.append(entry)
+        self.next_id = job_id
+        self._pending += len(entries)
         return entries
 
     def schedule(self) -> int:
@@ -435,21 +454,22 @@ class Core:
     def paged(self, page: Page, jobs: Sequence[StoredJob]) -> None:
         """Append what `Journal.load` returned for *page*."""
         state = self._lanes[page.key]
+        fifo, upto, max_buffered = state.fifo, page.upto, self.max_buffered
         for stored in jobs:
             place = stored.place  # a property: read once
-            if place > page.upto:
+            if place > upto:
                 break  # sent after the page was asked for: the next page's
-            if state.fifo and self._buffered >= self.max_buffered:
+            if fifo and self._buffered >= max_buffered:
                 return  # other keys paged in meanwhile: the rest waits its turn
             assert stored.key == page.key, "a page holds its key's jobs only"
             assert place > state.tail, "a page holds jobs after its start only"
             if state.forgotten is not None and state.forgotten.pop(stored.id, None) is not None:
                 continue  # read before its skip was journaled: it is gone
-            entry = self._recovered(stored)
+            entry = self._recovered(stored, place)
             if state.skipped is not None and stored.id in state.skipped:
                 self._unmark(state, stored.id)
                 entry.skipped = True
-            state.fifo.append(entry)  # `_buffer`, inlined: once per job paged in
+            fifo.append(entry)  # `_buffer`, inlined: once per job paged in
             state.tail = place
             self._buffered += 1
             state.on_disk -= 1
@@ -939,11 +959,13 @@ class Core:
             state = self._lanes[lane] = LaneState()
         return state
 
-    def _recovered(self, stored: StoredJob) -> Entry:
-        """The entry for a job read back from the journal."""
+    def _recovered(self, stored: StoredJob, place: int | None = None) -> Entry:
+        """The entry for a job read back from the journal (at *place*, if read already)."""
         job_id, key = stored.id, stored.key
         lane = job_id if key is None else key
-        entry = Entry(job_id, stored.place, key, stored.data, stored.unique, lane)
+        if place is None:
+            place = stored.place
+        entry = Entry(job_id, place, key, stored.data, stored.unique, lane)
         entry.durable = True
         if stored.attempts >= self.retry.max_attempts:
             entry.attempt, entry.exhausted = stored.attempts, True

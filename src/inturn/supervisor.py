@@ -986,7 +986,8 @@ class Supervisor:
             if entry.unique is not None:
                 uniques = True
             changes.append(first)
-            firsts.append(first)
+            if due:
+                firsts.append(first)
             if entry.lane != lane and core.starts_next(entry):  # its start goes in the same write
                 mark = MarkAttempt(entry.id, entry.attempt)
                 changes.append(mark)

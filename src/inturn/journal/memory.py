@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Sequence, Set as AbstractSet
+from collections.abc import Iterable, Sequence, Set as AbstractSet
 from typing import assert_never
 
 import attrs
@@ -506,27 +506,26 @@ class MemoryJournal:
         if isinstance(last, Complete):
             if last.job_id not in self._jobs or last.job_id in finished:
                 return None
-            self._forget_many(changes, now)
+            finished.add(last.job_id)
+            self._forget_many(finished, now)
             return _NONE
         if not isinstance(last, MarkAttempt) or last.job_id in finished:
             return None
         behind = self._jobs.get(last.job_id)
         if behind is None:
             return None
-        self._forget_many(completes, now)
+        self._forget_many(finished, now)
         return self._mark(behind, last)
 
-    def _forget_many(self, completes: Sequence[Change], now: float) -> None:
-        """`_forget` the job of each of *completes* (checked `Complete`s, of distinct jobs).
+    def _forget_many(self, job_ids: Iterable[int], now: float) -> None:
+        """`_forget` each of *job_ids* (unfinished jobs, checked).
 
         A job with neither a unique key nor a due time, the common one, is
         forgotten inline, its key's ids looked up once per run of its jobs.
         """
         jobs, by_key, scheduled = self._jobs, self._by_key, self._scheduled
         key, ids = None, None
-        for change in completes:
-            assert isinstance(change, Complete)
-            job_id = change.job_id
+        for job_id in job_ids:
             row = jobs[job_id]
             if row.unique is not None or row.key is None or job_id in scheduled:
                 self._forget(job_id, now)
