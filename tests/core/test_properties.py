@@ -408,18 +408,25 @@ def _lanes_of(core: Core) -> dict[Lane, tuple[object, ...]]:
     before=st.lists(keys, max_size=12),
     batch=st.lists(keys, min_size=1, max_size=30),
     halted=st.booleans(),
+    max_buffered=st.integers(min_value=1, max_value=40),
 )
 def test_reserve_many_and_commit_many_do_what_reserve_and_commit_do_one_by_one(
-    before: list[str | None], batch: list[str | None], halted: bool
+    before: list[str | None], batch: list[str | None], halted: bool, max_buffered: int
 ) -> None:
     """A send_many batch, in one call each, against the same jobs sent one at a time.
 
-    A small window makes jobs spill; jobs already queued (some not yet
-    durable) and a halted key make the lanes differ from fresh ones.
+    A small window makes jobs spill, and so does a small *max_buffered*;
+    jobs already queued (some not yet durable) and a halted key make the
+    lanes differ from fresh ones.
     """
     cores = []
     for _ in range(2):
-        core = Core(retry=inturn.Retry(max_attempts=2), on_discard="halt", window=3)
+        core = Core(
+            retry=inturn.Retry(max_attempts=2),
+            on_discard="halt",
+            window=3,
+            max_buffered=max_buffered,
+        )
         if halted:
             core.restore(Recovery(next_id=1, jobs=[], backlog={}, halted=frozenset({"b"})))
         pending = [core.reserve(key, b"0") for key in before]

@@ -511,6 +511,10 @@ async def test_a_payload_that_cannot_be_decoded_ends_its_batch_and_fails_alone(
         info = await sup.job(bad)
         assert info is not None
         assert info.state == "dead"
+        # as a single job's: the codec's error named by its type, the payload never quoted
+        assert info.last_error == (
+            "inturn.errors.DecodeError: cannot decode payload: the codec raised ValueError"
+        )
     assert handler.ids()[1:] == [[before], [after]]
 
 
