@@ -970,7 +970,7 @@ class Supervisor:
         runtime = self._runtime
         core = runtime.core
         changes: list[Change] = []
-        firsts: list[Change] = []  # each entry's own change
+        firsts: list[Change] = []  # with *due*, each entry's own change
         starting: list[tuple[Entry, MarkAttempt]] = []
         uniques = requeue_of is not None
         lane = None  # the previous entry's: one behind it in its lane cannot start next

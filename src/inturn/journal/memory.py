@@ -520,8 +520,8 @@ class MemoryJournal:
     def _forget_many(self, job_ids: Iterable[int], now: float) -> None:
         """`_forget` each of *job_ids* (unfinished jobs, checked).
 
-        A job with neither a unique key nor a due time, the common one, is
-        forgotten inline, its key's ids looked up once per run of its jobs.
+        A job of a key, with neither a unique key nor a due time, the common
+        one, is forgotten inline, its key's ids looked up once per run of its jobs.
         """
         jobs, by_key, scheduled = self._jobs, self._by_key, self._scheduled
         key, ids = None, None
