@@ -130,32 +130,14 @@ class Core:
         entries: list[Entry] = []
         state, lane = None, None
         job_id = self.next_id
-        window, max_buffered = self.window, self.max_buffered
         for key, data, unique in jobs:
             entry = Entry(job_id, job_id, key, data, unique, job_id if key is None else key)
             job_id += 1
             if state is None or key is None or key != lane:
                 state, lane = self._lane(entry.lane), key
-            # `_place`, inlined: once per job sent
-            if key is not None and (
-                state.on_disk
-                or len(state.fifo) >= window
-                or (state.fifo and self._buffered >= max_buffered)
-            ):
-                entry.spilled = True
-                state.on_disk += 1
-                if state.spilling is None:
-                    state.spilling = []
-                state.spilling.append(job_id - 1)
-            else:
-                state.fifo.append(entry)
-                state.tail = job_id - 1
-                self._buffered += 1
-            if state.halted:
-                self._parked += 1
+            self._place(entry, state)
             entries.append(entry)
         self.next_id = job_id
-        self._pending += len(entries)
         return entries
 
     def schedule(self) -> int:
