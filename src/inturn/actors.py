@@ -72,7 +72,7 @@ from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
 from .errors import BatchError, DecodeError, JournalError, LeaseLost, PermanentError
 from .events import Logger, exception_text, logs_debug
-from .jobs import Job
+from .jobs import Job, new_job
 from .journal import Complete, Discard, Journal, MarkAttempt
 from .journal.records import Retrying
 
@@ -838,8 +838,9 @@ class Actor:
         except Exception as exc:
             raise decode_failure(exc)  # noqa: B904 (it keeps *exc* as its cause)
         epoch = None if runtime.fleet is None else runtime.fleet.epochs.get(entry.key or "")
-        # Positional: keywords cost a third of building it, once per job.
-        return Job(entry.id, entry.key, payload, entry.attempt, entry.unique, epoch, runtime.steps)
+        return new_job(
+            entry.id, entry.key, payload, entry.attempt, entry.unique, epoch, runtime.steps
+        )
 
     # -- batches (``open_supervisor(..., batch=N)``) ---------------------------
 
@@ -953,7 +954,7 @@ class Actor:
                 return jobs, (index, decode_failure(exc))
             epoch = None if epochs is None else epochs.get(entry.key or "")
             jobs.append(
-                Job(entry.id, entry.key, payload, entry.attempt, entry.unique, epoch, steps)
+                new_job(entry.id, entry.key, payload, entry.attempt, entry.unique, epoch, steps)
             )
         return jobs, None
 

@@ -24,7 +24,7 @@ __all__ = ["Item", "Job", "Stats"]
 
 
 @final
-@attrs.frozen
+@attrs.frozen(weakref_slot=False)  # no `__weakref__` slot: see `new_job`
 class Job:
     """One accepted job, as the handler receives it."""
 
@@ -75,6 +75,43 @@ class Job:
             result = fn(*args)
             return (await result) if inspect.isawaitable(result) else result
         return await self._steps.run(self.id, name, fn, args)
+
+
+class _Filling:
+    """`Job`'s slots in a class that is not frozen: see `new_job`."""
+
+    __slots__ = tuple(field.name for field in attrs.fields(Job))
+
+
+def new_job(
+    id: int,  # noqa: A002 (the field's name)
+    key: str | None,
+    payload: object,
+    attempt: int,
+    unique: str | None,
+    epoch: int | None,
+    steps: _Steps | None,
+) -> Job:
+    """``Job(id, key, payload, attempt, unique, epoch, steps)``, built at a third of the cost.
+
+    attrs builds a frozen instance through ``object.__setattr__``, one call
+    per field: about 1 us a `Job`, a tenth of a batched job.  This fills a
+    `_Filling` (the same slots, not frozen) by plain assignments, then makes
+    it a `Job`: Python allows that ``__class__`` assignment between classes
+    of the same slots, which is also why `Job` has no ``__weakref__`` slot
+    (CPython does not compare layouts that have one).  The runtime builds
+    every handler's `Job` here, once per job.
+    """
+    job = object.__new__(_Filling)
+    job.id = id  # type: ignore[attr-defined]
+    job.key = key  # type: ignore[attr-defined]
+    job.payload = payload  # type: ignore[attr-defined]
+    job.attempt = attempt  # type: ignore[attr-defined]
+    job.unique = unique  # type: ignore[attr-defined]
+    job.epoch = epoch  # type: ignore[attr-defined]
+    job._steps = steps  # type: ignore[attr-defined]
+    job.__class__ = Job  # type: ignore[assignment]
+    return job  # type: ignore[return-value]
 
 
 @final
