@@ -35,10 +35,11 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 # that is not.  Yet a run asks for about 34,000 fsyncs of its own files and
 # 8,700 WAL flushes of the server, and on a day this machine's disk was slow
 # the test that writes most (150 requeues, one commit each) took 57 s instead
-# of 1 s, and the whole suite 15 minutes instead of 5.  So the suite's files live in memory (/dev/shm, unless TMPDIR names a
-# place), inherited by the processes it starts, and its PostgreSQL sessions
-# commit without waiting for the flush.  Both are real: the same SQLite files,
-# the same server and transactions.
+# of 1 s, and the whole suite 15 minutes instead of 5.  So the suite's files
+# live in memory (/dev/shm, unless TMPDIR names a place), inherited by the
+# processes it starts, and its PostgreSQL sessions commit without waiting for
+# the flush.  Both are real: the same SQLite files, the same server and
+# transactions.
 
 if "TMPDIR" not in os.environ and os.access("/dev/shm", os.W_OK):
     os.environ["TMPDIR"] = tempfile.tempdir = "/dev/shm"
