@@ -89,6 +89,10 @@ LINGERING_TASKS: Final = 1000
 """Worker tasks beyond which a lane that needs one takes a lingering actor's, rather than a
 new one: past a working set of this many keys, tasks (about 3 KB each) stop growing with it."""
 
+REAPER_SLACK: Final = 1 / 16
+"""An idle actor or spare task may exit up to this fraction of ``idle_timeout`` early, so
+that the keys going idle in that span cost `IdleReaper` one wake-up, not one each."""
+
 MAX_ERROR_TEXT: Final = 4000
 """Characters of an error's text a journal keeps: a huge message must not bloat every row."""
 
@@ -171,7 +175,11 @@ class Runtime:
     escalated: BaseException | None = None
     fleet: Fleet | None = None
     """This supervisor's part of a fleet (see `inturn.fleet`); None when it holds its journal alone."""
-    reaper: IdleReaper = attrs.field(factory=lambda: IdleReaper())
+    reaper: IdleReaper = attrs.field(
+        default=attrs.Factory(
+            lambda self: IdleReaper(slack=self.idle_timeout * REAPER_SLACK), takes_self=True
+        )
+    )
     spare: dict[Worker, None] = attrs.field(factory=dict)
     """Worker tasks parked until a lane needs one, oldest first (an ordered set)."""
     workers: int = 0
@@ -443,8 +451,14 @@ class IdleReaper:
     order they went idle and a FIFO of ``(deadline, waiter, token)`` is
     already sorted.  One woken before its deadline bumps its token, which
     turns its entry here stale.
+
+    At the first deadline it also expires those due within *slack* seconds:
+    one wake-up for the many keys that went idle in that span, not one each
+    (at a key seen once, that wake-up was a task switch per job).  Early, not
+    late: no actor lingers past its ``idle_timeout``.
     """
 
+    slack: float = 0.0
     _deadlines: deque[tuple[float, Idling, int]] = attrs.field(factory=deque)
     _added: trio.Event = attrs.field(factory=trio.Event)
 
@@ -464,7 +478,7 @@ class IdleReaper:
                 await self._added.wait()
                 continue
             await trio.sleep_until(deadlines[0][0])
-            now = trio.current_time()
+            now = trio.current_time() + self.slack
             while deadlines and deadlines[0][0] <= now:
                 _, actor, token = deadlines.popleft()
                 actor.expire(token)

@@ -12,6 +12,7 @@ import trio
 import trio.testing
 
 import inturn
+from inturn.actors import REAPER_SLACK
 from inturn.journal import Append, Change
 from inturn.testing import FaultyJournal, Recorder
 
@@ -57,6 +58,43 @@ async def test_actor_exits_exactly_at_idle_timeout(mock_clock: trio.testing.Mock
 
         mock_clock.jump(IDLE - just_before)
         assert trio.current_time() == IDLE
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup.stats().actors == 0
+        assert sup._runtime.core.lanes() == 0
+
+
+async def test_keys_idle_within_the_slack_retire_together(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """Keys that went idle within ``REAPER_SLACK`` of ``idle_timeout`` after the first retire
+    with it, at its deadline (one timer wake-up for all); a key idle later waits for its own."""
+    slack = IDLE * REAPER_SLACK
+    async with inturn.open_supervisor(Recorder(), idle_timeout=IDLE) as sup:
+        await sup.send("first", 1)
+        await trio.testing.wait_all_tasks_blocked()
+        mock_clock.jump(slack)  # exactly at the edge: retired with the first
+        await sup.send("within", 2)
+        await trio.testing.wait_all_tasks_blocked()
+        mock_clock.jump(slack / 2)
+        await sup.send("later", 3)  # past the edge: its own deadline
+        await trio.testing.wait_all_tasks_blocked()
+        later_idle = trio.current_time()
+        assert sup.stats().actors == 3
+
+        mock_clock.jump(math.nextafter(IDLE, 0.0) - trio.current_time())
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup.stats().actors == 3  # none before the first deadline
+
+        mock_clock.jump(IDLE - trio.current_time())
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup.stats().actors == 1
+        assert list(sup._runtime.actors) == ["later"]
+
+        mock_clock.jump(math.nextafter(later_idle + IDLE, 0.0) - trio.current_time())
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup.stats().actors == 1  # the later key lingers its whole idle_timeout
+
+        mock_clock.jump(later_idle + IDLE - trio.current_time())
         await trio.testing.wait_all_tasks_blocked()
         assert sup.stats().actors == 0
         assert sup._runtime.core.lanes() == 0
