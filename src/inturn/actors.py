@@ -1031,6 +1031,32 @@ class Actor:
                 runtime.answer(entry.id, result)
         runtime.check_idle()
 
+    async def _complete_one(self, entry: Entry, result: object) -> None:
+        """`_complete` for one job outside a fleet, the usual case: the same steps, written out."""
+        runtime, core = self.runtime, self.runtime.core
+        if runtime.fleet is not None:
+            await self._complete([entry], [result])
+            return
+        successor = core.successor(entry)
+        complete = Complete(entry.id)
+        changes: list[Change] = [complete]
+        if successor is not None:
+            changes.append(MarkAttempt(successor.id, successor.attempt))
+        now = None if entry.unique is None else runtime.unix_now()  # see `_complete`
+        superseded = await runtime.journal.write(changes, now=now)
+        if successor is not None and changes[-1] not in superseded:
+            successor.marked = True
+        if superseded and complete in superseded:  # another writer finished it first
+            self._superseded(entry, "job.superseded")
+        else:
+            core.complete(entry)
+            runtime.log.debug(
+                "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
+            )
+            if runtime.waiters:
+                runtime.answer(entry.id, result)
+        runtime.check_idle()
+
     async def _batch_failed(self, batch: list[Entry], error: Exception) -> None:
         """The handler raised *error* for *batch*: one job failed (`BatchError`), or all of it."""
         runtime, core = self.runtime, self.runtime.core
@@ -1069,7 +1095,7 @@ class Actor:
         runtime, core = self.runtime, self.runtime.core
         match outcome:
             case Completed(entry=entry, result=result):
-                await self._complete([entry], [result])
+                await self._complete_one(entry, result)
             case Backoff(entry=entry, at=at, error=error, snooze=snooze):
                 # Journaled first: an operator reading the journal sees why the
                 # key waits, and until when.  A snooze gives its attempt back

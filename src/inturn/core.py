@@ -116,8 +116,10 @@ class Core:
         reserved, are the journal's to enforce: it refuses the job's `Append`
         with `DuplicateError`, and the shell then calls `retract`.
         """
-        entry = Entry(self.next_id, self.next_id, key, data, unique)  # positional: cheaper
-        self.next_id += 1
+        job_id = self.next_id
+        # Positional, with its lane given: cheaper (the lane's factory is a call).
+        entry = Entry(job_id, job_id, key, data, unique, job_id if key is None else key)
+        self.next_id = job_id + 1
         self._place(entry, self._lane(entry.lane))
         return entry
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import attrs
 import pytest
+import structlog
 import trio
 import trio.testing
 
@@ -479,14 +480,16 @@ class HoldWrites(FaultyJournal):
         return await self.inner.write(changes, now=now)
 
 
+@pytest.mark.parametrize("many", [False, True], ids=["send", "send_many"])
 @pytest.mark.parametrize(
     "first", ["halt", "send"], ids=["halt-commits-first", "send-commits-first"]
 )
 async def test_defect1_a_pause_racing_a_send_leaves_no_attempt_marked(
-    first: str, autojump_clock: trio.testing.MockClock
+    first: str, many: bool, autojump_clock: trio.testing.MockClock
 ) -> None:
     """A send whose start goes with its acceptance, racing a pause of its key: either the journal
-    supersedes the start or the supervisor gives it back; the paused job shows 0 attempts."""
+    supersedes the start or the supervisor gives it back; the paused job shows 0 attempts.
+    (`send` and `send_many` journal a job each their own way.)"""
     from inturn.journal import Halt
 
     journal = HoldWrites(inturn.MemoryJournal())
@@ -498,7 +501,10 @@ async def test_defect1_a_pause_racing_a_send_leaves_no_attempt_marked(
         await sup.wait_idle()
         journal.armed = True
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(sup.send, "k", 1)
+            if many:
+                nursery.start_soon(sup.send_many, [("k", 1)])
+            else:
+                nursery.start_soon(sup.send, "k", 1)
             await journal.held[Append].wait()  # the send's write waits, its start in it
             nursery.start_soon(sup.pause, "k")  # the core is paused at once
             await journal.held[Halt].wait()
@@ -512,3 +518,36 @@ async def test_defect1_a_pause_racing_a_send_leaves_no_attempt_marked(
         await sup.resume("k")
         await sup.wait_idle()
     assert [(call.job.id, call.job.attempt) for call in recorder.calls] == [(1, 1), (2, 1)]
+
+
+async def test_a_job_another_writer_completed_while_it_ran_is_superseded(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A running job that another writer completes first is superseded when its handler returns:
+    counted as discarded, its ``ask`` told, and the job behind it (whose start went in the same
+    write) runs as attempt 1."""
+    journal = inturn.MemoryJournal()
+    attempts: list[tuple[object, int]] = []
+
+    async def handler(job: inturn.Job) -> str:
+        attempts.append((job.payload, job.attempt))
+        if job.payload == "first":
+            await journal.write([Complete(job.id)])  # another writer of the same journal
+        return f"ran {job.payload}"
+
+    with trio.fail_after(GUARD), structlog.testing.capture_logs() as logs:
+        async with inturn.open_supervisor(handler, journal=journal) as sup:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sup.send, "k", "second")  # behind, while the first runs
+                with pytest.raises(inturn.JobDiscarded) as discarded:
+                    await sup.ask("k", "first")
+            assert await sup.ask("k", "third") == "ran third"
+            stats = sup.stats()
+
+    assert "another writer" in str(discarded.value.__cause__)
+    assert attempts == [("first", 1), ("second", 1), ("third", 1)]
+    assert (stats.completed, stats.discarded) == (2, 1)
+    assert [(log["event"], log["job_id"]) for log in logs if log["event"] == "job.superseded"] == [
+        ("job.superseded", 1)
+    ]
+    assert journal.unfinished() == []

@@ -257,16 +257,21 @@ class _GatedJournal(FaultyJournal):
         await trio.lowlevel.checkpoint()
 
 
+@pytest.mark.parametrize("many", [False, True], ids=["send", "send_many"])
 async def test_send_journaled_as_the_supervisor_stops_raises_but_keeps_the_job(
-    autojump_clock: trio.testing.MockClock,
+    many: bool, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """A send whose write completes after a cancelled stop raises SupervisorClosed; the job stays journaled."""
+    """A send whose write completes after a cancelled stop raises SupervisorClosed; the job stays
+    journaled, and the start journaled with it is given back (no attempt counted)."""
     journal = _GatedJournal()
     outcome: list[BaseException] = []
 
     async def sender(sup: inturn.Supervisor) -> None:
         try:
-            await sup.send("k", "late")
+            if many:
+                await sup.send_many([("k", "late")])
+            else:
+                await sup.send("k", "late")
         except inturn.SupervisorClosed as exc:
             outcome.append(exc)
 
@@ -281,7 +286,9 @@ async def test_send_journaled_as_the_supervisor_stops_raises_but_keeps_the_job(
 
     assert len(outcome) == 1
     assert "journaled" in str(outcome[0])
-    assert [(job.key, job.data) for job in journal.memory.unfinished()] == [("k", b'"late"')]
+    assert [(job.key, job.data, job.attempts) for job in journal.memory.unfinished()] == [
+        ("k", b'"late"', 0)
+    ]
 
 
 async def test_an_attempt_that_cannot_be_given_back_is_logged(

@@ -206,11 +206,13 @@ class MemoryJournal:
     async def write(
         self, changes: Sequence[Change], *, now: float | None = None
     ) -> Sequence[Change]:
-        check_now(now)
+        if now is not None:
+            check_now(now)
         # A cancellation point, not a schedule point: there is nothing to wait
         # for, and the runtime yields where fairness needs it.
         await trio.lowlevel.checkpoint_if_cancelled()
-        self._check_open()
+        if not self._is_open:  # `_check_open`, inlined: twice per job
+            self._check_open()
         clock = time.time() if now is None else now
         if self._expiry:
             self._expire(clock)  # first: a check takes an ended reservation as gone anyway
