@@ -375,9 +375,13 @@ class Runtime:
             what = f"job {job.id}" if isinstance(job, Job) else f"the batch from job {job[0].id}"
             raise TimeoutError(f"{what} ran longer than job_timeout={self.job_timeout}s")
         finally:
-            self.running -= count
-            if not self.running and self._nothing_runs is not None:
-                self._nothing_runs.set()
+            self.ran(count)
+
+    def ran(self, count: int) -> None:
+        """*count* jobs' handler call ended."""
+        self.running -= count
+        if not self.running and self._nothing_runs is not None:
+            self._nothing_runs.set()
 
     async def wait_nothing_runs(self) -> None:
         """Wait until no handler runs (a graceful shutdown's grace)."""
@@ -771,6 +775,9 @@ class Actor:
                     await self._take_back(entry)
                     return
                 outcome = await self._run(entry)
+                if type(outcome) is Completed:  # the usual outcome, without `_carry_out`'s match
+                    await self._complete_one(outcome.entry, outcome.result)
+                    return
             await self._carry_out(outcome)
         except BaseException:
             if entry.running:
@@ -830,7 +837,14 @@ class Actor:
             return self._failed(entry, exc)
         runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
         try:
-            result = await runtime.call_handler(job)
+            if runtime.job_timeout is None:  # `call_handler`, inlined: once per job
+                runtime.running += 1
+                try:
+                    result = await runtime.handler(job)
+                finally:
+                    runtime.ran(1)
+            else:
+                result = await runtime.call_handler(job)
         except Exception as exc:
             return self._failed(entry, exc)
         except BaseException:

@@ -401,6 +401,8 @@ class Core:
     def page(self, lane: Lane) -> Page | None:
         """The jobs *lane* should read from the journal now, if any (see `_next_page`)."""
         state = self._lanes[lane]
+        if state.disk_tail <= state.tail:  # nothing waits in the journal: once per job
+            return None
         page = self._next_page(lane, state)
         if page is not None:
             state.pages = page.serial
@@ -832,8 +834,9 @@ class Core:
         The lane then waits in the ready queue; `give_slot` hands it a slot
         and names it, and the shell starts a task for it.
         """
-        state = self._lanes[lane]
-        if self._claim_slot(state):
+        if self.max_concurrency is None:  # `_claim_slot`'s first test, first: once per job
+            return True
+        if self._claim_slot(self._lanes[lane]):
             return True
         self.ready.append(lane)
         return False
