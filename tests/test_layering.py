@@ -6,6 +6,8 @@ Checked on the source text, so a forbidden import inside a function counts too.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -73,3 +75,17 @@ def test_the_check_sees_relative_and_absolute_imports() -> None:
     assert "inturn.errors" in imported_modules("keys")
     assert "attrs" in imported_modules("jobs")
     assert "trio" in imported_modules("journal.memory")
+
+
+def test_importing_inturn_loads_no_test_tooling_and_no_postgres_driver() -> None:
+    """`trio.testing` imports pytest where it is installed: a third of ``import inturn``'s
+    time, and thousands of objects every full collection walks; psycopg is an extra."""
+    code = (
+        "import sys, inturn\n"
+        "heavy = ('pytest', '_pytest', 'hypothesis', 'psycopg', 'trio.testing')\n"
+        "print([m for m in sys.modules if m.startswith(heavy)])\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
+    assert loaded.strip() == "[]"

@@ -55,6 +55,8 @@ async def main(path: str) -> None:
 
 
 if __name__ == "__main__":
+    # A shell starts a background job with SIGINT ignored: the press would be lost.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         trio.run(main, sys.argv[1])
         print("no interrupt")

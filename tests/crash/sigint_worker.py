@@ -79,6 +79,9 @@ def unraisable(info: sys.UnraisableHookArgs) -> None:
 
 
 def main() -> None:
+    # A shell starts a background job with SIGINT ignored, and Python and trio
+    # then leave it so: every press would be lost, and each run would go on forever.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.unraisablehook = unraisable
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
     folder, runs = sys.argv[1], int(sys.argv[2])
