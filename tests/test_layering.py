@@ -78,8 +78,8 @@ def test_the_check_sees_relative_and_absolute_imports() -> None:
 
 
 def test_importing_inturn_loads_no_test_tooling_and_no_postgres_driver() -> None:
-    """`trio.testing` imports pytest where it is installed: a third of ``import inturn``'s
-    time, and thousands of objects every full collection walks; psycopg is an extra."""
+    """`trio.testing` imports pytest where it is installed: two thirds of ``import inturn``'s
+    time, and 12,000 objects more for every full collection to walk; psycopg is an extra."""
     code = (
         "import sys, inturn\n"
         "heavy = ('pytest', '_pytest', 'hypothesis', 'psycopg', 'trio.testing')\n"
