@@ -7,6 +7,7 @@
     python bench/throughput.py --shapes 100x20 # only those cells (keys x jobs per key)
     python bench/throughput.py --batches       # only the batch rows
     python bench/throughput.py --latency       # only the latency rows
+    python bench/throughput.py --gc-threshold 10000  # a tuned collector, for every side
 
 A *shape* is a number of keys and a number of jobs per key.  A run sends
 ``keys x per_key`` jobs round-robin over fresh keys (each key gets its next
@@ -30,7 +31,8 @@ includes closing the supervisor, as the baselines' includes their nursery.
 
 Every side runs in this one process with the same logging (structlog as in
 production: debug filtered out, loggers cached) and the same collector
-(enabled, with its default thresholds, ``gc.collect()`` before each run).
+(enabled, with its default thresholds unless ``--gc-threshold`` sets the
+youngest generation's, ``gc.collect()`` before each run).
 Each repetition runs every shape once per side, back to back, in an order
 that rotates between repetitions; the tables give the median over the
 repetitions of each run's ratio, in CPU time (``time.process_time``) and in
@@ -632,6 +634,11 @@ def main() -> None:
     parser.add_argument("--batches", action="store_true", help="only the batch rows")
     parser.add_argument("--latency", action="store_true", help="only the latency rows")
     parser.add_argument(
+        "--gc-threshold",
+        type=int,
+        help="the collector's youngest-generation threshold for every side (default: 700)",
+    )
+    parser.add_argument(
         "--one", nargs=3, metavar=("SIDE", "KEYS", "PER_KEY"), help="run one side on one shape"
     )
     parser.add_argument(
@@ -648,6 +655,9 @@ def main() -> None:
         rss_child(side, int(keys), float(idle))
         return
     configure_logging()
+    if args.gc_threshold is not None:
+        gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
+        print(f"collector thresholds: {gc.get_threshold()}")
     grid = QUICK if args.quick else SWEEP
     if args.keys:
         grid = {int(keys): grid[int(keys)] for keys in args.keys.split(",")}
