@@ -622,11 +622,20 @@ def latency_rows(reps: int, against: ModuleType | None) -> None:
         print(f"| {name} | {rate:,.0f} | {sends} | {dues} | {busy:.0%} |")
 
 
+def positive(text: str) -> int:
+    """An argument that must be a whole number above 0 (a threshold of 0 or below
+    would turn the collector off without saying so)."""
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return number
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small shapes (smoke test)")
-    parser.add_argument("--reps", type=int, help="repetitions (default 3; 2 with --quick)")
-    parser.add_argument("--jobs", type=int, help="least jobs per run (default 200,000)")
+    parser.add_argument("--reps", type=positive, help="repetitions (default 3; 2 with --quick)")
+    parser.add_argument("--jobs", type=positive, help="least jobs per run (default 200,000)")
     parser.add_argument("--keys", help="only these rows of the sweep, as 1,100")
     parser.add_argument("--shapes", help="only these cells, as 100x20,10000x6")
     parser.add_argument("--against", type=Path, help="a src/ dir with another inturn to run too")
@@ -635,7 +644,7 @@ def main() -> None:
     parser.add_argument("--latency", action="store_true", help="only the latency rows")
     parser.add_argument(
         "--gc-threshold",
-        type=int,
+        type=positive,
         help="the collector's youngest-generation threshold for every side (default: 700)",
     )
     parser.add_argument(
