@@ -410,14 +410,25 @@ def rss_queued_child(keys: int) -> None:
     trio.run(main)
 
 
-def rss_growth(side: str, keys: int, idle_timeout: float = 1.0) -> float:
+def child(*arguments: str) -> dict[str, float]:
+    """Run this script in a fresh process for one memory figure; what it answers.
+
+    The child gets this process's collector threshold, so ``--gc-threshold``
+    holds for the memory figures too.
+    """
+    threshold = str(gc.get_threshold()[0])
     out = subprocess.run(
-        [sys.executable, __file__, "--rss-child", side, str(keys), str(idle_timeout)],
+        [sys.executable, __file__, *arguments, "--gc-threshold", threshold],
         check=True,
         capture_output=True,
         text=True,
     ).stdout
-    return float(json.loads(out)["growth_kib"]) / 1024
+    answer: dict[str, float] = json.loads(out)
+    return answer
+
+
+def rss_growth(side: str, keys: int, idle_timeout: float = 1.0) -> float:
+    return child("--rss-child", side, str(keys), str(idle_timeout))["growth_kib"] / 1024
 
 
 def one(run: Run, shape: Shape, callgrind: bool) -> None:
@@ -645,7 +656,8 @@ def main() -> None:
     parser.add_argument(
         "--gc-threshold",
         type=positive,
-        help="the collector's youngest-generation threshold for every side (default: 700)",
+        help="the collector's youngest-generation threshold for every side"
+        f" (default: Python's, {gc.get_threshold()[0]})",
     )
     parser.add_argument(
         "--one", nargs=3, metavar=("SIDE", "KEYS", "PER_KEY"), help="run one side on one shape"
@@ -656,6 +668,8 @@ def main() -> None:
     parser.add_argument("--rss-child", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--rss-queued-child", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.gc_threshold is not None:
+        gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
     if args.rss_queued_child:
         rss_queued_child(args.rss_queued_child)
         return
@@ -665,7 +679,6 @@ def main() -> None:
         return
     configure_logging()
     if args.gc_threshold is not None:
-        gc.set_threshold(args.gc_threshold, *gc.get_threshold()[1:])
         print(f"collector thresholds: {gc.get_threshold()}")
     grid = QUICK if args.quick else SWEEP
     if args.keys:
@@ -743,13 +756,7 @@ def main() -> None:
             rss_growth("inturn", count, 0.1),
         ]
         print(f"{count:>10,}  {figures[0]:>8.1f}  {figures[1]:>15.1f}  {figures[2]:>15.1f}")
-    queued = subprocess.run(
-        [sys.executable, __file__, "--rss-queued-child", str(distinct // 10)],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    per_key = json.loads(queued)["bytes_per_key"]
+    per_key = child("--rss-queued-child", str(distinct // 10))["bytes_per_key"]
     print(f"\n{distinct // 10:,} keys with one job queued each: {per_key:,.0f} bytes per key")
 
 
