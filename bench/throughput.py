@@ -756,8 +756,8 @@ def main() -> None:
             rss_growth("inturn", count, 0.1),
         ]
         print(f"{count:>10,}  {figures[0]:>8.1f}  {figures[1]:>15.1f}  {figures[2]:>15.1f}")
-    per_key = child("--rss-queued-child", str(distinct // 10))["bytes_per_key"]
-    print(f"\n{distinct // 10:,} keys with one job queued each: {per_key:,.0f} bytes per key")
+    bytes_per_key = child("--rss-queued-child", str(distinct // 10))["bytes_per_key"]
+    print(f"\n{distinct // 10:,} keys with one job queued each: {bytes_per_key:,.0f} bytes per key")
 
 
 if __name__ == "__main__":
