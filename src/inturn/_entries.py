@@ -13,7 +13,7 @@ from typing import TypeAlias
 
 import attrs
 
-__all__ = ["Backoff", "Discarding", "Entry", "Lane", "LaneState", "Outcome", "Page"]
+__all__ = ["Backoff", "Discarding", "Entry", "Lane", "LaneState", "Outcome", "Page", "Run"]
 
 Lane: TypeAlias = str | int
 """A sequence key, or the id of a keyless job."""
@@ -59,6 +59,26 @@ class Entry:
     """Exhausted by a batch that failed as a whole (`Core.spent`), not by process stops."""
     not_before: float | None = None
     """Recovered in a backoff: its next attempt waits until this (trio) time."""
+
+
+@attrs.define(eq=False, slots=True)
+class Run:
+    """Jobs of one lane that `Core.reserve_many` reserved in a row: ids *first* on.
+
+    The first ``len(entries)`` joined the lane's FIFO; the *spilled* jobs
+    after them are in the journal only, and the core keeps no `Entry` for
+    them (its lane pages them in later): a producer that outruns its key
+    pays for none.
+    """
+
+    lane: Lane
+    first: int
+    entries: list[Entry]
+    spilled: int = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.entries) + self.spilled
 
 
 @attrs.frozen

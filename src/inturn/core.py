@@ -63,13 +63,13 @@ from typing import Literal
 
 import attrs
 
-from ._entries import Backoff, Discarding, Entry, Lane, LaneState, Outcome, Page
+from ._entries import Backoff, Discarding, Entry, Lane, LaneState, Outcome, Page, Run
 from .errors import DecodeError, Snooze
 from .jobs import Stats
 from .journal.records import Backlog, Recovery, StoredJob
 from .retry import Retry
 
-__all__ = ["Backoff", "Core", "Discarding", "Entry", "Lane", "Outcome", "Page"]
+__all__ = ["Backoff", "Core", "Discarding", "Entry", "Lane", "Outcome", "Page", "Run"]
 
 
 @attrs.define(eq=False)
@@ -123,24 +123,60 @@ class Core:
         self._place(entry, self._lane(entry.lane))
         return entry
 
-    def reserve_many(self, jobs: Iterable[tuple[str | None, bytes, str | None]]) -> list[Entry]:
+    def reserve_many(self, jobs: Iterable[tuple[str | None, bytes, str | None]]) -> list[Run]:
         """`reserve` each of *jobs* (``(key, data, unique)``), in order: a batch in one call.
 
-        A batch usually holds runs of one key's jobs (`Supervisor.send_many`):
-        each run looks its lane up once.
+        Returns the batch as runs of one lane's jobs in a row (`Run`), as
+        `Supervisor.send_many`'s batches usually hold them: each run looks
+        its lane up once, and builds no `Entry` for the jobs it spills.
         """
-        entries: list[Entry] = []
-        state, lane = None, None
+        runs: list[Run] = []
+        run: Run | None = None
+        state = None
         job_id = self.next_id
+        window, max_buffered = self.window, self.max_buffered
         for key, data, unique in jobs:
-            entry = Entry(job_id, job_id, key, data, unique, job_id if key is None else key)
+            if run is None or key is None or key != run.lane:
+                if run is not None:
+                    assert state is not None
+                    self._reserved(state, run)
+                run = Run(job_id if key is None else key, job_id, [])
+                state = self._lane(run.lane)
+                runs.append(run)
+            assert state is not None
+            fifo = state.fifo
+            if key is not None and (
+                run.spilled  # `_place`'s test: once one job spills, the rest of its lane does
+                or state.on_disk
+                or len(fifo) >= window
+                or (fifo and self._buffered >= max_buffered)
+            ):
+                run.spilled += 1
+            else:  # `_buffer`, inlined
+                entry = Entry(job_id, job_id, key, data, unique, run.lane)
+                fifo.append(entry)
+                state.tail = job_id
+                self._buffered += 1
+                run.entries.append(entry)
             job_id += 1
-            if state is None or key is None or key != lane:
-                state, lane = self._lane(entry.lane), key
-            self._place(entry, state)
-            entries.append(entry)
+        if run is not None:
+            assert state is not None
+            self._reserved(state, run)
         self.next_id = job_id
-        return entries
+        return runs
+
+    def _reserved(self, state: LaneState, run: Run) -> None:
+        """*run*, of *state*'s lane, is reserved: count its jobs, its spilled ones in flight."""
+        self._pending += run.size
+        if state.halted:
+            self._parked += run.size
+        if run.spilled:
+            state.on_disk += run.spilled
+            places = range(run.first + len(run.entries), run.first + run.size)
+            if state.spilling is None:
+                state.spilling = list(places)
+            else:
+                state.spilling.extend(places)
 
     def schedule(self) -> int:
         """Give a scheduled job its id: it joins its lane only when due (`promote`).
@@ -209,44 +245,57 @@ class Core:
             state.disk_tail = max(state.disk_tail, entry.place)
         return self._wants_actor(state)
 
-    def commit_many(self, entries: Sequence[Entry]) -> list[tuple[Lane, bool]]:
-        """`commit` each of *entries*, in order: a batch in one call.
+    def commit_many(self, runs: Sequence[Run]) -> list[tuple[Lane, bool]]:
+        """`commit` each job of *runs* (from `reserve_many`), in order: a batch in one call.
 
-        Returns each run of one lane's entries once: its lane, and whether
-        it needs a new actor (asked once the run is durable, as `commit`
-        would answer for the run's first entry and no other).
+        Returns each run's lane, and whether it needs a new actor (asked
+        once the run is durable, as `commit` would answer for the run's
+        first job and no other).
         """
-        lanes: list[tuple[Lane, bool]] = []
-        run: list[Entry] = []
-        for entry in entries:
-            if run and entry.lane != run[0].lane:
-                lanes.append(self._commit_run(run))
-                run = []
-            run.append(entry)
-        if run:
-            lanes.append(self._commit_run(run))
-        return lanes
+        answers: list[tuple[Lane, bool]] = []
+        for run in runs:
+            state = self._lanes[run.lane]
+            for entry in run.entries:
+                entry.durable = True
+            if run.spilled:
+                self._settled_run(state, run)
+                state.disk_tail = max(state.disk_tail, run.first + run.size - 1)
+            answers.append((run.lane, self._wants_actor(state)))
+        return answers
 
-    def _commit_run(self, run: list[Entry]) -> tuple[Lane, bool]:
-        """*run*, new entries of one lane in place order, is durable."""
-        lane = run[0].lane
-        state = self._lanes[lane]
-        spilled = 0
-        for entry in run:
-            entry.durable = True
-            spilled += entry.spilled
-        if spilled:
-            assert state.spilling is not None
-            places = [entry.place for entry in run if entry.spilled]
-            if state.spilling[:spilled] == places:  # the oldest in flight: the usual case
-                del state.spilling[:spilled]
-            else:
-                for place in places:
-                    state.spilling.remove(place)
-            if not state.spilling:
-                state.spilling = None
-            state.disk_tail = max(state.disk_tail, *places)
-        return lane, self._wants_actor(state)
+    def retract_many(self, runs: Sequence[Run]) -> list[Lane]:
+        """The journal refused the batch *runs* (from `reserve_many`): forget it all.
+
+        Returns the lanes to start actors for, as `retract` gives them.
+        """
+        successors: list[Lane] = []
+        for run in reversed(runs):
+            state = self._lanes[run.lane]
+            if run.spilled:
+                self._settled_run(state, run)
+                state.on_disk -= run.spilled
+                self._pending -= run.spilled
+                if state.halted:
+                    self._parked -= run.spilled
+                if not run.entries:
+                    self._drop_if_unused(run.lane, state)
+            for entry in reversed(run.entries):  # the last one drops the lane, if unused
+                successor = self.retract(entry)
+                if successor is not None:
+                    successors.append(successor)
+        return successors
+
+    @staticmethod
+    def _settled_run(state: LaneState, run: Run) -> None:
+        """The journal write of *run*'s spilled jobs returned."""
+        assert state.spilling is not None
+        start, end = run.first + len(run.entries), run.first + run.size
+        spilling = state.spilling
+        if spilling[0] == start and spilling[run.spilled - 1] == end - 1:
+            del spilling[: run.spilled]  # the oldest in flight (places rise): the usual case
+        else:
+            spilling = [place for place in spilling if not start <= place < end]
+        state.spilling = spilling or None
 
     def retract(self, entry: Entry) -> Lane | None:
         """The journal refused *entry*: forget it as if it was never sent.

@@ -60,7 +60,7 @@ from ._schedule import PAGE, due_time
 from ._tasks import start_task
 from .actors import BatchHandler, Handler, Runtime, Waiter, describe
 from .codec import Codec, JSONCodec
-from .core import Core, Entry, Lane
+from .core import Core, Entry, Lane, Run
 from .errors import (
     EncodeError,
     InturnError,
@@ -236,25 +236,27 @@ class Supervisor:
             await schedule_point()
             return ids
         core = runtime.core
-        later: list[Append] = []
-        windows: list[float | None] = []
+        later: list[Append] = []  # the scheduled jobs'
+        windows: list[float | None] = []  # the others' unique_for, if any has one
         if not scheduled:  # the core reserves the whole batch in one call
-            entries = core.reserve_many(batch)
-            ids = [entry.id for entry in entries]
+            runs = core.reserve_many(batch)
+            ids = list(range(runs[0].first, core.next_id))
             if extras:
                 windows = [extras.get(position, (None, None))[0] for position in range(len(batch))]
         else:  # ids rise in the order given, the scheduled jobs' too
-            ids, entries = [], []
+            ids, runs, now_due = [], [], []
             for position, (key, data, unique) in enumerate(batch):
                 unique_for, due = extras.get(position, (None, None))
                 if due is None:
-                    entries.append(core.reserve(key, data, unique))
+                    runs.extend(core.reserve_many([(key, data, unique)]))
+                    now_due.append((key, data, unique))
                     windows.append(unique_for)
-                    ids.append(entries[-1].id)
+                    ids.append(runs[-1].first)
                 else:
                     later.append(self._scheduled(key, data, unique, unique_for, due))
                     ids.append(later[-1].job_id)
-        await self._journal(entries, windows=windows, later=later)
+            batch = now_due
+        await self._journal_new(runs, batch, windows, later, uniques=bool(first))
         await schedule_point()
         return ids
 
@@ -859,7 +861,7 @@ class Supervisor:
             return job_id
         if due is not None:
             append = self._scheduled(key, data, unique, window, due)
-            await self._journal([], later=[append])
+            await self._journal_new([], [], later=[append], uniques=unique is not None)
             return append.job_id
         entry = runtime.core.reserve(key, data, unique)
         await self._journal_one(entry, window)
@@ -868,7 +870,7 @@ class Supervisor:
     def _scheduled(
         self, key: str | None, data: bytes, unique: str | None, window: float | None, due: float
     ) -> Append:
-        """The `Append` of a new scheduled job, its id taken; `_journal` writes it."""
+        """The `Append` of a new scheduled job, its id taken; `_journal_new` writes it."""
         return Append(
             job_id=self._runtime.core.schedule(),
             key=key,
@@ -926,7 +928,7 @@ class Supervisor:
             )
             for info in due
         ]
-        await self._journal(entries, due=True)
+        await self._journal(entries)
         runtime.check_idle()
 
     def _encode(self, payload: object) -> bytes:
@@ -945,120 +947,173 @@ class Supervisor:
             )
         return data
 
-    async def _journal(
+    async def _journal_new(
         self,
-        entries: list[Entry],
-        *,
-        requeue_of: int | None = None,
-        due: bool = False,
+        runs: list[Run],
+        jobs: Sequence[tuple[str, bytes, str | None]],
         windows: Sequence[float | None] = (),
         later: Sequence[Append] = (),
-    ) -> bool:
-        """Journal reserved *entries* in one write, then commit them; or retract them all.
+        *,
+        uniques: bool,
+    ) -> None:
+        """Journal new jobs in one write, then commit them; or retract them all.
 
-        With *requeue_of*, the one entry is dead letter *requeue_of* going back
-        (`Requeue`); False if the journal superseded that (it is no dead
-        letter now), with the entry retracted.  With *due*, the entries are
-        scheduled jobs joining their keys (`Due`), which wait for their due
-        time no more; one the journal superseded is retracted alone (another
-        writer finished it: this supervisor's own skips take the schedule's
-        lock, so it is one in another process).  *later* are the
-        `Append`s of scheduled jobs journaled in the same write (`send_many`);
-        *windows* the new entries' ``unique_for`` (kept here, not on the
-        entries: once journaled, the journal keeps them).
+        *runs* are what `Core.reserve_many` reserved for *jobs*, ``(key,
+        data, unique)`` in the same order, and *windows* their ``unique_for``
+        (kept here, not in the core: once journaled, the journal keeps them);
+        *later* the `Append`s of scheduled jobs, which join their keys when
+        due.  With *uniques*, some job takes a unique key.
         """
         runtime = self._runtime
         core = runtime.core
         changes: list[Change] = []
-        firsts: list[Change] = []  # with *due*, each entry's own change
         starting: list[tuple[Entry, MarkAttempt]] = []
-        uniques = requeue_of is not None
-        lane = None  # the previous entry's: one behind it in its lane cannot start next
-        for position, entry in enumerate(entries):
-            first: Change
-            if due:
-                first = Due(entry.id, entry.place)
-            elif requeue_of is None:
+        position = 0
+        for run in runs:
+            for job_id in range(run.first, run.first + run.size):
+                key, data, unique = jobs[position]
                 window = windows[position] if windows else None
-                first = Append(entry.id, entry.key, entry.data, entry.unique, window)
+                changes.append(Append(job_id, key, data, unique, window))
+                position += 1
+                if job_id == run.first and run.entries and core.starts_next(run.entries[0]):
+                    mark = MarkAttempt(job_id, 1)  # its start goes in the same write
+                    changes.append(mark)
+                    starting.append((run.entries[0], mark))
+        if later:  # ids rise through a batch: each job's changes in id order (sort is stable)
+            changes = sorted([*changes, *later], key=_job_of)
+        now = runtime.unix_now() if uniques else None  # else the journal's clock: cheaper
+        try:
+            superseded = await runtime.journal.write(changes, now=now)
+        except BaseException:
+            for lane in core.retract_many(runs):
+                runtime.start_holding(lane)
+            for run in runs:
+                runtime.wake(run.lane)  # its actor may be waiting on this head
+            runtime.check_idle()
+            raise
+        await self._check_journaled(changes, starting, superseded)
+        if later:
+            core.scheduled(len(later))
+            for append in later:
+                assert append.due_at is not None
+                runtime.schedule.noticed(core.clock_time(append.due_at))
+                runtime.log.debug(
+                    "job.scheduled", key=append.key, job_id=append.job_id, due_at=append.due_at
+                )
+        give_back = self._started_early(starting, superseded)
+        for lane, wants_actor in core.commit_many(runs):
+            if wants_actor:
+                runtime.spawn(lane)
             else:
-                first = Requeue(requeue_of, entry.id)
-            if entry.unique is not None:
-                uniques = True
+                runtime.wake(lane)  # once per run of the lane's jobs
+        log = runtime.log
+        if logs_debug(log):  # a batch skips its no-op calls
+            for change in changes:
+                if isinstance(change, Append) and change.due_at is None:
+                    log.debug("job.accepted", key=change.key, job_id=change.job_id)
+        if give_back:
+            await runtime.give_back(give_back)
+
+    async def _journal(self, entries: list[Entry], *, requeue_of: int | None = None) -> bool:
+        """Journal reserved *entries*, jobs going back into their keys, in one write, then
+        commit them; or retract them all.
+
+        With *requeue_of*, the one entry is dead letter *requeue_of* going back
+        (`Requeue`); False if the journal superseded that (it is no dead
+        letter now), with the entry retracted.  Else the entries are
+        scheduled jobs joining their keys (`Due`), which wait for their due
+        time no more; one the journal superseded is retracted alone (another
+        writer finished it: this supervisor's own skips take the schedule's
+        lock, so it is one in another process).
+        """
+        runtime = self._runtime
+        core = runtime.core
+        due = requeue_of is None
+        changes: list[Change] = []
+        firsts: list[Change] = []  # each entry's own change
+        starting: list[tuple[Entry, MarkAttempt]] = []
+        lane = None  # the previous entry's: one behind it in its lane cannot start next
+        for entry in entries:
+            first: Change = (
+                Due(entry.id, entry.place) if requeue_of is None else Requeue(requeue_of, entry.id)
+            )
             changes.append(first)
-            if due:
-                firsts.append(first)
+            firsts.append(first)
             if entry.lane != lane and core.starts_next(entry):  # its start goes in the same write
                 mark = MarkAttempt(entry.id, entry.attempt)
                 changes.append(mark)
                 starting.append((entry, mark))
             lane = entry.lane
-        if later:  # ids rise through a batch: each job's changes in id order (sort is stable)
-            changes = sorted([*changes, *later], key=_job_of)
-            uniques = uniques or any(append.unique is not None for append in later)
+        uniques = not due or any(entry.unique is not None for entry in entries)
         now = runtime.unix_now() if uniques else None  # else the journal's clock: cheaper
         try:
             superseded = await runtime.journal.write(changes, now=now)
-            if requeue_of is not None and changes[0] in superseded:
+            if not due and changes[0] in superseded:
                 raise _Superseded
         except BaseException as exc:
             for entry in reversed(entries):
-                runtime.start_holding(runtime.core.retract(entry))
+                runtime.start_holding(core.retract(entry))
                 runtime.wake(entry.lane)  # its actor may be waiting on this head
             runtime.check_idle()
             if isinstance(exc, _Superseded):
                 return False
             raise
-        if runtime.closed:  # stopped (cancelled) while we were journaling
-            # A start journaled with the acceptance never runs now: give it back,
-            # or the next supervisor counts an attempt cut short.
-            await runtime.give_back([entry for entry, mark in starting if mark not in superseded])
-            raise SupervisorClosed(
-                f"the supervisor stopped while job {_job_of(changes[0])} was journaled;"
-                " it runs when the journal is opened again"
-            )
-        if later:
-            runtime.core.scheduled(len(later))
-            for append in later:
-                assert append.due_at is not None
-                runtime.schedule.noticed(runtime.core.clock_time(append.due_at))
-                runtime.log.debug(
-                    "job.scheduled", key=append.key, job_id=append.job_id, due_at=append.due_at
-                )
-        give_back: list[Entry] = []
-        for entry, mark in starting:
-            # a key halted meanwhile starts nothing: its mark goes back, and its slot
-            returned, free = core.early_start_answered(entry, marked=mark not in superseded)
-            runtime.start_holding(free)
-            if returned:
-                give_back.append(entry)
-        log = runtime.log
-        if due:
-            for entry, first in zip(entries, firsts, strict=True):
-                core.unschedule()  # due: in its lane now, or finished by another writer
-                if first in superseded:
-                    runtime.start_holding(core.retract(entry))
-                    continue
-                if core.commit(entry):
-                    runtime.spawn(entry.lane)
-                else:
-                    runtime.wake(entry.lane)
-                log.debug("job.accepted", key=entry.key, job_id=entry.id)
-        else:  # the core commits new jobs in one call
-            for lane, wants_actor in core.commit_many(entries):
-                if wants_actor:
-                    runtime.spawn(lane)
-                else:
-                    runtime.wake(lane)  # once per run of the lane's jobs
-            if len(entries) == 1 or logs_debug(log):  # a batch skips its no-op calls
-                for entry in entries:
-                    log.debug("job.accepted", key=entry.key, job_id=entry.id)
+        await self._check_journaled(changes, starting, superseded)
+        give_back = self._started_early(starting, superseded)
+        for entry, first in zip(entries, firsts, strict=True):
+            if due:
+                core.unschedule()  # in its lane now, or finished by another writer
+            if first in superseded:
+                runtime.start_holding(core.retract(entry))
+                continue
+            self._commit(entry)
         if give_back:
             await runtime.give_back(give_back)
         return True
 
+    def _commit(self, entry: Entry) -> None:
+        """Journaled *entry* may run: its lane gets an actor, or its actor is woken."""
+        runtime = self._runtime
+        if runtime.core.commit(entry):
+            runtime.spawn(entry.lane)
+        else:
+            runtime.wake(entry.lane)
+        runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
+
+    async def _check_journaled(
+        self,
+        changes: list[Change],
+        starting: list[tuple[Entry, MarkAttempt]],
+        superseded: Sequence[Change],
+    ) -> None:
+        """Raise `SupervisorClosed` if the supervisor stopped (was cancelled) while *changes*
+        were journaled, first giving back each start journaled with them: it never runs now,
+        and the next supervisor would count an attempt cut short."""
+        if self._runtime.closed:
+            await self._runtime.give_back(
+                [entry for entry, mark in starting if mark not in superseded]
+            )
+            raise SupervisorClosed(
+                f"the supervisor stopped while job {_job_of(changes[0])} was journaled;"
+                " it runs when the journal is opened again"
+            )
+
+    def _started_early(
+        self, starting: list[tuple[Entry, MarkAttempt]], superseded: Sequence[Change]
+    ) -> list[Entry]:
+        """Tell the core which of the starts journaled with their jobs held; return those whose
+        marks go back (a key halted meanwhile starts nothing: its mark goes back, and its slot)."""
+        runtime = self._runtime
+        give_back: list[Entry] = []
+        for entry, mark in starting:
+            returned, free = runtime.core.early_start_answered(entry, marked=mark not in superseded)
+            runtime.start_holding(free)
+            if returned:
+                give_back.append(entry)
+        return give_back
+
     async def _journal_one(self, entry: Entry, window: float | None) -> None:
-        """`_journal` for one new job, `send`'s: the same steps for that case, written out
+        """`_journal_new` for one new job, `send`'s: the same steps for that case, written out
         (a third of a single send's calls went to the general case's loops)."""
         runtime = self._runtime
         core = runtime.core
@@ -1073,7 +1128,7 @@ class Supervisor:
             runtime.wake(entry.lane)  # its actor may be waiting on this head
             runtime.check_idle()
             raise
-        if runtime.closed:  # see `_journal`
+        if runtime.closed:  # see `_check_journaled`
             if mark is not None and mark not in superseded:
                 await runtime.give_back([entry])
             raise SupervisorClosed(
@@ -1084,11 +1139,7 @@ class Supervisor:
         if mark is not None:
             give_back, free = core.early_start_answered(entry, marked=mark not in superseded)
             runtime.start_holding(free)
-        if core.commit(entry):
-            runtime.spawn(entry.lane)
-        else:
-            runtime.wake(entry.lane)
-        runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
+        self._commit(entry)
         if give_back:
             await runtime.give_back([entry])
 

@@ -409,15 +409,28 @@ def _lanes_of(core: Core) -> dict[Lane, tuple[object, ...]]:
     batch=st.lists(keys, min_size=1, max_size=30),
     halted=st.booleans(),
     max_buffered=st.integers(min_value=1, max_value=40),
+    refused=st.booleans(),
+    max_concurrency=st.sampled_from([None, 1, 2]),
+    meanwhile=st.lists(st.sampled_from(["b", "c", None]), max_size=3),
 )
 def test_reserve_many_and_commit_many_do_what_reserve_and_commit_do_one_by_one(
-    before: list[str | None], batch: list[str | None], halted: bool, max_buffered: int
+    before: list[str | None],
+    batch: list[str | None],
+    halted: bool,
+    max_buffered: int,
+    refused: bool,
+    max_concurrency: int | None,
+    meanwhile: list[str | None],
 ) -> None:
     """A send_many batch, in one call each, against the same jobs sent one at a time.
 
     A small window makes jobs spill, and so does a small *max_buffered*;
     jobs already queued (some not yet durable) and a halted key make the
-    lanes differ from fresh ones.
+    lanes differ from fresh ones.  A *refused* batch is retracted
+    (`retract_many`) instead of committed; each run's first job takes a
+    slot to start at once where it can (`starts_next`), as the shell asks,
+    and a refused one hands its slot on to a lane that started to wait
+    for one *meanwhile*, while the batch was being journaled.
     """
     cores = []
     for _ in range(2):
@@ -426,19 +439,47 @@ def test_reserve_many_and_commit_many_do_what_reserve_and_commit_do_one_by_one(
             on_discard="halt",
             window=3,
             max_buffered=max_buffered,
+            max_concurrency=max_concurrency,
         )
         if halted:
             core.restore(Recovery(next_id=1, jobs=[], backlog={}, halted=frozenset({"b"})))
         pending = [core.reserve(key, b"0") for key in before]
         for entry in pending[: len(pending) // 2]:
-            core.commit(entry)
+            if core.commit(entry):  # the shell spawns its actor: it waits for a slot
+                core.take_slot(entry.lane)
         cores.append(core)
     one_by_one, at_once = cores
     entries = [one_by_one.reserve(key, b"1") for key in batch]
     reserved = at_once.reserve_many([(key, b"1", None) for key in batch])
-    assert [entry.id for entry in reserved] == [entry.id for entry in entries]
+    # runs of one lane's jobs in a row, ids rising; the core keeps no entry for a spilled job
+    assert [job_id for run in reserved for job_id in range(run.first, run.first + run.size)] == [
+        entry.id for entry in entries
+    ]
+    assert [run.lane for run in reserved] == [
+        entry.lane for n, entry in enumerate(entries) if n == 0 or entries[n - 1].lane != entry.lane
+    ]
+    assert [entry.id for run in reserved for entry in run.entries] == [
+        entry.id for entry in entries if not entry.spilled
+    ]
     assert _lanes_of(at_once) == _lanes_of(one_by_one)  # placed alike, before the commit
+    assert at_once.stats(actors=0, running=0) == one_by_one.stats(actors=0, running=0)
+    firsts = [
+        entry for n, entry in enumerate(entries) if n == 0 or entries[n - 1].lane != entry.lane
+    ]
+    starts = [one_by_one.starts_next(entry) for entry in firsts]
+    assert [bool(run.entries) and at_once.starts_next(run.entries[0]) for run in reserved] == starts
+    for core in cores:  # sent one by one while the batch is journaled
+        for key in meanwhile:
+            if core.commit(core.reserve(key, b"2")):
+                core.take_slot(key if key is not None else core.next_id - 1)
+    assert _lanes_of(at_once) == _lanes_of(one_by_one)
 
+    if refused:  # the journal refused the batch: as if never sent
+        successors = [one_by_one.retract(entry) for entry in reversed(entries)]
+        assert at_once.retract_many(reserved) == [lane for lane in successors if lane is not None]
+        assert _lanes_of(at_once) == _lanes_of(one_by_one)
+        assert at_once.stats(actors=0, running=0) == one_by_one.stats(actors=0, running=0)
+        return
     answers = [(entry.lane, one_by_one.commit(entry)) for entry in entries]
     lanes = at_once.commit_many(reserved)
     assert _lanes_of(at_once) == _lanes_of(one_by_one)
