@@ -455,7 +455,7 @@ def one(run: Run, shape: Shape, callgrind: bool) -> None:
     print(f"{shape.total} jobs, {cpu:.2f} s CPU")
 
 
-def batch_rows(reps: int) -> None:
+def batch_rows(reps: int, against: ModuleType | None) -> None:
     """The batch rows: each side alternated per repetition, medians of ratios to both baselines."""
     sides: dict[str, Run] = {
         "minimal": minimal_backlog(chunked=False),
@@ -463,6 +463,8 @@ def batch_rows(reps: int) -> None:
         "inturn batch=100": inturn_chunked(inturn, 100),
         "inturn": inturn_chunked(inturn, None),
     }
+    if against is not None:
+        sides["against batch=100"] = inturn_chunked(against, 100)
     names = list(sides)
     print(f"\nbatches: a backlog in send_many chunks of {CHUNK:,}, key-major; {reps} repetitions")
     print(
@@ -696,8 +698,9 @@ def main() -> None:
         "pooled": run_pooled,
         "inturn": inturn_side(inturn),
     }
-    if args.against and not args.latency:
-        sides["against"] = inturn_side(load_inturn(args.against))
+    against = load_inturn(args.against) if args.against else None
+    if against is not None:
+        sides["against"] = inturn_side(against)
         print(f"against: {args.against}")
     if args.one:
         side, keys, per_key = args.one
@@ -712,10 +715,10 @@ def main() -> None:
         return
 
     if args.batches:
-        batch_rows(reps)
+        batch_rows(reps, against)
         return
     if args.latency:
-        latency_rows(reps, load_inturn(args.against) if args.against else None)
+        latency_rows(reps, against)
         return
     print(f"at least {jobs:,} jobs per run, {reps} repetitions; no-op handler")
     times = sweep(sides, grid, jobs, reps)
@@ -741,8 +744,8 @@ def main() -> None:
     print(f"\ndebug events with debug off: {per_call * 1e9:.0f} ns per call")
     if args.sweep_only:
         return
-    batch_rows(reps)
-    latency_rows(reps, None)
+    batch_rows(reps, against)
+    latency_rows(reps, against)
 
     # An idle actor lingers idle_timeout seconds, so the peak holds about
     # (jobs/s x idle_timeout) lingering actors whatever the number of keys;
