@@ -500,7 +500,11 @@ class Core:
             assert place > state.tail, "a page holds jobs after its start only"
             if state.forgotten is not None and state.forgotten.pop(stored.id, None) is not None:
                 continue  # read before its skip was journaled: it is gone
-            entry = self._recovered(stored, place)
+            if stored.attempts or stored.error is not None or stored.retry_at is not None:
+                entry = self._recovered(stored, place)
+            else:  # never started: `_recovered`'s entry, built here (once per job paged in)
+                entry = Entry(stored.id, place, stored.key, stored.data, stored.unique, page.key)
+                entry.durable = True
             if state.skipped is not None and stored.id in state.skipped:
                 self._unmark(state, stored.id)
                 entry.skipped = True
