@@ -173,3 +173,58 @@ async def test_batches_of_one_key_spilled_and_answered_out_of_order_keep_the_key
     assert outcomes["second"] == list(range(11, 21))
     recorder.assert_sequential()
     assert [call.job.payload for call in recorder.calls] == list(range(10, 20))
+
+
+class RefusesTheBatchLate(FaultyJournal):
+    """Holds the first write of several changes until `release`, then refuses it."""
+
+    def __init__(self) -> None:
+        super().__init__(inturn.MemoryJournal())
+        self.holding = trio.Event()
+        self.release = trio.Event()
+
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]:
+        if len(changes) > 1 and not self.holding.is_set():
+            self.holding.set()
+            await self.release.wait()
+            raise inturn.JournalError("the disk is full")
+        return await super().write(changes, now=now)
+
+
+async def test_a_refused_batch_hands_the_slot_it_took_to_a_key_that_waits_for_one(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Under max_concurrency=1 a batch's first job takes the free slot for its start (the
+    rest of its key spills, window=1); a send to another key, committed while the batch is
+    still being journaled, waits for that slot. The batch is refused: nothing of it runs,
+    the waiting key gets the slot and runs, and nothing is left behind."""
+    recorder = Recorder()
+    journal = RefusesTheBatchLate()
+    outcome: list[object] = []
+
+    async def send_batch() -> None:
+        try:
+            outcome.append(await sup.send_many([("a", 1), ("a", 2), ("a", 3)]))
+        except inturn.JournalError as exc:
+            outcome.append(exc)
+
+    async with inturn.open_supervisor(
+        recorder, journal=journal, window=1, max_concurrency=1, idle_timeout=0
+    ) as sup:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send_batch)
+            await journal.holding.wait()
+            await sup.send("b", 4)  # journaled: its key waits for the batch's slot
+            await trio.testing.wait_all_tasks_blocked()
+            assert recorder.calls == []
+            journal.release.set()
+        with trio.fail_after(10):
+            await sup.wait_idle()
+        assert sup.stats().queued == 0
+
+    assert len(outcome) == 1
+    assert isinstance(outcome[0], inturn.JournalError)
+    assert [(call.job.key, call.job.payload) for call in recorder.calls] == [("b", 4)]
+    assert journal.inner.unfinished() == []
