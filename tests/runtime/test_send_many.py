@@ -179,7 +179,8 @@ class RefusesTheBatchLate(FaultyJournal):
     """Holds the first write of several changes until `release`, then refuses it."""
 
     def __init__(self) -> None:
-        super().__init__(inturn.MemoryJournal())
+        self.memory = inturn.MemoryJournal()
+        super().__init__(self.memory)
         self.holding = trio.Event()
         self.release = trio.Event()
 
@@ -227,4 +228,4 @@ async def test_a_refused_batch_hands_the_slot_it_took_to_a_key_that_waits_for_on
     assert len(outcome) == 1
     assert isinstance(outcome[0], inturn.JournalError)
     assert [(call.job.key, call.job.payload) for call in recorder.calls] == [("b", 4)]
-    assert journal.inner.unfinished() == []
+    assert journal.memory.unfinished() == []
