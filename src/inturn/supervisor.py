@@ -976,9 +976,10 @@ class Supervisor:
                 changes.append(Append(job_id, key, data, unique, window))
                 position += 1
                 if job_id == run.first and run.entries and core.starts_next(run.entries[0]):
-                    mark = MarkAttempt(job_id, 1)  # its start goes in the same write
+                    head = run.entries[0]  # its start goes in the same write
+                    mark = MarkAttempt(job_id, head.attempt)
                     changes.append(mark)
-                    starting.append((run.entries[0], mark))
+                    starting.append((head, mark))
         if later:  # ids rise through a batch: each job's changes in id order (sort is stable)
             changes = sorted([*changes, *later], key=_job_of)
         now = runtime.unix_now() if uniques else None  # else the journal's clock: cheaper
