@@ -273,12 +273,8 @@ class Core:
             state = self._lanes[run.lane]
             if run.spilled:
                 self._settled_run(state, run)
-                state.on_disk -= run.spilled
-                self._pending -= run.spilled
-                if state.halted:
-                    self._parked -= run.spilled
-                if not run.entries:
-                    self._drop_if_unused(run.lane, state)
+                for _ in range(run.spilled):  # a refused batch: rare, one at a time will do
+                    self._forget(run.lane, state, None)
             for entry in reversed(run.entries):  # the last one drops the lane, if unused
                 successor = self.retract(entry)
                 if successor is not None:
