@@ -23,16 +23,16 @@ is spare: activating a key costs a wake-up, not a task).  The actor loops:
    core, or back off (sleep on trio's clock, without a slot) with the head
    in place;
 5. with nothing to start, give up its slot (unless its head's start is
-   marked) and *linger* in its task until a ``send`` wakes it, or
-   `IdleReaper` (one timer for all actors and spare workers) says
-   ``idle_timeout`` passed; then the core decides whether the lane retires
-   (``Core.try_retire``, synchronous, so no ``send`` can slip between the
-   check and the exit).  Past `LINGERING_TASKS` tasks, a lane that needs a
-   task takes the one of the actor idle the longest (`Actor.hand_over`),
-   which lingers on without a task: a ``send`` gets it one again.
+   marked) and *linger* without a task (`Actor.linger`): its worker goes
+   back to the pool at once, a ``send`` gets the actor one again
+   (`Actor.wake`), and when `IdleReaper` (one timer for all actors and
+   spare workers) says ``idle_timeout`` passed, the core decides whether
+   the lane retires (`Runtime.retire`: ``Core.try_retire``, synchronous, so
+   no ``send`` can slip between the check and the exit).
 
 A spare worker waits ``idle_timeout`` for another actor, then exits; at
-close, spare workers are woken to exit rather than cancelled.
+close, spare workers are woken to exit rather than cancelled.  So tasks
+number the lanes running at once lately, however many keys linger.
 
 The journal decides races with other writers: a change it *superseded*
 (another writer, an operator, finished the job first; or a start on a key it
@@ -84,10 +84,6 @@ if TYPE_CHECKING:
 Handler: TypeAlias = Callable[[Job], Awaitable[object]]
 BatchHandler: TypeAlias = Callable[[list[Job]], Awaitable[object]]
 
-
-LINGERING_TASKS: Final = 1000
-"""Worker tasks beyond which a lane that needs one takes a lingering actor's, rather than a
-new one: past a working set of this many keys, tasks (about 3 KB each) stop growing with it."""
 
 REAPER_SLACK: Final = 1 / 16
 """An idle actor or spare task may exit up to this fraction of ``idle_timeout`` early, so
@@ -184,8 +180,6 @@ class Runtime:
     """Worker tasks parked until a lane needs one, oldest first (an ordered set)."""
     workers: int = 0
     """Worker tasks alive."""
-    lingering: dict[Actor, None] = attrs.field(factory=dict)
-    """Actors lingering in their task, oldest first: a lane that needs a task takes one's."""
     schedule: Schedule = attrs.field(factory=Schedule)
     steps: StepLog = attrs.field(
         default=attrs.Factory(
@@ -227,22 +221,15 @@ class Runtime:
         self.serve(actor)
 
     def serve(self, actor: Actor) -> None:
-        """Run *actor* in a spare worker task; or in a new one; or, past `LINGERING_TASKS`
-        tasks, in the task of the actor that has lingered the longest, which lingers on
-        without one.
+        """Run *actor* in a spare worker task; or in a new one.
 
         A key that becomes active costs a wake-up, not a task: spawning one
         (and the collector's walks over many live ones) is what made every
-        new key's first job cost twice a job on a busy key.  And however
-        many keys were seen lately, tasks stay within `LINGERING_TASKS` plus
-        those running at once.
+        new key's first job cost twice a job on a busy key.
         """
         if self.spare:
             worker, _ = self.spare.popitem()  # the latest parked: the others age out
             worker.give(actor)
-            return
-        if self.lingering and self.workers >= LINGERING_TASKS:
-            next(iter(self.lingering)).hand_over(actor)  # idle the longest
             return
         assert self.nursery is not None
         self.workers += 1
@@ -303,8 +290,6 @@ class Runtime:
         while self.spare:
             worker, _ = self.spare.popitem()
             worker.give(None)
-        while self.lingering:
-            next(iter(self.lingering)).hand_over(None)
         for waiter in self.waiters.values():
             waiter.closed = True
             waiter.event.set()
@@ -502,7 +487,7 @@ class Worker:
     _token: int = 0
 
     async def run(self, actor: Actor | None) -> None:
-        """Serve *actor*, then the actors handed over or given to the task.
+        """Serve *actor*, then the actors given to the task while it is spare.
 
         In one cancel scope for all of them, not one each (a scope costs
         about as much as a checkpoint), until an operator cancels it through
@@ -517,10 +502,9 @@ class Worker:
                         actor.interruptible = scope
                         await self.runtime.supervise(actor)
                         actor.interruptible = None
-                        actor = actor.handed_over()
                         if scope.cancel_called:
-                            break
-                        if actor is None:
+                            actor = None  # the cancel was meant for the actor that ended
+                        else:
                             actor = await self._wait_for_actor()
                 if actor is None and scope.cancel_called:
                     actor = await self._wait_for_actor()
@@ -571,11 +555,11 @@ class Worker:
 class Actor:
     """Runs one lane's jobs, one at a time, in order, in a `Worker`'s task.
 
-    Between jobs it *lingers* for ``idle_timeout``, parked in its task,
-    until a send wakes it or `IdleReaper` retires its lane; when another
-    lane needs a task and no worker is spare, the actor that has lingered
-    the longest hands its task over (`hand_over`) and lingers on without
-    one: a send then gets it a task again (`Runtime.serve`).
+    With nothing to run it *lingers* for ``idle_timeout`` without a task
+    (its lane's state alone): a send gets it a task again (`wake`), or
+    `IdleReaper` retires its lane (`expire`).  Resuming a parked task only
+    for it to retire cost a task step per key seen once, which the bare
+    design, whose task exits when its channel is empty, never takes.
     """
 
     runtime: Runtime
@@ -584,26 +568,19 @@ class Actor:
     """Around everything the actor does while it has a task (its `Worker`'s scope)."""
     backing_off: bool = attrs.field(default=False, init=False)
     """Sleeping until its head's next attempt."""
-    _parked: trio.lowlevel.Task | None = attrs.field(default=None, init=False)
-    _woken: bool | None = attrs.field(default=False, init=False)
-    """Why its task was rescheduled: a wake-up, the deadline (False), `hand_over` (None)."""
     _token: int = attrs.field(default=0, init=False)
     _lingering: bool = attrs.field(default=False, init=False)
     """Waiting for work with no task (see `linger`)."""
-    _successor: Actor | None = attrs.field(default=None, init=False)
-    """The actor its task serves next (`hand_over`)."""
 
     @property
     def key(self) -> str | None:
         return self.lane if isinstance(self.lane, str) else None
 
     def wake(self) -> None:
-        """New work may be startable: stop waiting (with no task: get one)."""
+        """New work may be startable: a lingering actor gets a task (a running one will see it)."""
         if self._lingering:
             self._lingering = False
             self.runtime.serve(self)
-        else:
-            self._unpark(woken=True)
 
     def linger(self, seconds: float = math.inf) -> None:
         """Wait for work with no task: `wake` serves the actor again, or after *seconds*
@@ -613,40 +590,15 @@ class Actor:
         if seconds != math.inf:
             self.runtime.reaper.add(trio.current_time() + seconds, self, self._token)
 
-    def hand_over(self, successor: Actor | None) -> None:
-        """Give the task this actor lingers in to *successor* (None: to no one, at close);
-        linger on without it, until the same deadline."""
-        self._successor = successor
-        self._lingering = True
-        self._unpark(woken=None)
-
-    def handed_over(self) -> Actor | None:
-        """The actor `hand_over` gave this one's task to, if any (once)."""
-        successor, self._successor = self._successor, None
-        return successor
-
     def waiting_on(self, token: int) -> bool:
         """Whether the actor still lingers with the deadline registered as *token*."""
-        return token == self._token and (self._parked is not None or self._lingering)
+        return token == self._token and self._lingering
 
     def expire(self, token: int) -> None:
         """The idle deadline registered with *token* passed."""
-        if not self.waiting_on(token):
-            return
-        if self._lingering:
+        if self.waiting_on(token):
             self._lingering = False
             self.runtime.retire(self)
-        else:
-            self._unpark(woken=False)
-
-    @trio.lowlevel.enable_ki_protection
-    def _unpark(self, *, woken: bool | None) -> None:
-        task = self._parked
-        if task is not None:
-            self._parked = None
-            self._woken = woken
-            del self.runtime.lingering[self]
-            trio.lowlevel.reschedule(task)
 
     async def run(self) -> None:
         """Serve the lane until the core lets the actor retire, in `interruptible`.
@@ -691,13 +643,11 @@ class Actor:
             runtime.give_slot(self.lane)
             if overtaken is not None:
                 await runtime.give_back([overtaken])
-            if not core.is_halted(self.lane) and linger > 0:
-                woken = await self._wait(linger)
-                if woken is None:
-                    return  # its task went to another lane: it lingers without one
                 yielded = True
-                if woken:
-                    continue
+                continue  # a resume may have landed meanwhile, its wake-up missed: look again
+            if not core.is_halted(self.lane) and linger > 0:
+                self.linger(linger)
+                return  # its worker goes back to the pool: a send serves the actor again
             if fleet is not None and isinstance(self.lane, str) and not core.stopping:
                 if await fleet.let_go(self.lane):  # the journal released the key
                     runtime.exited(self)
@@ -713,26 +663,6 @@ class Actor:
                 self.linger()  # the head is still being journaled: its send wakes us
                 return
             yielded = True  # a send landed meanwhile: serve it
-
-    @trio.lowlevel.enable_ki_protection
-    async def _wait(self, seconds: float) -> bool | None:
-        """Linger in the task for a wake-up; False if *seconds* passed without one, None if
-        the task was handed over.
-
-        KI-protected: a KeyboardInterrupt between registering the task and
-        parking it would leave a task that exited for `_unpark` to reschedule.
-        """
-        self._token += 1
-        self.runtime.reaper.add(trio.current_time() + seconds, self, self._token)
-        self.runtime.lingering[self] = None
-        self._parked = trio.lowlevel.current_task()
-        await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
-        return self._woken
-
-    def _abort_wait(self, raise_cancel: object) -> trio.lowlevel.Abort:
-        self._parked = None
-        del self.runtime.lingering[self]
-        return trio.lowlevel.Abort.SUCCEEDED
 
     async def _attempt(self, entry: Entry) -> None:
         """Run one attempt of *entry* and carry out its outcome."""

@@ -7,7 +7,7 @@ one nursery for all actor tasks.  The user's ``async with`` body runs inside
 that nursery, so its lifetime is structured the way trio's is:
 
 * leaving the body normally waits until idle (every job terminal or parked on
-  a halted key), then stops the lingering actors;
+  a halted key), then forgets the lingering actors (none holds a task);
 * cancellation stops at once: running handlers are cancelled, nothing is
   marked failed, unfinished jobs stay in the journal for the next open;
 * a runtime error beyond the restart budget cancels everything and comes out
@@ -1332,7 +1332,7 @@ async def open_supervisor(
                 yield supervisor
                 await runtime.wait_idle()
                 runtime.close()
-                nursery.cancel_scope.cancel()  # only lingering actors are left
+                nursery.cancel_scope.cancel()  # only the reaper and the schedule are left
         except BaseExceptionGroup as group:
             errors.extend(group.exceptions)
         finally:

@@ -19,7 +19,7 @@ import trio.testing
 
 import inturn
 from inturn.info import JobInfo, KeyInfo
-from inturn.journal import Append, Change, Discard, Halt, MarkAttempt
+from inturn.journal import Append, Change, Complete, Discard, Halt, MarkAttempt
 from inturn.journal.records import Retrying
 from inturn.testing import FaultyJournal, Recorder
 from tests.conftest import MakeJournal
@@ -1257,3 +1257,46 @@ async def test_a_recovered_head_waiting_for_a_slot_shows_the_attempts_its_journa
         assert (key.head_state, key.head_attempt) == ("queued", 1)
         assert [key.key for key in await sup.keys(state="running", limit=1)] == ["x"]
         script.release("hold-x")
+
+
+async def test_a_resume_while_an_overtaken_start_is_given_back_runs_the_head_at_once(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """A pause overtakes a head's start, marked with its predecessor's completion; a resume
+    lands while the actor gives that attempt back: the head runs then, not an
+    ``idle_timeout`` later (the actor looks again after the give-back's await)."""
+    held: list[trio.Event] = []
+
+    @attrs.define(eq=False)
+    class HoldsAnswers(FaultyJournal):
+        """Stores the first completion, and the first attempt given back, then holds its answer."""
+
+        async def write(
+            self, changes: Sequence[Change], *, now: float | None = None
+        ) -> Sequence[Change]:
+            superseded = await super().write(changes, now=now)
+            if len(held) < 2 and any(
+                isinstance(change, Complete)
+                or (isinstance(change, MarkAttempt) and change.attempt == 0)
+                for change in changes
+            ):
+                held.append(trio.Event())
+                await held[-1].wait()
+            return superseded
+
+    recorder = Recorder()
+    journal = HoldsAnswers(inturn.MemoryJournal())
+    async with inturn.open_supervisor(recorder, journal=journal, idle_timeout=60.0) as sup:
+        await sup.send_many([("k", 1), ("k", 2)])
+        await trio.testing.wait_all_tasks_blocked()  # 1 ran: its completion (and 2's start) held
+        assert len(held) == 1
+        await sup.pause("k")
+        held[0].set()  # 2's start is marked, the key halted: the attempt goes back
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(held) == 2
+        await sup.resume("k")
+        held[1].set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert [call.job.payload for call in recorder.calls] == [1, 2]
+        assert trio.current_time() == 0.0
+        assert [(call.job.id, call.job.attempt) for call in recorder.calls][1][1] == 1

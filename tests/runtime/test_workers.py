@@ -1,19 +1,16 @@
-"""Worker tasks: actors run in a pool of tasks, and an idle actor may hold none.
+"""Worker tasks: actors run in a pool of tasks, and an idle actor holds none.
 
-Up to `LINGERING_TASKS` tasks, an idle actor lingers in its own; past it, a
-lane that needs a task takes the one of the actor idle the longest, which
-lingers on without a task: a send wakes it into one, and its deadline still
-retires its lane.  Spare tasks exit after ``idle_timeout``.
+An actor with nothing to run lingers without a task: its worker goes back to
+the pool at once, a send gets the actor one again, and its deadline retires
+its lane.  Spare tasks exit after ``idle_timeout``.
 """
 
 from __future__ import annotations
 
-import pytest
 import trio
 import trio.testing
 
 import inturn
-import inturn.actors
 from inturn.testing import Recorder
 
 IDLE = 1.0
@@ -32,15 +29,10 @@ def worker_tasks() -> int:
     return count
 
 
-@pytest.fixture
-def two_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(inturn.actors, "LINGERING_TASKS", 2)
-
-
-async def test_past_the_task_budget_idle_actors_give_their_tasks_to_new_keys(
-    two_tasks: None, mock_clock: trio.testing.MockClock
+async def test_idle_actors_hold_no_task_and_keys_seen_one_after_another_share_one(
+    mock_clock: trio.testing.MockClock,
 ) -> None:
-    """50 keys, each idle once its job ran: 50 actors linger, in 2 tasks at most."""
+    """50 keys, each idle once its job ran: 50 actors linger, and one task served them all."""
     recorder = Recorder()
     async with inturn.open_supervisor(recorder, idle_timeout=IDLE) as sup:
         for n in range(50):
@@ -48,36 +40,56 @@ async def test_past_the_task_budget_idle_actors_give_their_tasks_to_new_keys(
             await trio.testing.wait_all_tasks_blocked()
         assert sup.stats().completed == 50
         assert sup.stats().actors == 50
-        assert worker_tasks() <= 2
+        assert worker_tasks() == 1  # spare, not held by any lingering actor
 
-        # an actor that gave its task away runs its key's next job, in order
+        # a lingering actor gets a task again for its key's next job, in order
         await sup.send("k0", "again")
         await sup.wait_idle()
         assert [call.job.payload for call in recorder.by_key()["k0"]] == [0, "again"]
+        assert worker_tasks() == 1
 
-        # and its deadline still retires every lane, with or without a task
+        # and its deadline retires every lane, the spare task with them
         mock_clock.jump(IDLE)
         await trio.testing.wait_all_tasks_blocked()
         assert sup.stats().actors == 0
         assert sup._runtime.core.lanes() == 0
+        assert worker_tasks() == 0
     recorder.assert_sequential()
 
 
-async def test_a_send_racing_the_hand_over_of_its_actors_task_runs_once(
-    two_tasks: None, mock_clock: trio.testing.MockClock
+async def test_sends_to_lingering_keys_in_one_write_each_get_a_task(
+    mock_clock: trio.testing.MockClock,
 ) -> None:
-    """A send to a key whose actor's task was just handed over, before that task resumed,
-    runs in another task; the handed-over task never runs the actor too."""
+    """Two lingering keys woken by one batch both run, each in order, in tasks of their own."""
     recorder = Recorder()
     async with inturn.open_supervisor(recorder, idle_timeout=IDLE) as sup:
         for n in range(2):
             await sup.send(f"k{n}", n)
         await trio.testing.wait_all_tasks_blocked()
-        # k2 takes k0's task; k0 is sent to before that task can resume (one write)
-        await sup.send_many([("k2", 2), ("k0", "again")])
+        await sup.send_many([("k1", "again"), ("k2", 2), ("k0", "again")])
         await sup.wait_idle()
         assert [call.job.payload for call in recorder.by_key()["k0"]] == [0, "again"]
-        assert sup.stats().completed == 4
+        assert [call.job.payload for call in recorder.by_key()["k1"]] == [1, "again"]
+        assert sup.stats().completed == 5
+        assert sup.stats().actors == 3
+    recorder.assert_sequential()
+
+
+async def test_a_lingering_key_s_deadline_landing_with_its_send_serves_the_send(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """A send accepted in the instant its key's linger runs out: the job runs, in order,
+    whichever of the two trio runs first."""
+    recorder = Recorder()
+    async with inturn.open_supervisor(recorder, idle_timeout=IDLE) as sup:
+        await sup.send("k", 1)
+        await trio.testing.wait_all_tasks_blocked()
+        mock_clock.jump(IDLE)  # the reaper is due, not yet run
+        await sup.send("k", 2)
+        await sup.wait_idle()
+        assert [call.job.payload for call in recorder.calls] == [1, 2]
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup.stats().actors == 1  # the second job's actor lingers anew
     recorder.assert_sequential()
 
 
@@ -102,25 +114,39 @@ async def test_spare_tasks_exit_after_idle_timeout(mock_clock: trio.testing.Mock
         assert worker_tasks() == 0
 
 
-async def test_many_keys_seen_once_keep_the_tasks_within_the_budget(
+async def test_tasks_number_the_keys_running_at_once_not_those_lingering(
     mock_clock: trio.testing.MockClock,
 ) -> None:
-    """However many keys linger, the worker tasks stay within `LINGERING_TASKS`."""
-    async with inturn.open_supervisor(Recorder(), idle_timeout=IDLE) as sup:
-        for n in range(3 * inturn.actors.LINGERING_TASKS):
+    """Ten keys run at once and 3,000 are seen once after them: a dozen tasks at most (trio's
+    scheduling decides how many of the keys seen once overlap), and 3,010 actors."""
+    release = trio.Event()
+
+    async def handler(job: inturn.Job) -> None:
+        if job.payload == "hold":
+            await release.wait()
+
+    async with inturn.open_supervisor(handler, idle_timeout=IDLE) as sup:
+        for n in range(10):
+            await sup.send(f"held{n}", "hold")
+        await trio.testing.wait_all_tasks_blocked()
+        assert worker_tasks() == 10
+        for n in range(3000):
             await sup.send(f"k{n}", n)
+        await trio.testing.wait_all_tasks_blocked()
+        tasks = worker_tasks()
+        assert 11 <= tasks <= 13  # the keys seen once ran one or a few at a time
+        release.set()
         await sup.wait_idle()
         await trio.testing.wait_all_tasks_blocked()
-        assert sup.stats().actors == 3 * inturn.actors.LINGERING_TASKS
-        assert worker_tasks() <= inturn.actors.LINGERING_TASKS
+        assert sup.stats().actors == 3010
+        assert worker_tasks() == tasks  # all spare now, none held by a lingering actor
 
 
 async def test_an_operator_s_cancel_cuts_short_only_the_attempt_it_names(
-    monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     """One worker task serves the keys in turn: a skip cancels its scope for the attempt it
     names, and the task goes on to run the other key's job, and that key's next, whole."""
-    monkeypatch.setattr(inturn.actors, "LINGERING_TASKS", 1)
     ran: list[object] = []
 
     async def handler(job: inturn.Job) -> None:
