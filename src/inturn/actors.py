@@ -171,13 +171,18 @@ class Runtime:
     escalated: BaseException | None = None
     fleet: Fleet | None = None
     """This supervisor's part of a fleet (see `inturn.fleet`); None when it holds its journal alone."""
-    reaper: IdleReaper = attrs.field(
-        default=attrs.Factory(
-            lambda self: IdleReaper(slack=self.idle_timeout * REAPER_SLACK), takes_self=True
-        )
-    )
     spare: dict[Worker, None] = attrs.field(factory=dict)
     """Worker tasks parked until a lane needs one, oldest first (an ordered set)."""
+    reaper: IdleReaper = attrs.field(
+        default=attrs.Factory(
+            lambda self: IdleReaper(
+                self.idle_timeout, self.idle_timeout * REAPER_SLACK, self.spare
+            ),
+            takes_self=True,
+        )
+    )
+    counted: bool = False
+    """Trio counts a task's schedule points (`counts_schedule_points`): checked once, at start."""
     workers: int = 0
     """Worker tasks alive."""
     schedule: Schedule = attrs.field(factory=Schedule)
@@ -201,6 +206,7 @@ class Runtime:
     def start(self, nursery: trio.Nursery, lanes: list[Lane]) -> None:
         """Run in *nursery*: the idle reaper, and an actor for each of *lanes*."""
         self.nursery = nursery
+        self.counted = counts_schedule_points(trio.lowlevel.current_task())
         start_task(nursery, self.reaper.run, name="inturn.idle_reaper")
         for lane in lanes:
             self.spawn(lane)
@@ -425,7 +431,7 @@ class Runtime:
 
 
 class Idling(Protocol):
-    """What `IdleReaper` times out: a lingering `Actor`, or a spare `Worker`."""
+    """What `IdleReaper` times out besides spare workers: a lingering `Actor`."""
 
     def waiting_on(self, token: int) -> bool: ...
 
@@ -436,10 +442,13 @@ class Idling(Protocol):
 class IdleReaper:
     """Times out idle actors and spare workers: one timer for all of them, not one each.
 
-    Every one waits the same ``idle_timeout``, so deadlines arrive in the
-    order they went idle and a FIFO of ``(deadline, waiter, token)`` is
-    already sorted.  One woken before its deadline bumps its token, which
-    turns its entry here stale.
+    Every one waits the same *timeout*, so deadlines arrive in the order
+    they went idle and a FIFO of ``(deadline, actor, token)`` is already
+    sorted.  One woken before its deadline bumps its token, which turns its
+    entry here stale.  Spare workers need no entry: *spare* holds them
+    oldest first, each with the time it parked (`Worker.since`), so the
+    first one's deadline is the next (a worker parks after every job of a
+    key that goes idle: an entry each cost as much as the actor's).
 
     At the first deadline it also expires those due within *slack* seconds:
     one wake-up for the many keys that went idle in that span, not one each
@@ -447,7 +456,9 @@ class IdleReaper:
     late: no actor lingers past its ``idle_timeout``.
     """
 
-    slack: float = 0.0
+    timeout: float
+    slack: float
+    spare: dict[Worker, None]
     _deadlines: deque[tuple[float, Idling, int]] = attrs.field(factory=deque)
     _added: trio.Event = attrs.field(factory=trio.Event)
 
@@ -455,22 +466,35 @@ class IdleReaper:
         self._deadlines.append((deadline, actor, token))
         self._added.set()
 
+    def spare_added(self) -> None:
+        """A worker parked where none was spare: its deadline may be the only one."""
+        self._added.set()
+
     async def run(self) -> None:
-        deadlines = self._deadlines
+        deadlines, spare, timeout = self._deadlines, self.spare, self.timeout
         while True:
             # Most entries went stale long before their deadline (a busy key's
             # actor is woken again and again): drop them without sleeping.
             while deadlines and not deadlines[0][1].waiting_on(deadlines[0][2]):
                 deadlines.popleft()
-            if not deadlines:
+            first = deadlines[0][0] if deadlines else math.inf
+            if spare:  # no later than an actor's: it parked after that one went idle
+                first = min(first, next(iter(spare)).since + timeout)
+            if first == math.inf:
                 self._added = trio.Event()
                 await self._added.wait()
                 continue
-            await trio.sleep_until(deadlines[0][0])
+            await trio.sleep_until(first)
             now = trio.current_time() + self.slack
             while deadlines and deadlines[0][0] <= now:
                 _, actor, token = deadlines.popleft()
                 actor.expire(token)
+            while spare:
+                worker = next(iter(spare))
+                if worker.since + timeout > now:
+                    break
+                del spare[worker]
+                worker.give(None)
 
 
 @attrs.define(eq=False)
@@ -482,9 +506,10 @@ class Worker:
     """
 
     runtime: Runtime
+    since: float = 0.0
+    """When it last parked as a spare worker (`IdleReaper` times it out from then)."""
     _next: Actor | None = None
     _parked: trio.lowlevel.Task | None = None
-    _token: int = 0
 
     async def run(self, actor: Actor | None) -> None:
         """Serve *actor*, then the actors given to the task while it is spare.
@@ -517,9 +542,10 @@ class Worker:
         runtime = self.runtime
         if runtime.closed:
             return None
-        self._token += 1
+        self.since = trio.current_time()
+        if not runtime.spare:
+            runtime.reaper.spare_added()
         runtime.spare[self] = None
-        runtime.reaper.add(trio.current_time() + runtime.idle_timeout, self, self._token)
         self._parked = trio.lowlevel.current_task()
         await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
         actor, self._next = self._next, None
@@ -533,14 +559,6 @@ class Worker:
     def give(self, actor: Actor | None) -> None:
         """Run *actor* next (taken from the spare ones already); None: exit."""
         self._unpark(actor)
-
-    def waiting_on(self, token: int) -> bool:
-        return token == self._token and self._parked is not None
-
-    def expire(self, token: int) -> None:
-        if self.waiting_on(token):
-            self.runtime.spare.pop(self, None)
-            self._unpark(None)
 
     @trio.lowlevel.enable_ki_protection
     def _unpark(self, actor: Actor | None) -> None:
@@ -615,7 +633,7 @@ class Actor:
         yielded = True  # a schedule point since the last job: spawned, or woken
         runtime = self.runtime
         task = trio.lowlevel.current_task()
-        counted = counts_schedule_points(task)  # else every job is followed by one
+        counted = runtime.counted  # else every job is followed by a schedule point
         # The loop is written out here, not in a helper coroutine: one more
         # frame on every resume of the task cost 3-5% of a no-op job.
         while True:

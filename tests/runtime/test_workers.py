@@ -7,10 +7,13 @@ its lane.  Spare tasks exit after ``idle_timeout``.
 
 from __future__ import annotations
 
+import math
+
 import trio
 import trio.testing
 
 import inturn
+from inturn.actors import REAPER_SLACK
 from inturn.testing import Recorder
 
 IDLE = 1.0
@@ -109,7 +112,10 @@ async def test_spare_tasks_exit_after_idle_timeout(mock_clock: trio.testing.Mock
         await trio.testing.wait_all_tasks_blocked()
         assert worker_tasks() == spare
 
-        mock_clock.jump(IDLE)
+        mock_clock.jump(math.nextafter(IDLE * (1 - REAPER_SLACK), 0.0))  # not even early
+        await trio.testing.wait_all_tasks_blocked()
+        assert worker_tasks() == spare
+        mock_clock.jump(IDLE - trio.current_time())
         await trio.testing.wait_all_tasks_blocked()
         assert worker_tasks() == 0
 
