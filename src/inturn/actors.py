@@ -433,9 +433,9 @@ class Runtime:
 class Idling(Protocol):
     """What `IdleReaper` times out besides spare workers: a lingering `Actor`."""
 
-    def waiting_on(self, token: int) -> bool: ...
+    def waiting_on(self, deadline: float) -> bool: ...
 
-    def expire(self, token: int) -> None: ...
+    def expire(self) -> None: ...
 
 
 @attrs.define(eq=False)
@@ -443,9 +443,10 @@ class IdleReaper:
     """Times out idle actors and spare workers: one timer for all of them, not one each.
 
     Every one waits the same *timeout*, so deadlines arrive in the order
-    they went idle and a FIFO of ``(deadline, actor, token)`` is already
-    sorted.  One woken before its deadline bumps its token, which turns its
-    entry here stale.  Spare workers need no entry: *spare* holds them
+    they went idle and a FIFO of deadlines (and one of the actors, beside
+    it: a tuple each cost 64 bytes per lingering key) is already sorted.  An
+    actor woken since, or lingering to a later deadline, turns its entry
+    here stale (`Actor.waiting_on`).  Spare workers need no entry: *spare* holds them
     oldest first, each with the time it parked (`Worker.since`), so the
     first one's deadline is the next (a worker parks after every job of a
     key that goes idle: an entry each cost as much as the actor's).
@@ -459,11 +460,14 @@ class IdleReaper:
     timeout: float
     slack: float
     spare: dict[Worker, None]
-    _deadlines: deque[tuple[float, Idling, int]] = attrs.field(factory=deque)
+    _deadlines: deque[float] = attrs.field(factory=deque)
+    _actors: deque[Idling] = attrs.field(factory=deque)
+    """Whose each of `_deadlines` is."""
     _added: trio.Event = attrs.field(factory=trio.Event)
 
-    def add(self, deadline: float, actor: Idling, token: int) -> None:
-        self._deadlines.append((deadline, actor, token))
+    def add(self, deadline: float, actor: Idling) -> None:
+        self._deadlines.append(deadline)
+        self._actors.append(actor)
         self._added.set()
 
     def spare_added(self) -> None:
@@ -471,13 +475,14 @@ class IdleReaper:
         self._added.set()
 
     async def run(self) -> None:
-        deadlines, spare, timeout = self._deadlines, self.spare, self.timeout
+        deadlines, actors, spare, timeout = self._deadlines, self._actors, self.spare, self.timeout
         while True:
             # Most entries went stale long before their deadline (a busy key's
             # actor is woken again and again): drop them without sleeping.
-            while deadlines and not deadlines[0][1].waiting_on(deadlines[0][2]):
+            while deadlines and not actors[0].waiting_on(deadlines[0]):
                 deadlines.popleft()
-            first = deadlines[0][0] if deadlines else math.inf
+                actors.popleft()
+            first = deadlines[0] if deadlines else math.inf
             if spare:  # no later than an actor's: it parked after that one went idle
                 first = min(first, next(iter(spare)).since + timeout)
             if first == math.inf:
@@ -486,9 +491,10 @@ class IdleReaper:
                 continue
             await trio.sleep_until(first)
             now = trio.current_time() + self.slack
-            while deadlines and deadlines[0][0] <= now:
-                _, actor, token = deadlines.popleft()
-                actor.expire(token)
+            while deadlines and deadlines[0] <= now:
+                actor = actors.popleft()
+                if actor.waiting_on(deadlines.popleft()):
+                    actor.expire()
             while spare:
                 worker = next(iter(spare))
                 if worker.since + timeout > now:
@@ -586,7 +592,8 @@ class Actor:
     """Around everything the actor does while it has a task (its `Worker`'s scope)."""
     backing_off: bool = attrs.field(default=False, init=False)
     """Sleeping until its head's next attempt."""
-    _token: int = attrs.field(default=0, init=False)
+    deadline: float = attrs.field(default=math.inf, init=False)
+    """When its linger ends (see `IdleReaper`); inf: it lingers until a send wakes it."""
     _lingering: bool = attrs.field(default=False, init=False)
     """Waiting for work with no task (see `linger`)."""
 
@@ -604,19 +611,20 @@ class Actor:
         """Wait for work with no task: `wake` serves the actor again, or after *seconds*
         `expire` retires its lane."""
         self._lingering = True
-        self._token += 1
-        if seconds != math.inf:
-            self.runtime.reaper.add(trio.current_time() + seconds, self, self._token)
+        if seconds == math.inf:
+            self.deadline = seconds
+        else:
+            self.deadline = deadline = trio.current_time() + seconds
+            self.runtime.reaper.add(deadline, self)
 
-    def waiting_on(self, token: int) -> bool:
-        """Whether the actor still lingers with the deadline registered as *token*."""
-        return token == self._token and self._lingering
+    def waiting_on(self, deadline: float) -> bool:
+        """Whether the actor still lingers until *deadline*."""
+        return self._lingering and self.deadline == deadline
 
-    def expire(self, token: int) -> None:
-        """The idle deadline registered with *token* passed."""
-        if self.waiting_on(token):
-            self._lingering = False
-            self.runtime.retire(self)
+    def expire(self) -> None:
+        """Its linger's deadline passed (`waiting_on` it)."""
+        self._lingering = False
+        self.runtime.retire(self)
 
     async def run(self) -> None:
         """Serve the lane until the core lets the actor retire, in `interruptible`.

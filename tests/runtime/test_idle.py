@@ -63,6 +63,28 @@ async def test_actor_exits_exactly_at_idle_timeout(mock_clock: trio.testing.Mock
         assert sup._runtime.core.lanes() == 0
 
 
+async def test_an_actor_idle_again_lives_a_whole_idle_timeout_from_then(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """A key's actor woken halfway through its linger and idle again is not retired at its
+    first deadline (that entry went stale), but ``idle_timeout`` after its second."""
+    async with inturn.open_supervisor(Recorder(), idle_timeout=IDLE) as sup:
+        await sup.send("k", 1)
+        await trio.testing.wait_all_tasks_blocked()
+        mock_clock.jump(IDLE / 2)
+        await sup.send("k", 2)
+        await trio.testing.wait_all_tasks_blocked()
+        mock_clock.jump(IDLE / 2)  # the first deadline
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup.stats().actors == 1
+        mock_clock.jump(math.nextafter(IDLE * 1.5, 0.0) - trio.current_time())
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup.stats().actors == 1
+        mock_clock.jump(IDLE * 1.5 - trio.current_time())
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup.stats().actors == 0
+
+
 async def test_keys_idle_within_the_slack_retire_together(
     mock_clock: trio.testing.MockClock,
 ) -> None:
