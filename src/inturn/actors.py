@@ -59,7 +59,7 @@ import math
 import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, assert_never
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, assert_never
 
 import attrs
 import structlog
@@ -430,26 +430,18 @@ class Runtime:
         self.nursery.cancel_scope.cancel()
 
 
-class Idling(Protocol):
-    """What `IdleReaper` times out besides spare workers: a lingering `Actor`."""
-
-    def waiting_on(self, deadline: float) -> bool: ...
-
-    def expire(self) -> None: ...
-
-
 @attrs.define(eq=False)
 class IdleReaper:
     """Times out idle actors and spare workers: one timer for all of them, not one each.
 
     Every one waits the same *timeout*, so deadlines arrive in the order
-    they went idle and a FIFO of deadlines (and one of the actors, beside
-    it: a tuple each cost 64 bytes per lingering key) is already sorted.  An
-    actor woken since, or lingering to a later deadline, turns its entry
-    here stale (`Actor.waiting_on`).  Spare workers need no entry: *spare* holds them
-    oldest first, each with the time it parked (`Worker.since`), so the
-    first one's deadline is the next (a worker parks after every job of a
-    key that goes idle: an entry each cost as much as the actor's).
+    they went idle and a FIFO of deadlines (with one of the actors beside
+    it: a tuple each cost 64 bytes per lingering key) is already sorted.
+    An actor woken since, or lingering to a later deadline, turns its entry
+    here stale (`Actor.waiting_on`).  Spare workers need no entry: *spare*
+    holds them oldest first, each with the time it parked (`Worker.since`),
+    so the first one's deadline is the next (a worker parks after every job
+    of a key that goes idle: an entry each cost as much as the actor's).
 
     At the first deadline it also expires those due within *slack* seconds:
     one wake-up for the many keys that went idle in that span, not one each
@@ -461,11 +453,11 @@ class IdleReaper:
     slack: float
     spare: dict[Worker, None]
     _deadlines: deque[float] = attrs.field(factory=deque)
-    _actors: deque[Idling] = attrs.field(factory=deque)
+    _actors: deque[Actor] = attrs.field(factory=deque)
     """Whose each of `_deadlines` is."""
     _added: trio.Event = attrs.field(factory=trio.Event)
 
-    def add(self, deadline: float, actor: Idling) -> None:
+    def add(self, deadline: float, actor: Actor) -> None:
         self._deadlines.append(deadline)
         self._actors.append(actor)
         self._added.set()

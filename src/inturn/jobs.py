@@ -142,9 +142,10 @@ class Stats:
     """A snapshot of a supervisor's state, from ``Supervisor.stats()``."""
 
     actors: int
-    """Live actor tasks: one per active key, plus one per keyless job in flight.
+    """Live actors: one per active key (lingering ones included), plus one per keyless job
+    in flight.  Not tasks: a lingering actor holds none.
 
-    Under ``max_concurrency``, keys waiting for a slot have no task yet."""
+    Under ``max_concurrency``, keys waiting for a slot have no actor yet."""
     queued: int
     """Accepted jobs that are not running and not terminal (halted keys included)."""
     running: int
