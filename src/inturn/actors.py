@@ -526,8 +526,13 @@ class Worker:
                         actor.interruptible = scope
                         try:
                             await actor.run()
-                        except Exception as crash:
+                        except Exception as exc:
+                            crash: Exception | None = exc
+                        else:
+                            crash = None
+                        if crash is not None:  # restarted outside the handler: nothing chains
                             await self.runtime.supervise(actor, crash)
+                            crash = None
                         actor.interruptible = None
                         if scope.cancel_called:
                             actor = None  # the cancel was meant for the actor that ended

@@ -381,3 +381,27 @@ async def test_send_refused_by_the_journal_changes_nothing(
     assert [call.job.payload for call in recorder.calls] == [1, "accepted"]
     assert inner.unfinished() == []
     assert await dead_letters(inner) == []
+
+
+async def test_a_crash_after_a_restart_is_logged_and_raised_alone(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The second crash of a restarted actor is not chained to the first: its log shows one
+    traceback, and the escalated error has no context (the restart runs outside the
+    handling of the first crash)."""
+    journal = FaultyJournal(inturn.MemoryJournal(), fail=fail_first(Complete, 5))
+
+    async def run() -> None:
+        async with inturn.open_supervisor(Recorder(), journal=journal, max_restarts=1) as sup:
+            await sup.send("k", 1)
+            await sup.wait_idle()
+
+    with (
+        structlog.testing.capture_logs() as logs,
+        pytest.raises(inturn.JournalError) as exc_info,
+    ):
+        await run()
+    crashes = named(logs, "actor.crashed")
+    assert len(crashes) == 2
+    assert all("During handling" not in event["exception"] for event in crashes)
+    assert exc_info.value.__context__ is None
