@@ -183,8 +183,6 @@ class Runtime:
     )
     counted: bool = False
     """Trio counts a task's schedule points (`counts_schedule_points`): checked once, at start."""
-    workers: int = 0
-    """Worker tasks alive."""
     schedule: Schedule = attrs.field(factory=Schedule)
     steps: StepLog = attrs.field(
         default=attrs.Factory(
@@ -238,7 +236,6 @@ class Runtime:
             worker.give(actor)
             return
         assert self.nursery is not None
-        self.workers += 1
         # A constant name: trio would otherwise format one per task.
         start_task(self.nursery, Worker(self).run, actor, name="inturn.actor")
 
@@ -392,10 +389,12 @@ class Runtime:
         """*actor* crashed with *crash*: restart it, within the restart budget, until it
         returns; or escalate.  (Its `Worker` runs it first: a frame fewer per activation.)"""
         while True:
-            key = actor.lane if isinstance(actor.lane, str) else None
             # Text, not exc_info: a renderer would show the frames' locals, payloads among them.
             self.log.error(
-                "actor.crashed", key=key, error=describe(crash), exception=exception_text(crash)
+                "actor.crashed",
+                key=actor.key,
+                error=describe(crash),
+                exception=exception_text(crash),
             )
             # Another process holds the journal now: nothing here may go on.
             if isinstance(crash, LeaseLost):
@@ -519,29 +518,26 @@ class Worker:
         fresh scope.  A cancel that lands as its actor ends, meant for it, is
         left behind with the scope before another actor runs.
         """
-        try:
-            while actor is not None:
-                with trio.CancelScope() as scope:
-                    while actor is not None:
-                        actor.interruptible = scope
-                        try:
-                            await actor.run()
-                        except Exception as exc:
-                            crash: Exception | None = exc
-                        else:
-                            crash = None
-                        if crash is not None:  # restarted outside the handler: nothing chains
-                            await self.runtime.supervise(actor, crash)
-                            crash = None
-                        actor.interruptible = None
-                        if scope.cancel_called:
-                            actor = None  # the cancel was meant for the actor that ended
-                        else:
-                            actor = await self._wait_for_actor()
-                if actor is None and scope.cancel_called:
-                    actor = await self._wait_for_actor()
-        finally:
-            self.runtime.workers -= 1
+        while actor is not None:
+            with trio.CancelScope() as scope:
+                while actor is not None:
+                    actor.interruptible = scope
+                    try:
+                        await actor.run()
+                    except Exception as exc:
+                        crash: Exception | None = exc
+                    else:
+                        crash = None
+                    if crash is not None:  # restarted outside the handler: nothing chains
+                        await self.runtime.supervise(actor, crash)
+                        crash = None
+                    actor.interruptible = None
+                    if scope.cancel_called:
+                        actor = None  # the cancel was meant for the actor that ended
+                    else:
+                        actor = await self._wait_for_actor()
+            if actor is None and scope.cancel_called:
+                actor = await self._wait_for_actor()
 
     @trio.lowlevel.enable_ki_protection
     async def _wait_for_actor(self) -> Actor | None:
