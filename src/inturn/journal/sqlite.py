@@ -367,6 +367,17 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         # a cursor per statement, a third of a small statement's cost.
         cursor = connection.cursor()
         try:
+            self._commit_on(cursor, connection, group)
+        finally:
+            # Closed now, not when collected: an error's traceback keeps the
+            # cursor's frame, and a live statement keeps the file open after
+            # `Connection.close` (the disk it is on cannot be unmounted).
+            cursor.close()
+
+    def _commit_on(
+        self, cursor: sqlite3.Cursor, connection: sqlite3.Connection, group: list[Request]
+    ) -> None:
+        try:
             cursor.execute("BEGIN IMMEDIATE")
             try:
                 next_id = self._apply_group(cursor, group, guarded=False)
@@ -478,9 +489,9 @@ class _Usage:
         )
         return cls(bool(windows), bool(steps), bool(halts))
 
-    def resumed(self, connection: sqlite3.Cursor) -> None:
+    def resumed(self, cursor: sqlite3.Cursor) -> None:
         """A key was let go on: whether any is still halted."""
-        [(halts,)] = connection.execute("SELECT EXISTS (SELECT 1 FROM halted)")
+        [(halts,)] = cursor.execute("SELECT EXISTS (SELECT 1 FROM halted)")
         self.halts = bool(halts)
 
 
@@ -492,6 +503,13 @@ _INSERT_PLAIN: Final = (
     "INSERT INTO jobs (id, key, data, accepted_at, seq, attempts) VALUES (?, ?, ?, ?, ?, ?)"
 )
 """A new job's row; the plain one for a job with neither a unique key nor a due time."""
+
+_MARK: Final = "UPDATE jobs SET attempts = ?, retry_at = NULL WHERE id = ? AND state = 'pending'"
+_MARK_UNLESS_HALTED: Final = (
+    f"{_MARK} AND (? <= attempts OR key IS NULL OR key NOT IN (SELECT key FROM halted))"
+)
+"""A start or a given-back attempt; where keys may be halted, a start on one changes nothing."""
+
 
 _PLAIN: Final = (MarkAttempt, Complete, Retrying)
 """Changes to a job the journal handed out, which cannot be refused once it did."""
@@ -610,22 +628,10 @@ def _apply(cursor: sqlite3.Cursor, request: Request, next_id: int, path: str, us
             # Running again: no longer waiting to retry.  A start (attempts
             # rising) is superseded on a halted key, if the file has any.
             if usage.halts:
-                one(
-                    "UPDATE jobs SET attempts = ?, retry_at = NULL WHERE id = ?"
-                    " AND state = 'pending'"
-                    " AND (? <= attempts OR key IS NULL OR key NOT IN (SELECT key FROM halted))",
-                    (change.attempt, change.job_id, change.attempt),
-                    change,
-                    change.job_id,
-                )
+                parameters: tuple[object, ...] = (change.attempt, change.job_id, change.attempt)
+                one(_MARK_UNLESS_HALTED, parameters, change, change.job_id)
             else:
-                one(
-                    "UPDATE jobs SET attempts = ?, retry_at = NULL WHERE id = ?"
-                    " AND state = 'pending'",
-                    (change.attempt, change.job_id),
-                    change,
-                    change.job_id,
-                )
+                one(_MARK, (change.attempt, change.job_id), change, change.job_id)
         elif isinstance(change, Retrying):
             one(
                 "UPDATE jobs SET error = ?, retry_at = ? WHERE id = ? AND state = 'pending'",
