@@ -168,7 +168,11 @@ _mounts: list[Path] = []
 def _unmount() -> object:
     yield None
     while _mounts:
-        subprocess.run(["umount", str(_mounts.pop())], check=False)
+        # Busy if something left a file open on it.
+        done = subprocess.run(
+            ["umount", str(_mounts.pop())], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, f"the disk is still in use: {done.stderr}"
 
 
 async def test_ids_and_jobs_survive_the_lock_change(tmp_path: Path) -> None:
