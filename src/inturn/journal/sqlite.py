@@ -377,6 +377,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
     def _commit_on(
         self, cursor: sqlite3.Cursor, connection: sqlite3.Connection, group: list[Request]
     ) -> None:
+        """`_commit_group` on *cursor*, a cursor of *connection*."""
         try:
             cursor.execute("BEGIN IMMEDIATE")
             try:
