@@ -144,7 +144,7 @@ class Core:
                 state = self._lane(run.lane)
                 runs.append(run)
             assert state is not None
-            fifo = state.fifo
+            fifo = state.growing()
             if key is not None and (
                 run.spilled  # `_place`'s test: once one job spills, the rest of its lane does
                 or state.on_disk
@@ -229,7 +229,11 @@ class Core:
                 state.spilling = []
             state.spilling.append(entry.place)
         else:  # `_buffer` and `_count`, inlined: once per job sent
-            state.fifo.append(entry)
+            fifo = state.fifo
+            if isinstance(fifo, list):
+                fifo.append(entry)
+            else:
+                state.fifo = [entry]  # `LaneState.growing`, inlined
             state.tail = entry.place
             self._buffered += 1
         self._pending += 1
@@ -365,7 +369,7 @@ class Core:
                 state.fifo[place].place < entry.place or state.fifo[place].running
             ):
                 place += 1
-            state.fifo.insert(place, entry)
+            state.growing().insert(place, entry)
             state.tail = max(state.tail, entry.place)
             self._buffered += 1
         self._count(state, entry)
@@ -485,7 +489,7 @@ class Core:
     def paged(self, page: Page, jobs: Sequence[StoredJob]) -> None:
         """Append what `Journal.load` returned for *page*."""
         state = self._lanes[page.key]
-        fifo, upto, max_buffered = state.fifo, page.upto, self.max_buffered
+        fifo, upto, max_buffered = state.growing(), page.upto, self.max_buffered
         for stored in jobs:
             place = stored.place  # a property: read once
             if place > upto:
@@ -893,7 +897,11 @@ class Core:
     def give_slot(self, lane: Lane) -> Lane | None:
         """*lane* has nothing to run now: its slot goes to the oldest lane waiting, returned."""
         state = self._lanes.get(lane)
-        if state is None or not state.holding or self._head_is_marked(state):
+        if state is None:
+            return None
+        if not state.fifo:
+            state.fifo = ()  # it may linger now: no list while it holds nothing
+        if not state.holding or self._head_is_marked(state):
             return None
         state.holding = False
         while self.ready:
@@ -1013,7 +1021,7 @@ class Core:
         return entry
 
     def _buffer(self, state: LaneState, entry: Entry) -> None:
-        state.fifo.append(entry)
+        state.growing().append(entry)
         state.tail = entry.place
         self._buffered += 1
 
@@ -1066,14 +1074,16 @@ class Core:
         for entry in entries:
             assert entry.running, "only a running job finishes"
             entry.running = False
-        del state.fifo[:count]
+        fifo = state.fifo
+        assert isinstance(fifo, list), "a lane holding jobs holds them in a list"
+        del fifo[:count]
         self._buffered -= count
         self._pending -= count
 
     def _forget(self, lane: Lane, state: LaneState, entry: Entry | None) -> None:
         """Forget an unfinished job that is not running: *entry*, or (None) one on disk only."""
         if entry is not None and not entry.spilled:
-            state.fifo.remove(entry)
+            state.growing().remove(entry)
             self._buffered -= 1
         else:
             state.on_disk -= 1

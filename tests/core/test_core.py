@@ -163,6 +163,23 @@ def test_try_retire_refuses_while_an_entry_is_queued() -> None:
     assert not core.commit(pending)  # the actor is still attached
 
 
+def test_an_idle_lane_holds_no_list_and_takes_jobs_again() -> None:
+    """A lane with nothing to run lingers with its state alone: no empty FIFO list
+    (a seventh of a lingering key's bytes); its next jobs run in order all the same."""
+    core = make_core()
+    accept(core, "k")
+    assert core.take_slot("k")
+    run_ok(core, "k")
+    core.give_slot("k")  # its actor has nothing to run: it lingers
+    assert not isinstance(core._lanes["k"].fifo, list)
+    assert not core.commit(core.reserve("k", b"{}"))  # its actor is still attached
+    accept(core, "k")
+    assert isinstance(core._lanes["k"].fifo, list)
+    assert [run_ok(core, "k").id, run_ok(core, "k").id] == [2, 3]
+    core.give_slot("k")
+    assert core.try_retire("k")
+
+
 def test_try_retire_on_an_empty_lane_drops_its_state() -> None:
     """An actor retires from an empty lane, and the lane leaves no residue."""
     core = make_core()
