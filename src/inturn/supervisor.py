@@ -863,8 +863,36 @@ class Supervisor:
             append = self._scheduled(key, data, unique, window, due)
             await self._journal_new([], [], later=[append], uniques=unique is not None)
             return append.job_id
-        entry = runtime.core.reserve(key, data, unique)
-        await self._journal_one(entry, window)
+        # `_journal_new` for one job, written out here: a third of a single
+        # send's calls went to the general case's loops, and a coroutine call
+        # per send to a helper.
+        core = runtime.core
+        entry = core.reserve(key, data, unique)
+        append = Append(entry.id, key, data, unique, window)
+        mark = MarkAttempt(entry.id, entry.attempt) if core.starts_next(entry) else None
+        changes: list[Change] = [append] if mark is None else [append, mark]
+        now = None if unique is None else runtime.unix_now()  # else the journal's clock
+        try:
+            superseded = await runtime.journal.write(changes, now=now)
+        except BaseException:
+            runtime.start_holding(core.retract(entry))
+            runtime.wake(entry.lane)  # its actor may be waiting on this head
+            runtime.check_idle()
+            raise
+        if runtime.closed:  # see `_check_journaled`
+            if mark is not None and mark not in superseded:
+                await runtime.give_back([entry])
+            raise SupervisorClosed(
+                f"the supervisor stopped while job {entry.id} was journaled;"
+                " it runs when the journal is opened again"
+            )
+        give_back = False
+        if mark is not None:
+            give_back, free = core.early_start_answered(entry, marked=mark not in superseded)
+            runtime.start_holding(free)
+        self._commit(entry)
+        if give_back:
+            await runtime.give_back([entry])
         return entry.id
 
     def _scheduled(
@@ -1112,37 +1140,6 @@ class Supervisor:
             if returned:
                 give_back.append(entry)
         return give_back
-
-    async def _journal_one(self, entry: Entry, window: float | None) -> None:
-        """`_journal_new` for one new job, `send`'s: the same steps for that case, written out
-        (a third of a single send's calls went to the general case's loops)."""
-        runtime = self._runtime
-        core = runtime.core
-        append = Append(entry.id, entry.key, entry.data, entry.unique, window)
-        mark = MarkAttempt(entry.id, entry.attempt) if core.starts_next(entry) else None
-        changes: list[Change] = [append] if mark is None else [append, mark]
-        now = None if entry.unique is None else runtime.unix_now()  # else the journal's clock
-        try:
-            superseded = await runtime.journal.write(changes, now=now)
-        except BaseException:
-            runtime.start_holding(core.retract(entry))
-            runtime.wake(entry.lane)  # its actor may be waiting on this head
-            runtime.check_idle()
-            raise
-        if runtime.closed:  # see `_check_journaled`
-            if mark is not None and mark not in superseded:
-                await runtime.give_back([entry])
-            raise SupervisorClosed(
-                f"the supervisor stopped while job {entry.id} was journaled;"
-                " it runs when the journal is opened again"
-            )
-        give_back = False
-        if mark is not None:
-            give_back, free = core.early_start_answered(entry, marked=mark not in superseded)
-            runtime.start_holding(free)
-        self._commit(entry)
-        if give_back:
-            await runtime.give_back([entry])
 
 
 def _job_of(change: Change) -> int:
