@@ -63,9 +63,10 @@ class ThreadedJournal(Generic[_C]):
         raise NotImplementedError
 
     async def write(self, changes: Sequence[Change], *, now: float | None = None) -> list[Change]:
-        check_now(now)
+        if now is not None:
+            check_now(now)
         await trio.lowlevel.checkpoint_if_cancelled()
-        superseded = await self._open_worker().write(changes, now)
+        superseded = await (self._worker or self._open_worker()).write(changes, now)
         return cast(list[Change], superseded)  # some of *changes*: no other kind
 
     async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
