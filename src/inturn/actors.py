@@ -23,12 +23,13 @@ is spare: activating a key costs a wake-up, not a task).  The actor loops:
    core, or back off (sleep on trio's clock, without a slot) with the head
    in place;
 5. with nothing to start, give up its slot (unless its head's start is
-   marked) and *linger* without a task (`Actor.linger`): its worker goes
-   back to the pool at once, a ``send`` gets the actor one again
-   (`Actor.wake`), and when `IdleReaper` (one timer for all actors and
-   spare workers) says ``idle_timeout`` passed, the core decides whether
-   the lane retires (`Runtime.retire`: ``Core.try_retire``, synchronous, so
-   no ``send`` can slip between the check and the exit).
+   marked) and *linger* (`Runtime.linger`): the actor ends, its worker goes
+   back to the pool at once, and the lane keeps nothing here but its
+   deadline; a ``send`` gets it an actor and a task again (`Runtime.wake`),
+   and when `IdleReaper` (one timer for all lingering lanes and spare
+   workers) says ``idle_timeout`` passed, the core decides whether the lane
+   retires (`Runtime.retire`: ``Core.try_retire``, synchronous, so no
+   ``send`` can slip between the check and the exit).
 
 A spare worker waits ``idle_timeout`` for another actor, then exits; at
 close, spare workers are woken to exit rather than cancelled.  So tasks
@@ -156,6 +157,11 @@ class Runtime:
     """The handler takes a list of up to this many jobs of one key (`Core.followers`)."""
     nursery: trio.Nursery | None = None
     actors: dict[Lane, Actor] = attrs.field(factory=dict)
+    """Lanes with an actor: running, or about to get a task."""
+    lingering: dict[Lane, float] = attrs.field(factory=dict)
+    """Lanes with nothing to run now, and when their linger ends (inf: until a send wakes
+    them).  No `Actor` each: a lingering lane is its core state and this deadline, since
+    a million keys seen once linger together for ``idle_timeout``."""
     waiters: dict[int, Waiter] = attrs.field(factory=dict)
     running: int = 0
     closed: bool = False
@@ -167,7 +173,7 @@ class Runtime:
     reaper: IdleReaper = attrs.field(
         default=attrs.Factory(
             lambda self: IdleReaper(
-                self.idle_timeout, self.idle_timeout * REAPER_SLACK, self.spare
+                self.idle_timeout, self.idle_timeout * REAPER_SLACK, self.spare, self
             ),
             takes_self=True,
         )
@@ -230,15 +236,27 @@ class Runtime:
         # A constant name: trio would otherwise format one per task.
         start_task(self.nursery, Worker(self).run, actor, name="inturn.actor")
 
-    def retire(self, actor: Actor) -> None:
-        """*actor*'s linger ran out with no task attached: its lane retires, or runs again."""
-        core, lane = self.core, actor.lane
-        if core.try_retire(lane):
-            self.exited(actor)
-        elif core.has_work(lane):
-            self.serve(actor)  # a send landed as the linger ran out: serve it
+    def linger(self, actor: Actor, seconds: float = math.inf) -> None:
+        """*actor* has nothing to run and ends: its lane waits for work with no actor, and
+        `wake` gives it one again, or after *seconds* `retire` decides its fate."""
+        lane = actor.lane
+        del self.actors[lane]
+        if seconds == math.inf:
+            self.lingering[lane] = seconds
         else:
-            actor.linger()  # the head is still being journaled: its send wakes it
+            self.lingering[lane] = deadline = trio.current_time() + seconds
+            self.reaper.add(deadline, lane)
+
+    def retire(self, lane: Lane) -> None:
+        """Lingering *lane*'s deadline passed (taken out of `lingering`): it retires, or
+        runs again."""
+        core = self.core
+        if core.try_retire(lane):
+            self.log.debug("actor.exited", key=lane if isinstance(lane, str) else None)
+        elif core.has_work(lane):
+            self._resume(lane)  # a send landed as the linger ran out: serve it
+        else:
+            self.lingering[lane] = math.inf  # the head is still being journaled: its send wakes it
 
     def exited(self, actor: Actor) -> None:
         """*actor*'s lane let it go (retired, or released to the fleet): forget it."""
@@ -250,9 +268,15 @@ class Runtime:
         self.start_holding(self.core.give_slot(lane))
 
     def wake(self, lane: Lane) -> None:
-        actor = self.actors.get(lane)
-        if actor is not None:
-            actor.wake()
+        """New work may be startable in *lane*: a lingering lane gets an actor (a running
+        one will see the work)."""
+        if self.lingering.pop(lane, None) is not None:
+            self._resume(lane)
+
+    def _resume(self, lane: Lane) -> None:
+        """Lingering *lane* (taken out of `lingering`) has work: it gets an actor again."""
+        actor = self.actors[lane] = Actor(self, lane)
+        self.serve(actor)
 
     @property
     def idle(self) -> bool:
@@ -423,34 +447,36 @@ class Runtime:
 
 @attrs.define(eq=False)
 class IdleReaper:
-    """Times out idle actors and spare workers: one timer for all of them, not one each.
+    """Times out lingering lanes and spare workers: one timer for all of them, not one each.
 
     Every one waits the same *timeout*, so deadlines arrive in the order
-    they went idle and a FIFO of deadlines (with one of the actors beside
-    it: a tuple each cost 64 bytes per lingering key) is already sorted.
-    An actor woken since, or lingering to a later deadline, turns its entry
-    here stale (`Actor.waiting_on`).  Spare workers need no entry: *spare*
-    holds them oldest first, each with the time it parked (`Worker.since`),
-    so the first one's deadline is the next (a worker parks after every job
-    of a key that goes idle: an entry each cost as much as the actor's).
+    they went idle and a FIFO of deadlines (with one of the lanes beside it:
+    a tuple each cost 64 bytes per lingering key) is already sorted.  A lane
+    woken since, or lingering to a later deadline, turns its entry here
+    stale (its deadline in *runtime*'s ``lingering`` is another, or gone).
+    Spare workers need no entry: *spare* holds them oldest first, each with
+    the time it parked (`Worker.since`), so the first one's deadline is the
+    next (a worker parks after every job of a key that goes idle: an entry
+    each cost as much as the lane's).
 
     At the first deadline it also expires those due within *slack* seconds:
     one wake-up for the many keys that went idle in that span, not one each
     (at a key seen once, that wake-up was a task switch per job).  Early, not
-    late: no actor lingers past its ``idle_timeout``.
+    late: no lane lingers past its ``idle_timeout``.
     """
 
     timeout: float
     slack: float
     spare: dict[Worker, None]
+    runtime: Runtime
     _deadlines: deque[float] = attrs.field(factory=deque)
-    _actors: deque[Actor] = attrs.field(factory=deque)
+    _lanes: deque[Lane] = attrs.field(factory=deque)
     """Whose each of `_deadlines` is."""
     _added: trio.Event = attrs.field(factory=trio.Event)
 
-    def add(self, deadline: float, actor: Actor) -> None:
+    def add(self, deadline: float, lane: Lane) -> None:
         self._deadlines.append(deadline)
-        self._actors.append(actor)
+        self._lanes.append(lane)
         self._added.set()
 
     def spare_added(self) -> None:
@@ -458,13 +484,14 @@ class IdleReaper:
         self._added.set()
 
     async def run(self) -> None:
-        deadlines, actors, spare, timeout = self._deadlines, self._actors, self.spare, self.timeout
+        deadlines, lanes, spare, timeout = self._deadlines, self._lanes, self.spare, self.timeout
+        lingering = self.runtime.lingering
         while True:
-            # Most entries went stale long before their deadline (a busy key's
-            # actor is woken again and again): drop them without sleeping.
-            while deadlines and not actors[0].waiting_on(deadlines[0]):
+            # Most entries went stale long before their deadline (a busy key is
+            # woken again and again): drop them without sleeping.
+            while deadlines and lingering.get(lanes[0]) != deadlines[0]:
                 deadlines.popleft()
-                actors.popleft()
+                lanes.popleft()
             first = deadlines[0] if deadlines else math.inf
             if spare:  # no later than an actor's: it parked after that one went idle
                 first = min(first, next(iter(spare)).since + timeout)
@@ -475,9 +502,10 @@ class IdleReaper:
             await trio.sleep_until(first)
             now = trio.current_time() + self.slack
             while deadlines and deadlines[0] <= now:
-                actor = actors.popleft()
-                if actor.waiting_on(deadlines.popleft()):
-                    actor.expire()
+                lane = lanes.popleft()
+                if lingering.get(lane) == deadlines.popleft():  # not woken since
+                    del lingering[lane]
+                    self.runtime.retire(lane)
             while spare:
                 worker = next(iter(spare))
                 if worker.since + timeout > now:
@@ -567,11 +595,11 @@ class Worker:
 class Actor:
     """Runs one lane's jobs, one at a time, in order, in a `Worker`'s task.
 
-    With nothing to run it *lingers* for ``idle_timeout`` without a task
-    (its lane's state alone): a send gets it a task again (`wake`), or
-    `IdleReaper` retires its lane (`expire`).  Resuming a parked task only
-    for it to retire cost a task step per key seen once, which the bare
-    design, whose task exits when its channel is empty, never takes.
+    With nothing to run it ends and its lane *lingers* for ``idle_timeout``
+    with no actor and no task (`Runtime.linger`): a send gets it a new actor
+    (`Runtime.wake`), or `IdleReaper` retires the lane.  Resuming a parked
+    task only for it to retire cost a task step per key seen once, which the
+    bare design, whose task exits when its channel is empty, never takes.
     """
 
     runtime: Runtime
@@ -580,39 +608,10 @@ class Actor:
     """Around everything the actor does while it has a task (its `Worker`'s scope)."""
     backing_off: bool = attrs.field(default=False, init=False)
     """Sleeping until its head's next attempt."""
-    deadline: float = attrs.field(default=math.inf, init=False)
-    """When its linger ends (see `IdleReaper`); inf: it lingers until a send wakes it."""
-    _lingering: bool = attrs.field(default=False, init=False)
-    """Waiting for work with no task (see `linger`)."""
 
     @property
     def key(self) -> str | None:
         return self.lane if isinstance(self.lane, str) else None
-
-    def wake(self) -> None:
-        """New work may be startable: a lingering actor gets a task (a running one will see it)."""
-        if self._lingering:
-            self._lingering = False
-            self.runtime.serve(self)
-
-    def linger(self, seconds: float = math.inf) -> None:
-        """Wait for work with no task: `wake` serves the actor again, or after *seconds*
-        `expire` retires its lane."""
-        self._lingering = True
-        if seconds == math.inf:
-            self.deadline = seconds
-        else:
-            self.deadline = deadline = trio.current_time() + seconds
-            self.runtime.reaper.add(deadline, self)
-
-    def waiting_on(self, deadline: float) -> bool:
-        """Whether the actor still lingers until *deadline*."""
-        return self._lingering and self.deadline == deadline
-
-    def expire(self) -> None:
-        """Its linger's deadline passed (`waiting_on` it)."""
-        self._lingering = False
-        self.runtime.retire(self)
 
     async def run(self) -> None:
         """Serve the lane until the core lets the actor retire, in `interruptible`.
@@ -660,8 +659,8 @@ class Actor:
                 yielded = True
                 continue  # a resume may have landed meanwhile, its wake-up missed: look again
             if not core.is_halted(self.lane) and linger > 0:
-                self.linger(linger)
-                return  # its worker goes back to the pool: a send serves the actor again
+                runtime.linger(self, linger)
+                return  # its worker goes back to the pool: a send gets the lane a new actor
             if fleet is not None and isinstance(self.lane, str) and not core.stopping:
                 if await fleet.let_go(self.lane):  # the journal released the key
                     runtime.exited(self)
@@ -674,7 +673,7 @@ class Actor:
                     fleet.retired()  # a keyless job's lane
                 return
             if not core.has_work(self.lane):
-                self.linger()  # the head is still being journaled: its send wakes us
+                runtime.linger(self)  # the head is still being journaled: its send wakes the lane
                 return
             yielded = True  # a send landed meanwhile: serve it
 

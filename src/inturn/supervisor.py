@@ -7,7 +7,7 @@ one nursery for all actor tasks.  The user's ``async with`` body runs inside
 that nursery, so its lifetime is structured the way trio's is:
 
 * leaving the body normally waits until idle (every job terminal or parked on
-  a halted key), then forgets the lingering actors (none holds a task);
+  a halted key), then forgets the lingering keys (none holds a task);
 * cancellation stops at once: running handlers are cancelled, nothing is
   marked failed, unfinished jobs stay in the journal for the next open;
 * a runtime error beyond the restart budget cancels everything and comes out
@@ -383,7 +383,10 @@ class Supervisor:
     def stats(self) -> Stats:
         """A snapshot of the supervisor's counters."""
         runtime = self._runtime
-        return runtime.core.stats(actors=len(runtime.actors), running=runtime.running)
+        actors = len(runtime.actors) + len(
+            runtime.lingering
+        )  # a lingering lane's actor is its state
+        return runtime.core.stats(actors=actors, running=runtime.running)
 
     # -- the operator's view -------------------------------------------------
 
@@ -1335,6 +1338,7 @@ async def open_supervisor(
         finally:
             runtime.close()
             runtime.actors.clear()  # their tasks are gone with the nursery
+            runtime.lingering.clear()
             await runtime.give_back_marks()
         if runtime.escalated is not None:
             errors.append(runtime.escalated)

@@ -110,7 +110,7 @@ async def test_keys_idle_within_the_slack_retire_together(
         mock_clock.jump(IDLE - trio.current_time())
         await trio.testing.wait_all_tasks_blocked()
         assert sup.stats().actors == 1
-        assert list(sup._runtime.actors) == ["later"]
+        assert list(sup._runtime.lingering) == ["later"]
 
         mock_clock.jump(math.nextafter(later_idle + IDLE, 0.0) - trio.current_time())
         await trio.testing.wait_all_tasks_blocked()
