@@ -551,9 +551,8 @@ class Worker:
                         await self.runtime.supervise(actor, crash)
                         crash = None
                     actor.interruptible = None
-                    if scope.cancel_called:
-                        actor = None  # the cancel was meant for the actor that ended
-                    else:
+                    actor = None  # ended: a parked worker keeps no actor (nor its lane) alive
+                    if not scope.cancel_called:  # else the cancel was meant for the one that ended
                         actor = await self._wait_for_actor()
             if actor is None and scope.cancel_called:
                 actor = await self._wait_for_actor()

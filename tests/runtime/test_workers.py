@@ -1,19 +1,21 @@
-"""Worker tasks: actors run in a pool of tasks, and an idle actor holds none.
+"""Worker tasks: actors run in a pool of tasks, and an idle key holds none.
 
-An actor with nothing to run lingers without a task: its worker goes back to
-the pool at once, a send gets the actor one again, and its deadline retires
-its lane.  Spare tasks exit after ``idle_timeout``.
+An actor with nothing to run ends and its key lingers with neither a task nor
+an actor: its worker goes back to the pool at once, a send gets the key an
+actor and a task again, and its deadline retires its lane.  Spare tasks exit
+after ``idle_timeout``.
 """
 
 from __future__ import annotations
 
+import gc
 import math
 
 import trio
 import trio.testing
 
 import inturn
-from inturn.actors import REAPER_SLACK
+from inturn.actors import REAPER_SLACK, Actor
 from inturn.testing import Recorder
 
 IDLE = 1.0
@@ -57,6 +59,32 @@ async def test_idle_actors_hold_no_task_and_keys_seen_one_after_another_share_on
         assert sup.stats().actors == 0
         assert sup._runtime.core.lanes() == 0
         assert worker_tasks() == 0
+    recorder.assert_sequential()
+
+
+def live_actors(sup: inturn.Supervisor) -> int:
+    """The `Actor` objects of *sup* alive in this process (other tests' may linger in
+    tracebacks kept)."""
+    gc.collect()
+    runtime = sup._runtime
+    return sum(type(thing) is Actor and thing.runtime is runtime for thing in gc.get_objects())
+
+
+async def test_a_lingering_key_holds_no_actor_object(mock_clock: trio.testing.MockClock) -> None:
+    """Keys idle after their jobs linger as their lane state and deadline only: no `Actor`
+    each (a million keys seen once linger together), and a send still gets one again."""
+    recorder = Recorder()
+    async with inturn.open_supervisor(recorder, idle_timeout=IDLE) as sup:
+        for n in range(20):
+            await sup.send(f"k{n}", n)
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup.stats().actors == 20  # each lingering key counts as one
+        assert live_actors(sup) == 0
+
+        await sup.send("k3", "again")
+        await sup.wait_idle()
+        assert [call.job.payload for call in recorder.by_key()["k3"]] == [3, "again"]
+        assert live_actors(sup) == 0
     recorder.assert_sequential()
 
 
