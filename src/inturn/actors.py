@@ -681,8 +681,8 @@ class Actor:
 
         The handler is called here, not in a helper coroutine: the actor's
         task resumes through every frame between its loop and the handler,
-        and a coroutine call per job cost as much again (together, 4% of a
-        no-op job).
+        and a coroutine call per job cost as much again (together, 2% of a
+        no-op job's instructions).
         """
         runtime = self.runtime
         try:
