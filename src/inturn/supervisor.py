@@ -383,9 +383,8 @@ class Supervisor:
     def stats(self) -> Stats:
         """A snapshot of the supervisor's counters."""
         runtime = self._runtime
-        actors = len(runtime.actors) + len(
-            runtime.lingering
-        )  # a lingering lane's actor is its state
+        # A lingering key counts as one actor: its lane's state stands for it.
+        actors = len(runtime.actors) + len(runtime.lingering)
         return runtime.core.stats(actors=actors, running=runtime.running)
 
     # -- the operator's view -------------------------------------------------
