@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,27 +16,16 @@ import trio
 
 import inturn
 
+from . import tmpfs
+
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    folder = tmp_path / "disk"
-    folder.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(folder)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        if os.environ.get("CI"):
-            pytest.fail(f"cannot mount a tmpfs: {done.stderr}")
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr}")
+    folder = tmpfs.mount(tmp_path / "disk", "size=4m")
     try:
         yield folder
     finally:
-        # Busy if the journal left its file open after it was closed.
-        done = subprocess.run(["umount", str(folder)], capture_output=True, text=True, check=False)
-        assert done.returncode == 0, f"the disk is still in use: {done.stderr}"
+        tmpfs.unmount(folder)  # busy if the journal left its file open after it was closed
 
 
 def fill(folder: Path) -> Path:

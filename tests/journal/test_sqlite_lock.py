@@ -18,6 +18,8 @@ import trio
 import inturn
 from inturn.journal import Append
 
+from . import tmpfs
+
 
 async def nothing(job: inturn.Job) -> None:
     pass
@@ -145,18 +147,7 @@ async def operate(path: Path) -> None:
 
 def read_only_mount(tmp_path: Path) -> Path:
     """A real read-only filesystem: a tmpfs mounted read-only (the tests run as root)."""
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        if os.environ.get("CI"):
-            pytest.fail(f"cannot mount a read-only tmpfs: {done.stderr}")
-        pytest.skip(f"cannot mount a read-only tmpfs: {done.stderr}")
+    folder = tmpfs.mount(tmp_path / "ro", "ro,size=1m")
     _mounts.append(folder)
     return folder
 
@@ -168,11 +159,7 @@ _mounts: list[Path] = []
 def _unmount() -> object:
     yield None
     while _mounts:
-        # Busy if something left a file open on it.
-        done = subprocess.run(
-            ["umount", str(_mounts.pop())], capture_output=True, text=True, check=False
-        )
-        assert done.returncode == 0, f"the disk is still in use: {done.stderr}"
+        tmpfs.unmount(_mounts.pop())  # busy if something left a file open on it
 
 
 async def test_ids_and_jobs_survive_the_lock_change(tmp_path: Path) -> None:
