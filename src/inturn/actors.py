@@ -94,6 +94,11 @@ MAX_ERROR_TEXT: Final = 4000
 """Characters of an error's text a journal keeps: a huge message must not bloat every row."""
 
 
+def key_of(lane: Lane) -> str | None:
+    """*lane*'s sequence key; None for a keyless job's lane (its job id)."""
+    return lane if isinstance(lane, str) else None
+
+
 def describe(error: BaseException) -> str:
     """The text a dead letter keeps for *error*: what every journal can store.
 
@@ -252,7 +257,7 @@ class Runtime:
         runs again."""
         core = self.core
         if core.try_retire(lane):
-            self.log.debug("actor.exited", key=lane if isinstance(lane, str) else None)
+            self.log.debug("actor.exited", key=key_of(lane))
         elif core.has_work(lane):
             self._resume(lane)  # a send landed as the linger ran out: serve it
         else:
@@ -610,7 +615,7 @@ class Actor:
 
     @property
     def key(self) -> str | None:
-        return self.lane if isinstance(self.lane, str) else None
+        return key_of(self.lane)
 
     async def run(self) -> None:
         """Serve the lane until the core lets the actor retire, in `interruptible`.
