@@ -147,14 +147,23 @@ async def test_a_start_of_a_job_never_appended_undoes_its_completion(tmp_path: P
         assert "ROLLBACK" not in seen
 
 
+@pytest.mark.parametrize(
+    "refused",
+    [
+        pytest.param([Complete(1), Append(job_id=2, key="k", data=b"x")], id="plain-batch"),
+        pytest.param([Append(job_id=2, key="k", data=b"x")], id="common-send"),
+    ],
+)
 async def test_a_batch_refused_against_the_odds_is_undone_and_spoils_nothing(
-    tmp_path: Path,
+    tmp_path: Path, refused: list[inturn.journal.Change]
 ) -> None:
     """A file whose ``sqlite_sequence`` is behind its ids (edited by hand) breaks the id check.
 
     A plain batch refused halfway is rolled back with its whole group, and
-    the group applied again with savepoints: the batch leaves nothing, the
-    others in its group are committed.
+    the group applied again with savepoints; a common send, which takes the
+    writer's short way, is handed to the long one.  Either way the batch
+    leaves nothing and fails alone, with an error about the id (not about a
+    unique key it never had), and the other batch of its group commits.
     """
     path = tmp_path / "jobs.db"
     async with opened(path) as journal:
@@ -164,12 +173,12 @@ async def test_a_batch_refused_against_the_odds_is_undone_and_spoils_nothing(
     with contextlib.closing(sqlite3.connect(path)) as connection, connection:
         connection.execute("UPDATE sqlite_sequence SET seq = 1 WHERE name = 'jobs'")
     async with opened(path) as journal:
-        errors: list[Exception] = []
+        errors: list[inturn.InturnError] = []
 
         async def write(*changes: inturn.journal.Change) -> None:
             try:
                 await journal.write(changes)
-            except inturn.DuplicateError as exc:
+            except inturn.InturnError as exc:
                 errors.append(exc)
 
         async with trio.open_nursery() as nursery:
@@ -177,12 +186,14 @@ async def test_a_batch_refused_against_the_odds_is_undone_and_spoils_nothing(
             # behind it, in this order: they are one group.
             nursery.start_soon(journal._read, lambda connection: time.sleep(0.2))
             await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(write, Complete(1), Append(job_id=2, key="k", data=b"x"))
+            nursery.start_soon(write, *refused)
             await trio.testing.wait_all_tasks_blocked()
             nursery.start_soon(write, Append(job_id=3, key="m", data=b"3"), MarkAttempt(3, 1))
-        assert len(errors) == 1
+        [error] = errors
+        assert type(error) is inturn.JournalError
+        assert "job id 2 was used before" in str(error)
         assert journal.commits == 1
-        assert await attempts(journal, 1) == 0  # its completion is undone
+        assert await attempts(journal, 1) == 0  # still pending: a completion is undone
         info = await journal.job(2)
         assert info is not None
         assert info.data == b"2"

@@ -23,7 +23,9 @@ whole.  Should it be refused all the same (an id the file holds though its
 rolled back and the group applied again with a savepoint for every batch,
 so nothing is ever half-written.  An `Append` followed by its own
 `MarkAttempt` is one ``INSERT`` with the attempt already set, unless the
-file may hold halted keys (a start on a halted key is superseded).
+file may hold halted keys (a start on a halted key is superseded).  The
+common batches of a running supervisor take a short path of their own
+(`_apply_common`), one or two statements, none of the general loop's checks.
 
 A failure of SQLite itself (disk full, I/O error, a failed COMMIT) rolls the
 whole transaction back and refuses every batch in it.  If COMMIT itself
@@ -570,7 +572,10 @@ def _apply_common(
                 return None  # a start on a halted key is superseded: `_apply` checks
             attempts = own.attempt
         row = (first.job_id, first.key, first.data, now, first.job_id, attempts)
-        cursor.execute(_INSERT_PLAIN, row)
+        try:
+            cursor.execute(_INSERT_PLAIN, row)
+        except sqlite3.IntegrityError:
+            return None  # its id is in the file (edited by hand): `_apply` refuses it
         return first.job_id + 1
     if not isinstance(first, Complete) or count > 2:
         return None
@@ -670,6 +675,10 @@ def _apply(cursor: sqlite3.Cursor, request: Request, next_id: int, path: str, us
             try:
                 cursor.execute(sql, row)
             except sqlite3.IntegrityError:
+                if change.unique is None:  # the id: a file edited by hand
+                    raise _Refused(
+                        JournalError(f"{path}: job id {change.job_id} was used before")
+                    ) from None
                 _refuse_duplicate(cursor, change.unique)
                 raise
             next_id = change.job_id + 1
