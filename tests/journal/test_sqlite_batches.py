@@ -191,7 +191,7 @@ async def test_a_batch_refused_against_the_odds_is_undone_and_spoils_nothing(
             nursery.start_soon(write, Append(job_id=3, key="m", data=b"3"), MarkAttempt(3, 1))
         [error] = errors
         assert type(error) is inturn.JournalError
-        assert "job id 2 was used before" in str(error)
+        assert "job 2 cannot be stored: UNIQUE constraint failed: jobs.id" in str(error)
         assert journal.commits == 1
         assert await attempts(journal, 1) == 0  # still pending: a completion is undone
         info = await journal.job(2)

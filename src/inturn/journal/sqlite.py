@@ -575,7 +575,7 @@ def _apply_common(
         try:
             cursor.execute(_INSERT_PLAIN, row)
         except sqlite3.IntegrityError:
-            return None  # its id is in the file (edited by hand): `_apply` refuses it
+            return None  # its id taken (a file edited by hand): `_apply` refuses it alone
         return first.job_id + 1
     if not isinstance(first, Complete) or count > 2:
         return None
@@ -674,11 +674,10 @@ def _apply(cursor: sqlite3.Cursor, request: Request, next_id: int, path: str, us
                 )
             try:
                 cursor.execute(sql, row)
-            except sqlite3.IntegrityError:
-                if change.unique is None:  # the id: a file edited by hand
-                    raise _Refused(
-                        JournalError(f"{path}: job id {change.job_id} was used before")
-                    ) from None
+            except sqlite3.IntegrityError as exc:
+                if change.unique is None:  # its id, in a file edited by hand (SQLite says which)
+                    error = JournalError(f"{path}: job {change.job_id} cannot be stored: {exc}")
+                    raise _Refused(error) from None
                 _refuse_duplicate(cursor, change.unique)
                 raise
             next_id = change.job_id + 1
