@@ -551,9 +551,11 @@ def _apply_common(
     A send (an `Append` with neither a unique key nor a due time, maybe with
     its own start) is one ``INSERT``; a completion (`Complete` of a job with
     no unique key, maybe with the start of the job behind) a ``DELETE`` and
-    an ``UPDATE``.  None can be refused (see the module's docstring), so
-    none needs a savepoint.  Written out, not through `_apply`'s general
-    loop: its checks cost the writer half as much as SQLite's own work.
+    an ``UPDATE``.  Once these checks pass none can be refused (see the
+    module's docstring; a statement that fails changes nothing, and its
+    batch goes the long way), so none needs a savepoint.  Written out, not
+    through `_apply`'s general loop: its checks cost the writer half as
+    much as SQLite's own work.
     """
     changes = request.changes
     count = len(changes)
