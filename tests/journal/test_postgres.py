@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import os
+import socket
 import subprocess
 import sys
 from typing import Any
@@ -222,6 +224,48 @@ def terminate(dsn: str, schema: str) -> int:
         f"inturn:{schema}",
     )
     return len(rows)
+
+
+async def test_a_connection_dead_before_libpq_knows_is_replaced(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """A write's BEGIN fails on a socket the server reset, while libpq still thinks it open.
+
+    Seen once in CI: psycopg raised "connection socket closed" from a
+    write's ``BEGIN`` after the server ended the session, the connection not
+    yet `closed`, and the write was refused though nothing was committed.
+    The race would not happen on demand here (not even with the backend
+    stopped by SIGSTOP while its session was ended and the BEGIN arrived:
+    libpq read the server's goodbye first every time), so the journal's
+    fault hook shuts the connection's socket for real and raises what
+    psycopg's waiting code raises then.  The write goes through on a new
+    connection: nothing was committed.
+    """
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await journal.open()
+    try:
+        await journal.write([Append(job_id=1, key="k", data=b"before")])
+        epoch = journal.epoch
+
+        reset_at: list[str] = []
+
+        def reset(step: str) -> None:
+            if step == "begin":
+                journal._fault_hook = None
+                reset_at.append(step)
+                assert journal._worker is not None
+                fileno = os.dup(journal._worker.connection.fileno())
+                with socket.socket(fileno=fileno) as shared:
+                    shared.shutdown(socket.SHUT_RDWR)
+                raise psycopg.OperationalError("connection socket closed")
+
+        journal._fault_hook = reset
+        await journal.write([Append(job_id=2, key="k", data=b"after")])
+        assert reset_at == ["begin"]
+        assert [job.data for job in await journal.load("k", 0, 10)] == [b"before", b"after"]
+        assert journal.epoch == epoch
+    finally:
+        await journal.aclose()
 
 
 async def test_a_lost_connection_is_replaced_under_the_same_lease(

@@ -157,8 +157,9 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
     """The token the current transaction writes into ``meta``."""
     _name: str | None = attrs.field(default=None, init=False)
     _fault_hook: Callable[[str], None] | None = attrs.field(default=None, init=False)
-    """For fault-injection tests: called on the journal's thread before COMMIT
-    (``"commit"``), to end the session there as a failing network would."""
+    """For fault-injection tests: called on the journal's thread before a write's
+    transaction begins (``"begin"``) and before its COMMIT (``"commit"``), to end
+    the session there as a failing network would."""
     _worker: JournalThread[psycopg.Connection[Any]] | None = attrs.field(default=None, init=False)
     _next_id: int = attrs.field(default=1, init=False)
     """Ids below this were used: kept on the journal's thread, stored as ``meta.high_id``."""
@@ -636,6 +637,8 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         next_id = self._next_id
         member = _Member(self._process, self._granted) if self.fleet else None
         try:
+            if self._fault_hook is not None:
+                self._fault_hook("begin")
             self._fence(connection, begin=True)
             # Ended reservations: a few at every commit; none found, none looked for a second.
             now = min(request.now for request in group)
@@ -681,9 +684,9 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         except psycopg.Error as exc:
             if connection.closed and not last:
                 return False
-            _rollback(connection)
-            if _transient(exc) and not last:
-                return False  # members' transactions crossed: nothing committed, try again
+            _rollback(connection)  # closes it if the server ended the session unbeknown to libpq
+            if (connection.closed or _transient(exc)) and not last:
+                return False  # nothing committed: try again (on a new connection if closed)
             error = database_error(self.name, exc, "write")
             error.__cause__ = exc
             refuse(group, error)
