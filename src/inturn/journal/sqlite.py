@@ -591,15 +591,20 @@ def _apply_common(
         return None  # gone, dead, or holding a unique key: `_apply` tells which
     if usage.steps:
         cursor.execute("DELETE FROM steps WHERE job_id = ?", (first.job_id,))
-    if successor is not None:
-        if usage.halts:
-            parameters = (successor.attempt, successor.job_id, successor.attempt)
-            marked = cursor.execute(_MARK_UNLESS_HALTED, parameters).rowcount
-        else:
-            marked = cursor.execute(_MARK, (successor.attempt, successor.job_id)).rowcount
-        if not marked:
-            request.superseded.append(successor)
+    if successor is not None and not _mark(cursor, successor, usage):
+        request.superseded.append(successor)
     return next_id
+
+
+def _mark(cursor: sqlite3.Cursor, change: MarkAttempt, usage: _Usage) -> bool:
+    """Apply *change*; whether it applied (else its job is not pending, or it is a start
+    on a halted key).  Running again: no longer waiting to retry.  A start (attempts
+    rising) is superseded on a halted key, which is looked for only if the file has any.
+    """
+    if usage.halts:
+        parameters: tuple[object, ...] = (change.attempt, change.job_id, change.attempt)
+        return cursor.execute(_MARK_UNLESS_HALTED, parameters).rowcount == 1
+    return cursor.execute(_MARK, (change.attempt, change.job_id)).rowcount == 1
 
 
 def _apply(cursor: sqlite3.Cursor, request: Request, next_id: int, path: str, usage: _Usage) -> int:
@@ -699,13 +704,7 @@ def _apply(cursor: sqlite3.Cursor, request: Request, next_id: int, path: str, us
                 )
                 next_id = change.seq + 1
         elif isinstance(change, MarkAttempt):
-            # Running again: no longer waiting to retry.  A start (attempts
-            # rising) is superseded on a halted key, if the file has any.
-            if usage.halts:
-                parameters: tuple[object, ...] = (change.attempt, change.job_id, change.attempt)
-                one(_MARK_UNLESS_HALTED, parameters, change, change.job_id)
-            else:
-                one(_MARK, (change.attempt, change.job_id), change, change.job_id)
+            settle(_mark(cursor, change, usage), change, change.job_id)
         elif isinstance(change, Retrying):
             one(
                 "UPDATE jobs SET error = ?, retry_at = ? WHERE id = ? AND state = 'pending'",
