@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from inturn import SQLiteJournal
+from inturn.journal import sqlite as sqlite_journal
 from inturn.journal._thread import Request
 from inturn.journal.records import Append, Change, Complete, MarkAttempt
 
@@ -97,38 +98,22 @@ def inturn_side(path: str, groups: list[Group], untimed: int) -> float:
 
 
 def statements(group: Group) -> list[tuple[str, tuple[object, ...]]]:
-    """The SQL the writer issues for *group* (its common cases only)."""
+    """The SQL the writer issues for *group* (its common cases only), its own strings."""
     now = time.time()
     out: list[tuple[str, tuple[object, ...]]] = []
     for changes in group:
         first = changes[0]
         if isinstance(first, Append):
             attempts = changes[1].attempt if len(changes) == 2 else 0  # type: ignore[union-attr]
-            out.append(
-                (
-                    "INSERT INTO jobs (id, key, data, accepted_at, seq, attempts)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (first.job_id, first.key, first.data, now, first.job_id, attempts),
-                )
-            )
+            row = (first.job_id, first.key, first.data, now, first.job_id, attempts)
+            out.append((sqlite_journal._INSERT_PLAIN, row))
             continue
         if isinstance(first, Complete):
-            out.append(
-                (
-                    "DELETE FROM jobs WHERE id = ? AND state = 'pending' AND unique_key IS NULL",
-                    (first.job_id,),
-                )
-            )
+            out.append((sqlite_journal._DELETE_PLAIN, (first.job_id,)))
             changes = changes[1:]
         for mark in changes:
             assert isinstance(mark, MarkAttempt)
-            out.append(
-                (
-                    "UPDATE jobs SET attempts = ?, retry_at = NULL"
-                    " WHERE id = ? AND state = 'pending'",
-                    (mark.attempt, mark.job_id),
-                )
-            )
+            out.append((sqlite_journal._MARK, (mark.attempt, mark.job_id)))
     return out
 
 
