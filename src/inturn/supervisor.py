@@ -105,6 +105,9 @@ class Supervisor:
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
+        self._parking_writes = runtime.counted and type(runtime.journal) is not MemoryJournal
+        """A write may park the sender's task, which is then a schedule point
+        enough (see `_accept_once`); the memory journal's never does."""
         self._skipping: dict[int, trio.Event] = {}
         """Skips under way, by job id."""
 
@@ -155,6 +158,8 @@ class Supervisor:
         the next supervisor opened on it finds it.
         """
         key = validate_key(key)
+        if self._parking_writes:
+            return await self._accept_once(key, payload, unique, unique_for, delay, at)
         job_id = await self._accept(key, payload, unique, unique_for, delay, at)
         await schedule_point()
         return job_id
@@ -256,8 +261,11 @@ class Supervisor:
                     later.append(self._scheduled(key, data, unique, unique_for, due))
                     ids.append(later[-1].job_id)
             batch = now_due
+        points = trio.lowlevel.current_task()._schedule_points if self._parking_writes else -1
         await self._journal_new(runs, batch, windows, later, uniques=bool(first))
-        await schedule_point()
+        # See `_accept_once`.
+        if points < 0 or trio.lowlevel.current_task()._schedule_points == points:
+            await schedule_point()
         return ids
 
     async def submit(
@@ -274,6 +282,8 @@ class Supervisor:
         *unique*, *unique_for*, *delay* and *at* are `send`'s.  Raises the same
         errors as `send`.
         """
+        if self._parking_writes:
+            return await self._accept_once(None, payload, unique, unique_for, delay, at)
         job_id = await self._accept(None, payload, unique, unique_for, delay, at)
         await schedule_point()
         return job_id
@@ -837,6 +847,29 @@ class Supervisor:
     def _check_open(self) -> None:
         if self._runtime.closed:
             raise SupervisorClosed("the supervisor has stopped")
+
+    async def _accept_once(
+        self,
+        key: str | None,
+        payload: object,
+        unique: object,
+        unique_for: object,
+        delay: object,
+        at: object,
+    ) -> int:
+        """`_accept`, then a schedule point only if its write took none.
+
+        A durable journal's write parks until the job is committed: the
+        send has yielded then, and yielding again cost every durable send a
+        task step.  Only for `_parking_writes`: reading trio's count costs a
+        memory journal's send more than it saves.
+        """
+        task = trio.lowlevel.current_task()
+        points = task._schedule_points
+        job_id = await self._accept(key, payload, unique, unique_for, delay, at)
+        if task._schedule_points == points:
+            await schedule_point()
+        return job_id
 
     async def _accept(
         self,

@@ -8,8 +8,11 @@ task while it ran) needs no second schedule point.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import trio
+import trio.testing
 
 import inturn
 import inturn.actors
@@ -93,3 +96,48 @@ async def test_without_trio_s_count_every_job_is_followed_by_a_schedule_point(
         nursery.cancel_scope.cancel()
 
     assert steps[0] >= 2 * JOBS - 2
+
+
+class OwnMemoryJournal(inturn.MemoryJournal):
+    """A journal of the application's own whose writes never yield either."""
+
+
+@pytest.mark.parametrize("journal", ["memory", "own", "sqlite"])
+@pytest.mark.parametrize("call", ["send", "submit", "send_many"])
+async def test_accepting_a_job_is_one_schedule_point_on_any_journal(
+    journal: str, call: str, schedule_points: str, tmp_path: Path
+) -> None:
+    """The memory journal never yields, so accepting yields after its write; a
+    durable journal's write parks until committed, which is the schedule point
+    already: a second one would cost every durable send a task step.  A journal
+    the runtime does not know is asked by trio's count."""
+
+    async def handler(job: inturn.Job) -> None:
+        await trio.lowlevel.checkpoint()
+
+    journal_: inturn.Journal = (
+        inturn.MemoryJournal()
+        if journal == "memory"
+        else OwnMemoryJournal()
+        if journal == "own"
+        else inturn.SQLiteJournal(tmp_path / "j.db")
+    )
+    async with inturn.open_supervisor(handler, journal=journal_) as sup:
+
+        async def accept(n: int) -> None:
+            if call == "send":
+                await sup.send("k", n)
+            elif call == "submit":
+                await sup.submit(n)
+            else:
+                await sup.send_many([("k", n), ("k", n)])
+
+        task = trio.lowlevel.current_task()
+        for n in range(3):
+            before = task._schedule_points
+            with trio.testing.assert_checkpoints():
+                await accept(n)
+            if schedule_points == "counted":
+                assert task._schedule_points - before == 1
+        await sup.wait_idle()
+        assert sup.stats().completed == (6 if call == "send_many" else 3)
