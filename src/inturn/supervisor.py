@@ -106,8 +106,9 @@ class Supervisor:
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._parking_writes = runtime.counted and type(runtime.journal) is not MemoryJournal
-        """A write may park the sender's task, which is then a schedule point
-        enough (see `_accept_once`); the memory journal's never does."""
+        """Accepting reads trio's count of the sender's schedule points (`_accept_once`):
+        this journal's writes may park the sender, as every durable one's do;
+        the memory journal's never do."""
         self._skipping: dict[int, trio.Event] = {}
         """Skips under way, by job id."""
 
