@@ -8,6 +8,9 @@ and the journal see each job as they would without batches.
 from __future__ import annotations
 
 import math
+import os
+import tempfile
+from typing import Literal
 
 import attrs
 import pytest
@@ -605,3 +608,95 @@ async def test_a_batch_error_whose_results_changed_after_it_was_built_still_answ
         assert (sup.stats().completed, sup.stats().discarded) == (3, 0)
     assert answers == [None]
     assert calls == [["hold"], [1, 2], [2]]
+
+
+FATES = ("ok", "flaky", "bad", "perm")
+"""How a job of `test_batch_errors_give_each_job_the_fate_it_would_have_alone` behaves: it
+succeeds; fails its first attempt only; fails every attempt; fails with a `PermanentError`."""
+
+
+@given(
+    sends=st.lists(
+        st.tuples(st.sampled_from("ab"), st.sampled_from(FATES), st.booleans()),
+        min_size=1,
+        max_size=12,
+    ),
+    size=st.integers(1, 4),
+    halt=st.booleans(),
+    durable=st.booleans(),
+)
+def test_batch_errors_give_each_job_the_fate_it_would_have_alone(
+    sends: list[tuple[str, str, bool]], size: int, halt: bool, durable: bool
+) -> None:
+    """A handler that names each failing job with `BatchError`, over any batching: each job
+    counts the attempts it would alone (a job behind the failed one gets its attempt back,
+    and runs again with that number) and ends as it would alone (a discard halting its
+    key, if asked: nothing behind it completes); every batch starts at its key's first
+    unfinished job and takes the unfinished jobs right behind it, in order."""
+    retry = inturn.Retry(max_attempts=2, initial_delay=1.0, jitter=0.0)
+    # A fresh journal gives ids 1, 2, ... in acceptance order: known before a job can run.
+    fate = {job_id: kind for job_id, (_, kind, _) in enumerate(sends, start=1)}
+    sent: dict[str, list[int]] = {}
+    for job_id, (key, _, _) in enumerate(sends, start=1):
+        sent.setdefault(key, []).append(job_id)
+    finished: set[int] = set()  # as the handler decided
+    seen: dict[int, set[int]] = {}  # each job's attempts that counted
+    wrong: list[list[int]] = []  # batches that did not start at their key's first unfinished job
+
+    async def handler(jobs: list[inturn.Job]) -> None:
+        unfinished = [job_id for job_id in sent[str(jobs[0].key)] if job_id not in finished]
+        if [job.id for job in jobs] != unfinished[: len(jobs)]:
+            wrong.append([job.id for job in jobs])
+        await trio.lowlevel.checkpoint()
+        for index, job in enumerate(jobs):
+            seen.setdefault(job.id, set()).add(job.attempt)  # counted: the jobs after get it back
+            kind = fate[job.id]
+            if kind == "ok" or (kind == "flaky" and job.attempt > 1):
+                continue
+            finished.update(done.id for done in jobs[:index])
+            if kind == "perm" or job.attempt == retry.max_attempts:
+                finished.add(job.id)
+            error = inturn.PermanentError("perm") if kind == "perm" else Boom("fails")
+            raise inturn.BatchError(index, error)
+        finished.update(job.id for job in jobs)
+
+    async def main(journal: inturn.Journal) -> inturn.Stats:
+        on_discard: Literal["continue", "halt"] = "halt" if halt else "continue"
+        async with inturn.open_supervisor(
+            handler, journal=journal, batch=size, retry=retry, on_discard=on_discard
+        ) as sup:
+            for job_id, (key, kind, pause) in enumerate(sends, start=1):
+                assert await sup.send(key, kind) == job_id
+                if pause:
+                    await trio.testing.wait_all_tasks_blocked()
+            await sup.wait_idle()
+            return sup.stats()
+
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    with tempfile.TemporaryDirectory() as directory:
+        journal: inturn.Journal = (
+            inturn.SQLiteJournal(os.path.join(directory, "journal.db"))
+            if durable
+            else inturn.MemoryJournal()
+        )
+        stats = trio.run(main, journal, clock=clock)
+
+    # Each key alone, in order: what each job runs, and how each ends.
+    attempts: dict[int, set[int]] = {}
+    completed = discarded = queued = 0
+    for jobs in sent.values():
+        halted = False
+        for job_id in jobs:
+            kind = fate[job_id]
+            if halted:
+                queued += 1
+                continue
+            attempts[job_id] = {1} if kind in ("ok", "perm") else {1, 2}
+            if kind in ("ok", "flaky"):
+                completed += 1
+            else:
+                discarded += 1
+                halted = halt
+    assert wrong == []
+    assert seen == attempts
+    assert (stats.completed, stats.discarded, stats.queued) == (completed, discarded, queued)
