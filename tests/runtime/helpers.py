@@ -92,7 +92,7 @@ class EventLog:
             await self._changed.wait()
 
 
-async def dead_letters(journal: inturn.MemoryJournal) -> list[JobInfo]:
+async def dead_letters(journal: inturn.Journal) -> list[JobInfo]:
     """Every dead letter *journal* keeps, in id order, once no supervisor holds it.
 
     The journal's reads need it open, as a supervisor's do: open it for the read.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from typing import Literal
+from typing import Literal, cast
 
 import attrs
 import pytest
@@ -700,3 +700,88 @@ def test_batch_errors_give_each_job_the_fate_it_would_have_alone(
     assert wrong == []
     assert seen == attempts
     assert (stats.completed, stats.discarded, stats.queued) == (completed, discarded, queued)
+
+
+@given(
+    jobs=st.lists(
+        st.tuples(st.sampled_from("ab"), st.integers(0, 2), st.booleans()),
+        min_size=1,
+        max_size=10,
+    ),
+    skips=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 9)), max_size=4),
+    size=st.integers(1, 4),
+    durable=st.booleans(),
+)
+def test_operator_skips_racing_batches_never_lose_or_rerun_a_job(
+    jobs: list[tuple[str, int, bool]],
+    skips: list[tuple[int, int]],
+    size: int,
+    durable: bool,
+) -> None:
+    """Skips at any moment (in half seconds of virtual time) of jobs queued, running in a
+    batch, backing off or finished, against batches that take 0-2 s and fail a job once:
+    every job ends once, completed only if its handler finished it and dead only if
+    skipped; none runs after its skip returned; each key's jobs finish in order, one batch
+    at a time."""
+    retry = inturn.Retry(max_attempts=3, initial_delay=1.0, jitter=0.0)
+    ok: list[int] = []  # jobs the handler finished, in the order it finished them
+    running: dict[str, int] = {}
+    overlaps = 0
+    skipped: set[int] = set()  # jobs whose skip returned
+    late: list[int] = []  # jobs called after their skip returned
+    key_of = {job_id: key for job_id, (key, _, _) in enumerate(jobs, start=1)}
+
+    async def handler(batch: list[inturn.Job]) -> None:
+        nonlocal overlaps
+        key = str(batch[0].key)
+        overlaps += running.get(key, 0) > 0
+        running[key] = running.get(key, 0) + 1
+        try:
+            late.extend(job.id for job in batch if job.id in skipped)
+            payloads = [cast("list[object]", job.payload) for job in batch]
+            await trio.sleep(max(cast(int, payload[0]) for payload in payloads))
+            for index, (job, payload) in enumerate(zip(batch, payloads, strict=True)):
+                if payload[1] and job.attempt == 1:
+                    ok.extend(done.id for done in batch[:index])
+                    raise inturn.BatchError(index, Boom("once"))
+            ok.extend(job.id for job in batch)
+        finally:
+            running[key] -= 1
+
+    async def main(journal: inturn.Journal) -> inturn.Stats:
+        async with inturn.open_supervisor(handler, journal=journal, batch=size, retry=retry) as sup:
+
+            async def skip(at: int, job_id: int) -> None:
+                await trio.sleep_until(at / 2)
+                try:
+                    await sup.skip(job_id)
+                except (inturn.JobNotFound, inturn.JobStateError):
+                    return
+                skipped.add(job_id)
+
+            async with trio.open_nursery() as nursery:
+                for at, index in skips:
+                    nursery.start_soon(skip, at, index % len(jobs) + 1)
+                ids = await sup.send_many([(key, [seconds, once]) for key, seconds, once in jobs])
+                assert ids == list(range(1, len(jobs) + 1))
+            await sup.wait_idle()
+            return sup.stats()
+
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "journal.db")
+        journal: inturn.Journal = inturn.SQLiteJournal(path) if durable else inturn.MemoryJournal()
+        stats = trio.run(main, journal, clock=clock)
+        dead = trio.run(dead_letters, inturn.SQLiteJournal(path) if durable else journal)
+
+    assert overlaps == 0
+    assert late == []
+    assert len(ok) == len(set(ok))  # no job finished twice
+    assert {info.id for info in dead} == skipped  # nothing else fails for good here
+    assert {info.last_error for info in dead} <= {"skipped by operator"}
+    assert set(ok) | skipped == set(key_of)  # every job ended
+    assert not set(ok) & skipped  # a job skipped ran to no end
+    for key in "ab":
+        finished = [job_id for job_id in ok if key_of[job_id] == key]
+        assert finished == sorted(finished)
+    assert (stats.completed, stats.discarded, stats.queued) == (len(ok), len(skipped), 0)
