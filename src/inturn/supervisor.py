@@ -591,11 +591,14 @@ class Supervisor:
         reads ``"skipped by operator"``; the key goes on with its next job
         even under ``on_discard="halt"`` (unless it is halted).  A job whose
         attempt finishes (completed, or discarded) as it is skipped keeps
-        that outcome.
+        that outcome, and the skip raises as it would for that job now.
 
         Raises:
-            JobNotFound: no unfinished job or dead letter has that id.
-            JobStateError: the job is a dead letter already.
+            JobNotFound: no unfinished job or dead letter has that id (a
+                completed job is forgotten, one that completed as it was
+                skipped too).
+            JobStateError: the job is a dead letter already, or became one as
+                it was skipped.
             JournalError: the journal refused the discard; the skip is undone
                 and the job runs again.
             SupervisorClosed: the supervisor has stopped.
@@ -646,7 +649,11 @@ class Supervisor:
             while running.running:
                 await runtime.stopped.park()
             if not core.holds(running):
-                return  # its attempt finished first: it keeps that outcome
+                # Its attempt finished first (its outcome was being journaled, or the
+                # handler shielded itself): it keeps that outcome, and the caller learns
+                # which from the error a skip of it raises now.
+                await skip_check(runtime.journal, info.id)
+                return  # (unreachable: a job the core let go of is finished)
         head = core.head(lane)
         waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
         try:

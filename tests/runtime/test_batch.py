@@ -709,7 +709,7 @@ def test_batch_errors_give_each_job_the_fate_it_would_have_alone(
         max_size=10,
     ),
     skips=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 9)), max_size=4),
-    size=st.integers(1, 4),
+    size=st.integers(0, 4),  # 0: no batches, a handler of one job
     durable=st.booleans(),
 )
 def test_operator_skips_racing_batches_never_lose_or_rerun_a_job(
@@ -722,7 +722,7 @@ def test_operator_skips_racing_batches_never_lose_or_rerun_a_job(
     batch, backing off or finished, against batches that take 0-2 s and fail a job once:
     every job ends once, completed only if its handler finished it and dead only if
     skipped; none runs after its skip returned; each key's jobs finish in order, one batch
-    at a time."""
+    at a time.  The same without batches (size 0)."""
     retry = inturn.Retry(max_attempts=3, initial_delay=1.0, jitter=0.0)
     ok: list[int] = []  # jobs the handler finished, in the order it finished them
     running: dict[str, int] = {}
@@ -748,8 +748,16 @@ def test_operator_skips_racing_batches_never_lose_or_rerun_a_job(
         finally:
             running[key] -= 1
 
+    async def alone(job: inturn.Job) -> None:
+        try:
+            await handler([job])
+        except inturn.BatchError as exc:
+            raise exc.error from None
+
     async def main(journal: inturn.Journal) -> inturn.Stats:
-        async with inturn.open_supervisor(handler, journal=journal, batch=size, retry=retry) as sup:
+        async with inturn.open_supervisor(
+            handler if size else alone, journal=journal, batch=size or None, retry=retry
+        ) as sup:
 
             async def skip(at: int, job_id: int) -> None:
                 await trio.sleep_until(at / 2)

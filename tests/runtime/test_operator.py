@@ -702,13 +702,18 @@ class HoldingJournal(FaultyJournal):
     holding: trio.Event = attrs.field(factory=trio.Event)
     """Set once a held write waits."""
     release: trio.Event = attrs.field(factory=trio.Event)
+    shielded: bool = attrs.field(default=False, kw_only=True)
+    """A held write is not cancelled, as a durable journal's write, once queued, is not."""
 
     async def write(
         self, changes: Sequence[Change], *, now: float | None = None
     ) -> Sequence[Change]:
         if self.hold(changes):
             self.holding.set()
-            await self.release.wait()
+            with trio.CancelScope(shield=self.shielded):
+                await self.release.wait()
+                if self.shielded:
+                    return await super().write(changes, now=now)
         return await super().write(changes, now=now)
 
 
@@ -736,6 +741,52 @@ async def test_skip_while_the_heads_start_is_being_journaled_never_runs_the_hand
         [dead] = await sup.dead_letters()
         assert (dead.id, dead.last_error) == (head, SKIPPED)
     assert attempts(recorder) == [(head, 1), (after, 1)]
+
+
+@pytest.mark.parametrize(
+    ("payload", "finishing", "raised"),
+    [
+        ("ok", Complete, inturn.JobNotFound),  # its completion is being journaled
+        ("bad", Discard, inturn.JobStateError),  # its discard (a permanent failure) is
+    ],
+)
+async def test_skip_of_a_job_whose_attempt_finishes_first_says_so(
+    payload: str,
+    finishing: type[Change],
+    raised: type[Exception],
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A skip that lands while the running job's outcome is being journaled waits for it,
+    and the job keeps that outcome: `skip` raises what a skip of it would raise next,
+    instead of returning as if the job were skipped."""
+    journal = HoldingJournal(
+        inturn.MemoryJournal(),
+        hold=lambda changes: any(isinstance(change, finishing) for change in changes),
+        shielded=True,
+    )
+    recorder = Recorder(Script())
+    async with inturn.open_supervisor(recorder, journal=journal, retry=NO_RETRY) as sup:
+        job_id = await sup.send("k", payload)
+        await journal.holding.wait()  # the handler returned; its outcome is being journaled
+        async with trio.open_nursery() as nursery:
+
+            async def skip() -> None:
+                with pytest.raises(raised):
+                    await sup.skip(job_id)
+
+            nursery.start_soon(skip)
+            await trio.testing.wait_all_tasks_blocked()
+            journal.release.set()
+        await sup.wait_idle()
+        stats = sup.stats()
+        dead = await sup.dead_letters()
+    if payload == "ok":
+        assert (stats.completed, stats.discarded, dead) == (1, 0, [])
+    else:
+        assert (stats.completed, stats.discarded) == (0, 1)
+        assert [info.id for info in dead] == [job_id]
+        assert dead[0].last_error != SKIPPED
+    assert attempts(recorder) == [(job_id, 1)]
 
 
 async def test_skip_while_the_heads_retry_is_being_journaled_still_discards_it(
