@@ -7,9 +7,12 @@ and the journal see each job as they would without batches.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import tempfile
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Literal, cast
 
 import attrs
@@ -19,6 +22,7 @@ import trio.testing
 from hypothesis import given, strategies as st
 
 import inturn
+from inturn.info import JobInfo
 
 from ..conftest import MakeJournal
 from .helpers import dead_letters
@@ -702,12 +706,84 @@ def test_batch_errors_give_each_job_the_fate_it_would_have_alone(
     assert (stats.completed, stats.discarded, stats.queued) == (completed, discarded, queued)
 
 
+TIMED_JOBS = st.lists(
+    st.tuples(st.sampled_from("ab"), st.integers(0, 2), st.booleans()), min_size=1, max_size=10
+)
+"""Jobs for `Timed`: (key, seconds, fails once), sent in that order with ids 1, 2, ..."""
+RACING_RETRY = inturn.Retry(max_attempts=3, initial_delay=1.0, jitter=0.0)
+
+
+@attrs.define(eq=False)
+class Timed:
+    """The racing properties' handler: each job's payload is ``[seconds, fails once]``.
+
+    A batch sleeps its longest job's seconds (virtual), then fails its first job
+    that fails once, on that job's first attempt, with `BatchError`.  *check* sees
+    each call's jobs first.  `alone` is the handler of one job (no batches).
+    """
+
+    check: Callable[[list[inturn.Job]], None]
+    finished: list[int] = attrs.field(factory=list)
+    """The jobs the handler finished, in the order it finished them."""
+    overlaps: int = 0
+    _running: dict[str, int] = attrs.field(factory=dict)
+
+    async def __call__(self, batch: list[inturn.Job]) -> None:
+        self.check(batch)
+        key = str(batch[0].key)
+        self.overlaps += self._running.get(key, 0) > 0
+        self._running[key] = self._running.get(key, 0) + 1
+        try:
+            payloads = [cast("list[object]", job.payload) for job in batch]
+            await trio.sleep(max(cast(int, payload[0]) for payload in payloads))
+            for index, (job, payload) in enumerate(zip(batch, payloads, strict=True)):
+                if payload[1] and job.attempt == 1:
+                    self.finished.extend(done.id for done in batch[:index])
+                    raise inturn.BatchError(index, Boom("once"))
+            self.finished.extend(job.id for job in batch)
+        finally:
+            self._running[key] -= 1
+
+    def supervisor(
+        self, journal: inturn.Journal, size: int
+    ) -> AbstractAsyncContextManager[inturn.Supervisor]:
+        """A supervisor on *journal* with this handler: batches of *size* (0: none)."""
+        return inturn.open_supervisor(
+            self if size else self.alone, journal=journal, batch=size or None, retry=RACING_RETRY
+        )
+
+    async def alone(self, job: inturn.Job) -> None:
+        try:
+            await self([job])
+        except inturn.BatchError as exc:
+            raise exc.error from None
+
+    def in_order(self, jobs: list[tuple[str, int, bool]]) -> bool:
+        """Whether each key's jobs finished in the order they were sent."""
+        key_of = {job_id: key for job_id, (key, _, _) in enumerate(jobs, start=1)}
+        return all(
+            finished == sorted(finished)
+            for key in "ab"
+            for finished in [[job_id for job_id in self.finished if key_of[job_id] == key]]
+        )
+
+
+def run_racing(
+    main: Callable[[inturn.Journal], Awaitable[inturn.Stats]], *, durable: bool
+) -> tuple[inturn.Stats, list[JobInfo]]:
+    """Run *main* on a fresh journal (a SQLite file if *durable*) under an autojumping
+    mock clock: the stats it returns, and the dead letters the journal keeps after."""
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "journal.db")
+        journal: inturn.Journal = inturn.SQLiteJournal(path) if durable else inturn.MemoryJournal()
+        stats = trio.run(main, journal, clock=clock)
+        dead = trio.run(dead_letters, inturn.SQLiteJournal(path) if durable else journal)
+    return stats, dead
+
+
 @given(
-    jobs=st.lists(
-        st.tuples(st.sampled_from("ab"), st.integers(0, 2), st.booleans()),
-        min_size=1,
-        max_size=10,
-    ),
+    jobs=TIMED_JOBS,
     skips=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 9)), max_size=4),
     size=st.integers(0, 4),  # 0: no batches, a handler of one job
     durable=st.booleans(),
@@ -723,41 +799,12 @@ def test_operator_skips_racing_batches_never_lose_or_rerun_a_job(
     every job ends once, completed only if its handler finished it and dead only if
     skipped; none runs after its skip returned; each key's jobs finish in order, one batch
     at a time.  The same without batches (size 0)."""
-    retry = inturn.Retry(max_attempts=3, initial_delay=1.0, jitter=0.0)
-    ok: list[int] = []  # jobs the handler finished, in the order it finished them
-    running: dict[str, int] = {}
-    overlaps = 0
     skipped: set[int] = set()  # jobs whose skip returned
     late: list[int] = []  # jobs called after their skip returned
-    key_of = {job_id: key for job_id, (key, _, _) in enumerate(jobs, start=1)}
-
-    async def handler(batch: list[inturn.Job]) -> None:
-        nonlocal overlaps
-        key = str(batch[0].key)
-        overlaps += running.get(key, 0) > 0
-        running[key] = running.get(key, 0) + 1
-        try:
-            late.extend(job.id for job in batch if job.id in skipped)
-            payloads = [cast("list[object]", job.payload) for job in batch]
-            await trio.sleep(max(cast(int, payload[0]) for payload in payloads))
-            for index, (job, payload) in enumerate(zip(batch, payloads, strict=True)):
-                if payload[1] and job.attempt == 1:
-                    ok.extend(done.id for done in batch[:index])
-                    raise inturn.BatchError(index, Boom("once"))
-            ok.extend(job.id for job in batch)
-        finally:
-            running[key] -= 1
-
-    async def alone(job: inturn.Job) -> None:
-        try:
-            await handler([job])
-        except inturn.BatchError as exc:
-            raise exc.error from None
+    handler = Timed(lambda batch: late.extend(job.id for job in batch if job.id in skipped))
 
     async def main(journal: inturn.Journal) -> inturn.Stats:
-        async with inturn.open_supervisor(
-            handler if size else alone, journal=journal, batch=size or None, retry=retry
-        ) as sup:
+        async with handler.supervisor(journal, size) as sup:
 
             async def skip(at: int, job_id: int) -> None:
                 await trio.sleep_until(at / 2)
@@ -775,21 +822,76 @@ def test_operator_skips_racing_batches_never_lose_or_rerun_a_job(
             await sup.wait_idle()
             return sup.stats()
 
-    clock = trio.testing.MockClock(autojump_threshold=0)
-    with tempfile.TemporaryDirectory() as directory:
-        path = os.path.join(directory, "journal.db")
-        journal: inturn.Journal = inturn.SQLiteJournal(path) if durable else inturn.MemoryJournal()
-        stats = trio.run(main, journal, clock=clock)
-        dead = trio.run(dead_letters, inturn.SQLiteJournal(path) if durable else journal)
+    stats, dead = run_racing(main, durable=durable)
 
-    assert overlaps == 0
+    ok = handler.finished
+    assert handler.overlaps == 0
     assert late == []
     assert len(ok) == len(set(ok))  # no job finished twice
     assert {info.id for info in dead} == skipped  # nothing else fails for good here
     assert {info.last_error for info in dead} <= {"skipped by operator"}
-    assert set(ok) | skipped == set(key_of)  # every job ended
+    assert set(ok) | skipped == set(range(1, len(jobs) + 1))  # every job ended
     assert not set(ok) & skipped  # a job skipped ran to no end
-    for key in "ab":
-        finished = [job_id for job_id in ok if key_of[job_id] == key]
-        assert finished == sorted(finished)
+    assert handler.in_order(jobs)
     assert (stats.completed, stats.discarded, stats.queued) == (len(ok), len(skipped), 0)
+
+
+@given(
+    jobs=TIMED_JOBS,
+    halts=st.lists(st.tuples(st.integers(0, 12), st.sampled_from("ab"), st.booleans()), max_size=4),
+    size=st.integers(0, 4),  # 0: no batches, a handler of one job
+    durable=st.booleans(),
+)
+def test_pauses_racing_batches_start_nothing_while_a_key_is_paused(
+    jobs: list[tuple[str, int, bool]],
+    halts: list[tuple[int, str, bool]],
+    size: int,
+    durable: bool,
+) -> None:
+    """An operator's pauses and resumes at any moment (in half seconds of virtual time),
+    against batches that take 0-2 s and fail a job once: no batch of a key starts between
+    its pause returning and its resume; once every key is resumed, every job completes
+    once, each key's in order, one batch at a time."""
+    paused: set[str] = set()  # keys whose pause returned and whose resume was not called
+    started_paused: list[int] = []
+    handler = Timed(
+        lambda batch: started_paused.extend(job.id for job in batch if str(job.key) in paused)
+    )
+
+    async def main(journal: inturn.Journal) -> inturn.Stats:
+        async with handler.supervisor(journal, size) as sup:
+
+            async def operator() -> None:
+                """One operator, one call at a time: which of two calls in flight at
+                once wins is the journal's order, not the calls'."""
+                for at, key, pause in sorted(halts):
+                    await trio.sleep_until(at / 2)
+                    if not pause:
+                        paused.discard(key)
+                        await sup.resume(key)
+                        continue
+                    with contextlib.suppress(inturn.KeyNotFound):
+                        await sup.pause(key)
+                        paused.add(key)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(operator)
+                await sup.send_many([(key, [seconds, once]) for key, seconds, once in jobs])
+            for key in "ab":
+                paused.discard(key)
+                await sup.resume(key)
+            await sup.wait_idle()
+            return sup.stats()
+
+    stats, _ = run_racing(main, durable=durable)
+
+    assert started_paused == []
+    assert handler.overlaps == 0
+    assert sorted(handler.finished) == list(range(1, len(jobs) + 1))  # each completed once
+    assert handler.in_order(jobs)
+    assert (stats.completed, stats.discarded, stats.queued, stats.halted_keys) == (
+        len(jobs),
+        0,
+        0,
+        frozenset(),
+    )
