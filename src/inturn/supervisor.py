@@ -653,7 +653,7 @@ class Supervisor:
                 # handler shielded itself): it keeps that outcome, and the caller learns
                 # which from the error a skip of it raises now.
                 await skip_check(runtime.journal, info.id)
-                return  # (unreachable: a job the core let go of is finished)
+                return  # (skip_check raised: the journal holds no unfinished job of that id)
         head = core.head(lane)
         waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
         try:
