@@ -39,7 +39,7 @@ import datetime
 import math
 import random as _random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Literal, NoReturn, TypeVar, cast, final
 
@@ -106,7 +106,7 @@ class Supervisor:
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._parking_writes = runtime.counted and type(runtime.journal) is not MemoryJournal
-        """Accepting reads trio's count of the sender's schedule points (`_accept_once`):
+        """Accepting reads trio's count of the sender's schedule points (`_yield_unless_parked`):
         this journal's writes may park the sender, as every durable one's do;
         the memory journal's never do."""
         self._skipping: dict[int, trio.Event] = {}
@@ -160,7 +160,9 @@ class Supervisor:
         """
         key = validate_key(key)
         if self._parking_writes:
-            return await self._accept_once(key, payload, unique, unique_for, delay, at)
+            return await self._yield_unless_parked(
+                self._accept(key, payload, unique, unique_for, delay, at)
+            )
         job_id = await self._accept(key, payload, unique, unique_for, delay, at)
         await schedule_point()
         return job_id
@@ -262,10 +264,11 @@ class Supervisor:
                     later.append(self._scheduled(key, data, unique, unique_for, due))
                     ids.append(later[-1].job_id)
             batch = now_due
-        points = trio.lowlevel.current_task()._schedule_points if self._parking_writes else -1
-        await self._journal_new(runs, batch, windows, later, uniques=bool(first))
-        # See `_accept_once`.
-        if points < 0 or trio.lowlevel.current_task()._schedule_points == points:
+        journaling = self._journal_new(runs, batch, windows, later, uniques=bool(first))
+        if self._parking_writes:
+            await self._yield_unless_parked(journaling)
+        else:
+            await journaling
             await schedule_point()
         return ids
 
@@ -284,7 +287,9 @@ class Supervisor:
         errors as `send`.
         """
         if self._parking_writes:
-            return await self._accept_once(None, payload, unique, unique_for, delay, at)
+            return await self._yield_unless_parked(
+                self._accept(None, payload, unique, unique_for, delay, at)
+            )
         job_id = await self._accept(None, payload, unique, unique_for, delay, at)
         await schedule_point()
         return job_id
@@ -856,28 +861,21 @@ class Supervisor:
         if self._runtime.closed:
             raise SupervisorClosed("the supervisor has stopped")
 
-    async def _accept_once(
-        self,
-        key: str | None,
-        payload: object,
-        unique: object,
-        unique_for: object,
-        delay: object,
-        at: object,
-    ) -> int:
-        """`_accept`, then a schedule point only if its write took none.
+    async def _yield_unless_parked(self, accepting: Awaitable[_T]) -> _T:
+        """Await *accepting* (`_accept`, `_journal_new`), then a schedule point only if its
+        write took none.
 
         A durable journal's write parks until the job is committed: the
-        send has yielded then, and yielding again cost every durable send a
+        caller has yielded then, and yielding again cost every durable send a
         task step.  Only for `_parking_writes`: reading trio's count costs a
         memory journal's send more than it saves.
         """
         task = trio.lowlevel.current_task()
         points = task._schedule_points
-        job_id = await self._accept(key, payload, unique, unique_for, delay, at)
+        result = await accepting
         if task._schedule_points == points:
             await schedule_point()
-        return job_id
+        return result
 
     async def _accept(
         self,

@@ -614,6 +614,20 @@ async def test_a_batch_error_whose_results_changed_after_it_was_built_still_answ
     assert calls == [["hold"], [1, 2], [2]]
 
 
+def run_fresh(
+    main: Callable[[inturn.Journal], Awaitable[inturn.Stats]], *, durable: bool
+) -> tuple[inturn.Stats, list[JobInfo]]:
+    """Run *main* on a fresh journal (a SQLite file if *durable*) under an autojumping
+    mock clock: the stats it returns, and the dead letters the journal keeps after."""
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "journal.db")
+        journal: inturn.Journal = inturn.SQLiteJournal(path) if durable else inturn.MemoryJournal()
+        stats = trio.run(main, journal, clock=clock)
+        dead = trio.run(dead_letters, inturn.SQLiteJournal(path) if durable else journal)
+    return stats, dead
+
+
 FATES = ("ok", "flaky", "bad", "perm")
 """How a job of `test_batch_errors_give_each_job_the_fate_it_would_have_alone` behaves: it
 succeeds; fails its first attempt only; fails every attempt; fails with a `PermanentError`."""
@@ -676,14 +690,7 @@ def test_batch_errors_give_each_job_the_fate_it_would_have_alone(
             await sup.wait_idle()
             return sup.stats()
 
-    clock = trio.testing.MockClock(autojump_threshold=0)
-    with tempfile.TemporaryDirectory() as directory:
-        journal: inturn.Journal = (
-            inturn.SQLiteJournal(os.path.join(directory, "journal.db"))
-            if durable
-            else inturn.MemoryJournal()
-        )
-        stats = trio.run(main, journal, clock=clock)
+    stats, _ = run_fresh(main, durable=durable)
 
     # Each key alone, in order: what each job runs, and how each ends.
     attempts: dict[int, set[int]] = {}
@@ -768,20 +775,6 @@ class Timed:
         )
 
 
-def run_racing(
-    main: Callable[[inturn.Journal], Awaitable[inturn.Stats]], *, durable: bool
-) -> tuple[inturn.Stats, list[JobInfo]]:
-    """Run *main* on a fresh journal (a SQLite file if *durable*) under an autojumping
-    mock clock: the stats it returns, and the dead letters the journal keeps after."""
-    clock = trio.testing.MockClock(autojump_threshold=0)
-    with tempfile.TemporaryDirectory() as directory:
-        path = os.path.join(directory, "journal.db")
-        journal: inturn.Journal = inturn.SQLiteJournal(path) if durable else inturn.MemoryJournal()
-        stats = trio.run(main, journal, clock=clock)
-        dead = trio.run(dead_letters, inturn.SQLiteJournal(path) if durable else journal)
-    return stats, dead
-
-
 @given(
     jobs=TIMED_JOBS,
     skips=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 9)), max_size=4),
@@ -825,7 +818,7 @@ def test_operator_skips_racing_batches_never_lose_or_rerun_a_job(
             await sup.wait_idle()
             return sup.stats()
 
-    stats, dead = run_racing(main, durable=durable)
+    stats, dead = run_fresh(main, durable=durable)
 
     ok = handler.finished
     assert handler.overlaps == 0
@@ -886,7 +879,7 @@ def test_pauses_racing_batches_start_nothing_while_a_key_is_paused(
             await sup.wait_idle()
             return sup.stats()
 
-    stats, _ = run_racing(main, durable=durable)
+    stats, _ = run_fresh(main, durable=durable)
 
     assert started_paused == []
     assert handler.overlaps == 0
