@@ -838,6 +838,20 @@ class Core:
         state.skipped.add(job_id)  # on disk: marked if a page brings it in meanwhile
         return None
 
+    def accepting(self, job_id: int, key: str | None, place: int) -> bool:
+        """Whether the write that accepts *job_id* (at *place*) is not answered yet.
+
+        The journal may show the job first, since a durable write commits
+        before it answers: an operator's skip of it waits until the shell
+        commits it here (or retracts it), then discards it.
+        """
+        state = self._lanes.get(job_id if key is None else key)
+        if state is None:
+            return False
+        if state.spilling is not None and place in state.spilling:
+            return True
+        return any(entry.id == job_id and not entry.durable for entry in state.fifo)
+
     def skipped(self, job_id: int, key: str | None, place: int) -> None:
         """The journal discarded skipped, not running *job_id* (at *place*): forget it."""
         lane: Lane = job_id if key is None else key

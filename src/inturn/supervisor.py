@@ -111,6 +111,9 @@ class Supervisor:
         the memory journal's never do."""
         self._skipping: dict[int, trio.Event] = {}
         """Skips under way, by job id."""
+        self._answered: trio.Event | None = None
+        """Set when a write that accepts jobs is answered; made only while a skip waits for
+        one (`_skip`)."""
 
     async def send(
         self,
@@ -596,7 +599,10 @@ class Supervisor:
         reads ``"skipped by operator"``; the key goes on with its next job
         even under ``on_discard="halt"`` (unless it is halted).  A job whose
         attempt finishes (completed, or discarded) as it is skipped keeps
-        that outcome, and the skip raises as it would for that job now.
+        that outcome, and the skip raises as it would for that job now.  A
+        job the journal shows before its sender heard back is skipped once
+        its sender has it.  A skip cancelled before the discard is journaled
+        is called off: the job runs again.
 
         Raises:
             JobNotFound: no unfinished job or dead letter has that id (a
@@ -647,18 +653,23 @@ class Supervisor:
     async def _skip(self, info: JobInfo) -> None:
         runtime, core = self._runtime, self._runtime.core
         lane: Lane = info.id if info.key is None else info.key
+        place = info.id if info.place is None else info.place
         running = core.skip(info.id, info.key)  # from here on, it never starts
         runtime.log.info("job.skipped", key=info.key, job_id=info.id)
         if running is not None:
             self._interrupt(lane)
-            while running.running:
-                await runtime.stopped.park()
-            if not core.holds(running):
-                # Its attempt finished first (its outcome was being journaled, or the
-                # handler shielded itself): it keeps that outcome, and the caller learns
-                # which from the error a skip of it raises now.
-                await skip_check(runtime.journal, info.id)
-                return  # (skip_check raised: the journal holds no unfinished job of that id)
+        try:
+            await self._until_skippable(info, place, running)
+        except BaseException:  # the skip is called off: the job may run again
+            core.unskip(info.id, info.key)
+            runtime.wake(lane)
+            raise
+        if running is not None and not core.holds(running):
+            # Its attempt finished first (its outcome was being journaled, or the
+            # handler shielded itself): it keeps that outcome, and the caller learns
+            # which from the error a skip of it raises now.
+            await skip_check(runtime.journal, info.id)
+            return  # (skip_check raised: the journal holds no unfinished job of that id)
         head = core.head(lane)
         waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
         try:
@@ -672,12 +683,29 @@ class Supervisor:
         if superseded:  # another writer finished it first: it keeps that outcome
             await skip_check(runtime.journal, info.id)
             raise JobStateError(info.id, "dead", "another writer discarded it first")
-        core.skipped(info.id, info.key, info.id if info.place is None else info.place)
+        core.skipped(info.id, info.key, place)
         runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
         runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
         if waiting_head:
             self._interrupt(lane, backing_off=True)  # cut its backoff short
         runtime.wake(lane)  # the actor goes on to the next job
+
+    async def _until_skippable(self, info: JobInfo, place: int, running: Entry | None) -> None:
+        """Wait until skipped job *info* (at *place*) is accepted and, if it was *running*, stopped.
+
+        The journal may show a job before its sender's write is answered (a
+        durable write commits first): its sender commits it here, then it can
+        be discarded.
+        """
+        runtime = self._runtime
+        while runtime.core.accepting(info.id, info.key, place):
+            if runtime.closed:  # its sender never commits it now
+                raise SupervisorClosed(f"the supervisor stopped while job {info.id} was sent")
+            if self._answered is None:
+                self._answered = trio.Event()
+            await self._answered.wait()
+        while running is not None and running.running:
+            await runtime.stopped.park()
 
     async def retry_now(self, key: str) -> bool:
         """Run *key*'s head at once if it is waiting out a retry's backoff.
@@ -919,8 +947,10 @@ class Supervisor:
             runtime.start_holding(core.retract(entry))
             runtime.wake(entry.lane)  # its actor may be waiting on this head
             runtime.check_idle()
+            self._answer_skips()
             raise
         if runtime.closed:  # see `_check_journaled`
+            self._answer_skips()
             if mark is not None and mark not in superseded:
                 await runtime.give_back([entry])
             raise SupervisorClosed(
@@ -932,6 +962,8 @@ class Supervisor:
             give_back, free = core.early_start_answered(entry, marked=mark not in superseded)
             runtime.start_holding(free)
         self._commit(entry)
+        if self._answered is not None:  # `_answer_skips`, inlined: once per send
+            self._answer_skips()
         if give_back:
             await runtime.give_back([entry])
         return entry.id
@@ -1060,6 +1092,7 @@ class Supervisor:
             for run in runs:
                 runtime.wake(run.lane)  # its actor may be waiting on this head
             runtime.check_idle()
+            self._answer_skips()
             raise
         await self._check_journaled(changes, starting, superseded)
         if later:
@@ -1076,6 +1109,7 @@ class Supervisor:
                 runtime.spawn(lane)
             else:
                 runtime.wake(lane)  # once per run of the lane's jobs
+        self._answer_skips()
         log = runtime.log
         if logs_debug(log):  # a batch skips its no-op calls
             for change in changes:
@@ -1125,6 +1159,7 @@ class Supervisor:
                 runtime.start_holding(core.retract(entry))
                 runtime.wake(entry.lane)  # its actor may be waiting on this head
             runtime.check_idle()
+            self._answer_skips()
             if isinstance(exc, _Superseded):
                 return False
             raise
@@ -1137,6 +1172,7 @@ class Supervisor:
                 runtime.start_holding(core.retract(entry))
                 continue
             self._commit(entry)
+        self._answer_skips()
         if give_back:
             await runtime.give_back(give_back)
         return True
@@ -1160,6 +1196,7 @@ class Supervisor:
         were journaled, first giving back each start journaled with them: it never runs now,
         and the next supervisor would count an attempt cut short."""
         if self._runtime.closed:
+            self._answer_skips()
             await self._runtime.give_back(
                 [entry for entry, mark in starting if mark not in superseded]
             )
@@ -1167,6 +1204,12 @@ class Supervisor:
                 f"the supervisor stopped while job {_job_of(changes[0])} was journaled;"
                 " it runs when the journal is opened again"
             )
+
+    def _answer_skips(self) -> None:
+        """A write that accepts jobs was answered: wake the skips waiting for one (`_skip`)."""
+        if self._answered is not None:
+            self._answered.set()
+            self._answered = None
 
     def _started_early(
         self, starting: list[tuple[Entry, MarkAttempt]], superseded: Sequence[Change]

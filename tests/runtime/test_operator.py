@@ -19,7 +19,7 @@ import trio.testing
 
 import inturn
 from inturn.info import JobInfo, KeyInfo
-from inturn.journal import Append, Change, Complete, Discard, Halt, MarkAttempt
+from inturn.journal import Append, Change, Complete, Discard, Due, Halt, MarkAttempt, Requeue
 from inturn.journal.records import Retrying
 from inturn.testing import FaultyJournal, Recorder
 from tests.conftest import MakeJournal
@@ -705,9 +705,19 @@ class HoldingJournal(FaultyJournal):
     shielded: bool = attrs.field(default=False, kw_only=True)
     """A held write is not cancelled, as a durable journal's write, once queued, is not."""
 
+    applied: bool = attrs.field(default=False, kw_only=True)
+    """A held write is applied first, then held (shielded): committed, and not yet answered,
+    as a durable journal's write is between its commit and its thread's answer."""
+
     async def write(
         self, changes: Sequence[Change], *, now: float | None = None
     ) -> Sequence[Change]:
+        if self.hold(changes) and self.applied:
+            superseded = await super().write(changes, now=now)
+            self.holding.set()
+            with trio.CancelScope(shield=True):
+                await self.release.wait()
+            return superseded
         if self.hold(changes):
             self.holding.set()
             with trio.CancelScope(shield=self.shielded):
@@ -787,6 +797,142 @@ async def test_skip_of_a_job_whose_attempt_finishes_first_says_so(
         assert [info.id for info in dead] == [job_id]
         assert dead[0].last_error != SKIPPED
     assert attempts(recorder) == [(job_id, 1)]
+
+
+@pytest.mark.parametrize("accepted_by", ["send", "send_many", "spilled", "requeue", "promote"])
+async def test_skip_of_a_job_whose_acceptance_is_not_answered_yet_discards_it(
+    accepted_by: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A skip that finds a job in the journal before its sender's write has returned (a
+    durable write is committed before its answer) waits for the sender, then discards the
+    job: the send returns its id, the job never runs, and the key goes on."""
+    held: list[int] = []
+
+    def acceptance(change: Change) -> int | None:
+        """The id of the job whose acceptance *change* is, if it is the one to hold."""
+        if accepted_by == "requeue":
+            return change.new_id if isinstance(change, Requeue) else None
+        if accepted_by == "promote":
+            return change.job_id if isinstance(change, Due) else None
+        if isinstance(change, Append) and change.data == CODEC.encode("held"):
+            return change.job_id
+        return None
+
+    def hold(changes: Sequence[Change]) -> bool:
+        found = [job_id for change in changes if (job_id := acceptance(change)) is not None]
+        held.extend(found)
+        return bool(found)
+
+    journal = HoldingJournal(inturn.MemoryJournal(), hold=hold, applied=True)
+    script = Script()
+    recorder = Recorder(script)
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(
+            recorder, journal=journal, retry=NO_RETRY, window=1
+        ) as sup:
+            sent: list[int] = []
+            if accepted_by == "spilled":
+                await sup.send("b", "hold-first")  # running: the next job spills
+            if accepted_by == "requeue":
+                dead = await sup.send("b", "bad")
+                await sup.wait_idle()
+            async with trio.open_nursery() as nursery:
+
+                async def accept() -> None:
+                    if accepted_by in ("send", "spilled"):
+                        sent.append(await sup.send("b", "held"))
+                    elif accepted_by == "send_many":
+                        sent.extend(await sup.send_many([("b", "held")]))
+                    elif accepted_by == "requeue":
+                        sent.append(await sup.requeue(dead))
+                    else:
+                        sent.append(await sup.send("b", "held", delay=5.0))
+
+                nursery.start_soon(accept)
+                await journal.holding.wait()  # in the journal; its sender not answered yet
+                nursery.start_soon(sup.skip, held[0])
+                await trio.testing.wait_all_tasks_blocked()
+                journal.release.set()
+            script.release("hold-first")
+            after = await sup.send("b", "after")
+            await sup.wait_idle()
+            dead_letters = {info.id: info.last_error for info in await sup.dead_letters()}
+            stats = sup.stats()
+    assert sent == held
+    assert dead_letters[held[0]] == SKIPPED
+    assert held[0] not in ran(recorder)
+    assert ran(recorder)[-1] == after
+    assert (stats.queued, stats.running, stats.completed, stats.discarded) == (
+        0,
+        0,
+        1 + (accepted_by == "spilled"),
+        1 + (accepted_by == "requeue"),
+    )
+
+
+async def test_skip_of_a_job_sent_as_the_supervisor_stops_raises_supervisor_closed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A skip waiting for a job's sender, when the supervisor stops before the sender's
+    write is answered, raises `SupervisorClosed` instead of waiting forever."""
+    journal = HoldingJournal(
+        inturn.MemoryJournal(),
+        hold=lambda changes: any(isinstance(change, Append) for change in changes),
+        applied=True,
+    )
+    held: list[int] = []
+    with trio.fail_after(GUARD):
+        async with trio.open_nursery() as outside:  # callers that outlive the supervisor
+            with trio.CancelScope() as stopping:
+                async with inturn.open_supervisor(Script(), journal=journal) as sup:
+
+                    async def send() -> None:
+                        with pytest.raises(inturn.SupervisorClosed):
+                            await sup.send("k", "x")
+
+                    async def skip() -> None:
+                        with pytest.raises(inturn.SupervisorClosed, match="stopped while job"):
+                            await sup.skip(held[0])
+
+                    outside.start_soon(send)
+                    await journal.holding.wait()
+                    [held] = [[job.id for job in await journal.jobs("k")]]
+                    outside.start_soon(skip)
+                    await trio.testing.wait_all_tasks_blocked()
+                    stopping.cancel()
+            journal.release.set()
+
+
+async def test_a_cancelled_skip_of_a_running_job_leaves_it_to_run_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A skip cancelled while it waits for the running attempt to stop is called off: the
+    job is not discarded, and its next attempt runs after its backoff."""
+    stop = trio.Event()
+
+    async def stubborn(job: inturn.Job) -> None:
+        if job.payload == "x" and job.attempt == 1:
+            with trio.CancelScope(shield=True):  # deaf to the skip's cancel
+                await stop.wait()
+            raise ValueError("attempt 1 fails")
+
+    recorder = Recorder(stubborn)
+    retry = inturn.Retry(initial_delay=1.0, jitter=0.0)
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(recorder, retry=retry) as sup:
+            job_id = await sup.send("k", "x")
+            after = await sup.send("k", "after")
+            await trio.testing.wait_all_tasks_blocked()
+            with trio.move_on_after(5.0) as gave_up:
+                await sup.skip(job_id)
+            stop.set()
+            await sup.wait_idle()
+            stats = sup.stats()
+    assert gave_up.cancelled_caught
+    # The skip's cancel reached attempt 1 as it failed: cut short, as by a shutdown, it
+    # runs again as the same attempt.
+    assert attempts(recorder) == [(job_id, 1), (job_id, 1), (job_id, 2), (after, 1)]
+    assert (stats.completed, stats.discarded) == (2, 0)
 
 
 async def test_skip_while_the_heads_retry_is_being_journaled_still_discards_it(
