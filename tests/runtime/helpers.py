@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import attrs
 import trio
 
@@ -22,6 +25,36 @@ class Concurrency:
 
     def exit(self) -> None:
         self.now -= 1
+
+
+@attrs.define(eq=False)
+class LaggingJournal(inturn.MemoryJournal):
+    """A memory journal whose writes apply at once and answer late: a durable journal's
+    window between its commit and its answer, widened.
+
+    Each write's answer waits the next of *lags* (virtual seconds, in turn), and
+    comes no earlier than an earlier write's, as a writer thread answers its
+    groups in commit order.  Shielded, as a queued durable write is: a cancel
+    arrives at the caller's next checkpoint.
+    """
+
+    lags: Sequence[float] = (0.0,)
+    _writes: int = 0
+    _answered_until: float = -math.inf
+
+    async def write(
+        self, changes: Sequence[inturn.journal.Change], *, now: float | None = None
+    ) -> Sequence[inturn.journal.Change]:
+        lag = self.lags[self._writes % len(self.lags)]
+        self._writes += 1
+        with trio.CancelScope(shield=True):
+            try:
+                superseded = await super().write(changes, now=now)
+            finally:
+                answer = max(self._answered_until, trio.current_time() + lag)
+                self._answered_until = answer
+                await trio.sleep_until(answer)
+        return superseded
 
 
 async def sleep_payload(job: inturn.Job) -> object:

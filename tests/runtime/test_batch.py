@@ -25,7 +25,7 @@ import inturn
 from inturn.info import JobInfo
 
 from ..conftest import MakeJournal
-from .helpers import dead_letters
+from .helpers import LaggingJournal, dead_letters
 
 NO_JITTER = inturn.Retry(max_attempts=3, initial_delay=1.0, multiplier=2.0, jitter=0.0)
 
@@ -614,17 +614,32 @@ async def test_a_batch_error_whose_results_changed_after_it_was_built_still_answ
     assert calls == [["hold"], [1, 2], [2]]
 
 
+JOURNALS = st.one_of(
+    st.just("memory"),
+    st.just("sqlite"),
+    st.lists(st.sampled_from([0.0, 0.1, 0.5, 1.5]), min_size=1, max_size=5).map(tuple),
+)
+"""The racing properties' journals: a `MemoryJournal`, a SQLite file, or (a tuple of lags)
+a `LaggingJournal`, whose every answer comes that late after its write applied."""
+
+
 def run_fresh(
-    main: Callable[[inturn.Journal], Awaitable[inturn.Stats]], *, durable: bool
+    main: Callable[[inturn.Journal], Awaitable[inturn.Stats]], *, journal: str | tuple[float, ...]
 ) -> tuple[inturn.Stats, list[JobInfo]]:
-    """Run *main* on a fresh journal (a SQLite file if *durable*) under an autojumping
-    mock clock: the stats it returns, and the dead letters the journal keeps after."""
+    """Run *main* on a fresh *journal* (see `JOURNALS`) under an autojumping mock clock: the
+    stats it returns, and the dead letters the journal keeps after."""
     clock = trio.testing.MockClock(autojump_threshold=0)
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "journal.db")
-        journal: inturn.Journal = inturn.SQLiteJournal(path) if durable else inturn.MemoryJournal()
-        stats = trio.run(main, journal, clock=clock)
-        dead = trio.run(dead_letters, inturn.SQLiteJournal(path) if durable else journal)
+        fresh: inturn.Journal
+        if isinstance(journal, tuple):
+            fresh = LaggingJournal(lags=journal)
+        elif journal == "sqlite":
+            fresh = inturn.SQLiteJournal(path)
+        else:
+            fresh = inturn.MemoryJournal()
+        stats = trio.run(main, fresh, clock=clock)
+        dead = trio.run(dead_letters, inturn.SQLiteJournal(path) if journal == "sqlite" else fresh)
     return stats, dead
 
 
@@ -641,10 +656,10 @@ succeeds; fails its first attempt only; fails every attempt; fails with a `Perma
     ),
     size=st.integers(1, 4),
     halt=st.booleans(),
-    durable=st.booleans(),
+    journal=JOURNALS,
 )
 def test_batch_errors_give_each_job_the_fate_it_would_have_alone(
-    sends: list[tuple[str, str, bool]], size: int, halt: bool, durable: bool
+    sends: list[tuple[str, str, bool]], size: int, halt: bool, journal: str | tuple[float, ...]
 ) -> None:
     """A handler that names each failing job with `BatchError`, over any batching: each job
     counts the attempts it would alone (a job behind the failed one gets its attempt back,
@@ -690,7 +705,7 @@ def test_batch_errors_give_each_job_the_fate_it_would_have_alone(
             await sup.wait_idle()
             return sup.stats()
 
-    stats, _ = run_fresh(main, durable=durable)
+    stats, _ = run_fresh(main, journal=journal)
 
     # Each key alone, in order: what each job runs, and how each ends.
     attempts: dict[int, set[int]] = {}
@@ -779,13 +794,13 @@ class Timed:
     jobs=TIMED_JOBS,
     skips=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 9)), max_size=4),
     size=st.integers(0, 4),  # 0: no batches, a handler of one job
-    durable=st.booleans(),
+    journal=JOURNALS,
 )
 def test_operator_skips_racing_batches_never_lose_or_rerun_a_job(
     jobs: list[tuple[str, int, bool]],
     skips: list[tuple[int, int]],
     size: int,
-    durable: bool,
+    journal: str | tuple[float, ...],
 ) -> None:
     """Skips at any moment (in half seconds of virtual time) of jobs queued, running in a
     batch, backing off or finished, against batches that take 0-2 s and fail a job once:
@@ -815,7 +830,7 @@ def test_operator_skips_racing_batches_never_lose_or_rerun_a_job(
             await sup.wait_idle()
             return sup.stats()
 
-    stats, dead = run_fresh(main, durable=durable)
+    stats, dead = run_fresh(main, journal=journal)
 
     ok = handler.finished
     assert handler.overlaps == 0
@@ -833,13 +848,13 @@ def test_operator_skips_racing_batches_never_lose_or_rerun_a_job(
     jobs=TIMED_JOBS,
     halts=st.lists(st.tuples(st.integers(0, 12), st.sampled_from("ab"), st.booleans()), max_size=4),
     size=st.integers(0, 4),  # 0: no batches, a handler of one job
-    durable=st.booleans(),
+    journal=JOURNALS,
 )
 def test_pauses_racing_batches_start_nothing_while_a_key_is_paused(
     jobs: list[tuple[str, int, bool]],
     halts: list[tuple[int, str, bool]],
     size: int,
-    durable: bool,
+    journal: str | tuple[float, ...],
 ) -> None:
     """An operator's pauses and resumes at any moment (in half seconds of virtual time),
     against batches that take 0-2 s and fail a job once: no batch of a key starts between
@@ -876,7 +891,7 @@ def test_pauses_racing_batches_start_nothing_while_a_key_is_paused(
             await sup.wait_idle()
             return sup.stats()
 
-    stats, _ = run_fresh(main, durable=durable)
+    stats, _ = run_fresh(main, journal=journal)
 
     assert started_paused == []
     assert handler.overlaps == 0
@@ -885,6 +900,145 @@ def test_pauses_racing_batches_start_nothing_while_a_key_is_paused(
     assert (stats.completed, stats.discarded, stats.queued, stats.halted_keys) == (
         len(jobs),
         0,
+        0,
+        frozenset(),
+    )
+
+
+OPERATIONS = ("skip", "requeue", "requeue-head", "pause", "resume", "retry_now")
+
+
+@given(
+    sends=st.lists(
+        st.tuples(st.integers(0, 4), st.sampled_from("ab"), st.integers(0, 2), st.booleans()),
+        min_size=1,
+        max_size=8,
+    ),
+    operations=st.lists(
+        st.tuples(st.integers(0, 8), st.sampled_from(OPERATIONS), st.integers(0, 9)),
+        max_size=8,
+    ),
+    size=st.integers(0, 4),
+    journal=JOURNALS,
+)
+def test_operators_racing_sends_and_batches_keep_every_promise(
+    sends: list[tuple[int, str, int, bool]],
+    operations: list[tuple[int, str, int]],
+    size: int,
+    journal: str | tuple[float, ...],
+) -> None:
+    """Sends (several at one moment go as one `send_many`) and one operator's skips,
+    requeues (to the tail, or at the head), pauses, resumes and `retry_now`s, each at any
+    half second of virtual time, against batches that take 0-2 s and fail a job once, on
+    journals that answer late: no job runs while it is a dead letter or while its key is
+    paused, none twice, each key's jobs in order, one batch at a time; in the end every
+    job is completed once or a dead letter, and only a skip made one."""
+    key_of: dict[int, str] = {}
+    dead_now: set[int] = set()  # skipped and not requeued since
+    revived: set[int] = set()  # requeued at the head, under their own ids: out of order
+    moved: dict[int, int] = {}  # requeued to the tail: new id -> the id it had
+    paused: set[str] = set()  # keys whose pause returned and whose resume was not called
+    wrong: list[tuple[str, int]] = []  # (what, job) of each start that broke a promise
+    skips = 0
+
+    def check(batch: list[inturn.Job]) -> None:
+        for job in batch:
+            if job.id in dead_now:
+                wrong.append(("dead", job.id))
+            if str(job.key) in paused:
+                wrong.append(("paused", job.id))
+
+    handler = Timed(check)
+
+    async def main(journal: inturn.Journal) -> inturn.Stats:
+        nonlocal skips
+        async with handler.supervisor(journal, size) as sup:
+
+            async def send(at: int, group: list[tuple[str, int, bool]]) -> None:
+                await trio.sleep_until(at / 2)
+                items = [(key, [seconds, once]) for key, seconds, once in group]
+                if len(items) == 1:
+                    ids = [await sup.send(*items[0])]
+                else:
+                    ids = await sup.send_many(items)
+                for job_id, (key, _, _) in zip(ids, group, strict=True):
+                    key_of[job_id] = key
+
+            async def fix_job(job_id: int, operation: str) -> None:
+                nonlocal skips
+                if operation == "skip":
+                    with contextlib.suppress(inturn.JobNotFound, inturn.JobStateError):
+                        await sup.skip(job_id)
+                        dead_now.add(job_id)
+                        skips += 1
+                elif operation == "requeue":
+                    with contextlib.suppress(inturn.JobNotFound, inturn.JobStateError):
+                        moved[await sup.requeue(job_id)] = job_id
+                        dead_now.discard(job_id)
+                elif (info := await sup.job(job_id)) is not None and info.state == "dead":
+                    assert info.key is not None
+                    # It resumes its key, paused or not, in the same step, and may run
+                    # as soon as it is journaled.
+                    paused.discard(info.key)
+                    dead_now.discard(job_id)
+                    revived.add(job_id)  # before the jobs behind it: out of order
+                    await sup.requeue(job_id, head=True)
+
+            async def fix_key(key: str, operation: str) -> None:
+                if operation == "pause":
+                    with contextlib.suppress(inturn.KeyNotFound):
+                        await sup.pause(key)
+                        paused.add(key)
+                elif operation == "resume":
+                    paused.discard(key)
+                    with contextlib.suppress(inturn.KeyNotFound):
+                        await sup.resume(key)
+                else:
+                    with contextlib.suppress(inturn.KeyNotFound):
+                        await sup.retry_now(key)
+
+            async def operator() -> None:
+                """One operator, one call at a time (see the pauses property).  A fresh
+                journal numbers jobs 1, 2, ... as they are accepted: a skip or a requeue
+                may name a job whose sender has not heard back yet, or none yet."""
+                for at, operation, target in sorted(operations):
+                    await trio.sleep_until(at / 2)
+                    if operation in ("pause", "resume", "retry_now"):
+                        await fix_key("ab"[target % 2], operation)
+                    else:
+                        await fix_job(target % (len(sends) + len(moved)) + 1, operation)
+
+            moments = sorted({at for at, _, _, _ in sends})
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(operator)
+                for at in moments:
+                    group = [(key, s, once) for when, key, s, once in sends if when == at]
+                    nursery.start_soon(send, at, group)
+            for key in "ab":
+                paused.discard(key)
+                with contextlib.suppress(inturn.KeyNotFound):
+                    await sup.resume(key)
+            await sup.wait_idle()
+            return sup.stats()
+
+    stats, dead = run_fresh(main, journal=journal)
+
+    for new, old in sorted(moved.items()):  # older first: a requeue of a requeued job
+        key_of[new] = key_of[old]
+    gone = set(moved.values())
+    finished = handler.finished
+    assert wrong == []
+    assert handler.overlaps == 0
+    assert len(finished) == len(set(finished))  # none completed twice
+    assert {info.id for info in dead} == dead_now  # only a skip made a dead letter
+    assert not set(finished) & (dead_now | gone)
+    assert set(finished) | dead_now | gone == set(key_of)  # every job ended
+    for key in "ab":
+        mine = [job_id for job_id in finished if key_of[job_id] == key and job_id not in revived]
+        assert mine == sorted(mine)
+    assert (stats.completed, stats.discarded, stats.queued, stats.halted_keys) == (
+        len(finished),
+        skips,
         0,
         frozenset(),
     )
