@@ -60,7 +60,7 @@ import math
 import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, assert_never
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar, assert_never
 
 import attrs
 import structlog
@@ -84,6 +84,7 @@ if TYPE_CHECKING:
 
 Handler: TypeAlias = Callable[[Job], Awaitable[object]]
 BatchHandler: TypeAlias = Callable[[list[Job]], Awaitable[object]]
+_T = TypeVar("_T")
 
 
 REAPER_SLACK: Final = 1 / 16
@@ -545,7 +546,7 @@ class Worker:
         while actor is not None:
             with trio.CancelScope() as scope:
                 while actor is not None:
-                    actor.interruptible = scope
+                    actor.interruptible, actor.interrupted = scope, False
                     try:
                         await actor.run()
                     except Exception as exc:
@@ -612,6 +613,11 @@ class Actor:
     """Around everything the actor does while it has a task (its `Worker`'s scope)."""
     backing_off: bool = attrs.field(default=False, init=False)
     """Sleeping until its head's next attempt."""
+    interrupted: bool = attrs.field(default=False, init=False)
+    """An operator cancelled `interruptible` (`Supervisor._interrupt`).  A handler
+    that ran on, deaf to it, has done its work: the cancel, still pending, must
+    not cut the outcome's writes short (`_written`), and ends the attempt once
+    they are done."""
 
     @property
     def key(self) -> str | None:
@@ -761,6 +767,8 @@ class Actor:
                 await self._complete_one(entry, result)
             else:
                 await self._carry_out(self._failed(entry, failed))
+            if self.interrupted:
+                await trio.lowlevel.checkpoint_if_cancelled()  # the operator's cancel
         except BaseException:
             if entry.running:
                 runtime.core.interrupt(entry)
@@ -841,6 +849,8 @@ class Actor:
                 await self._take_back(*batch)
                 return
             await self._run_batch(batch)
+            if self.interrupted:
+                await trio.lowlevel.checkpoint_if_cancelled()  # see `_attempt`
         except BaseException:
             for entry in batch:
                 if entry.running:
@@ -972,9 +982,10 @@ class Actor:
         ):
             # A fleet member hands the key back in the same transaction,
             # unless a job came for it meanwhile.
-            superseded = await runtime.fleet.complete_last(batch, now)
+            written = runtime.fleet.complete_last(batch, now)
         else:
-            superseded = await runtime.journal.write(changes, now=now)
+            written = runtime.journal.write(changes, now=now)
+        superseded = await self._written(written)
         if successor is not None and changes[-1] not in superseded:
             successor.marked = True
         done = batch
@@ -1010,7 +1021,10 @@ class Actor:
         if successor is not None:
             changes.append(MarkAttempt(successor.id, successor.attempt))
         now = None if entry.unique is None else runtime.unix_now()  # see `_complete`
-        superseded = await runtime.journal.write(changes, now=now)
+        if self.interrupted:
+            superseded = await self._written(runtime.journal.write(changes, now=now))
+        else:
+            superseded = await runtime.journal.write(changes, now=now)
         if successor is not None and changes[-1] not in superseded:
             successor.marked = True
         if superseded and complete in superseded:  # another writer finished it first
@@ -1058,6 +1072,15 @@ class Actor:
                 await self._carry_out(Discarding(entry, error, halt=halt))
         assert head is outcome.entry
 
+    async def _written(self, written: Awaitable[_T]) -> _T:
+        """Await *written*, an attempt's outcome on its way to the journal: shielded once
+        `interrupted`."""
+        if not self.interrupted:
+            return await written
+        with trio.CancelScope(shield=True):
+            result = await written
+        return result
+
     async def _carry_out(self, outcome: Outcome) -> None:
         runtime, core = self.runtime, self.runtime.core
         match outcome:
@@ -1092,7 +1115,8 @@ class Actor:
                 # Out of attempts before this run: the failure that used them up.
                 text = entry.last_error if entry.exhausted and entry.last_error else describe(error)
                 discard = Discard(entry.id, text, halt=halt, stopped_during=stopped)
-                if await runtime.journal.write([discard], now=runtime.unix_now()):
+                written = runtime.journal.write([discard], now=runtime.unix_now())
+                if await self._written(written):
                     self._superseded(entry, "job.superseded")
                     return
                 core.discard(entry, halt=halt)

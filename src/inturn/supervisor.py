@@ -883,6 +883,7 @@ class Supervisor:
         if backing_off and not actor.backing_off:
             return False
         actor.interruptible.cancel()
+        actor.interrupted = True
         return True
 
     def _check_open(self) -> None:

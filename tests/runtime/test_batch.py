@@ -629,6 +629,11 @@ def run_fresh(
     """Run *main* on a fresh *journal* (see `JOURNALS`) under an autojumping mock clock: the
     stats it returns, and the dead letters the journal keeps after."""
     clock = trio.testing.MockClock(autojump_threshold=0)
+
+    async def guarded(journal: inturn.Journal) -> inturn.Stats:
+        with trio.fail_after(3600):  # virtual: a key that stalls fails, not hangs
+            return await main(journal)
+
     with tempfile.TemporaryDirectory() as directory:
         path = os.path.join(directory, "journal.db")
         fresh: inturn.Journal
@@ -638,7 +643,7 @@ def run_fresh(
             fresh = inturn.SQLiteJournal(path)
         else:
             fresh = inturn.MemoryJournal()
-        stats = trio.run(main, fresh, clock=clock)
+        stats = trio.run(guarded, fresh, clock=clock)
         dead = trio.run(dead_letters, inturn.SQLiteJournal(path) if journal == "sqlite" else fresh)
     return stats, dead
 
@@ -737,10 +742,12 @@ RACING_RETRY = inturn.Retry(max_attempts=3, initial_delay=1.0, jitter=0.0)
 
 @attrs.define(eq=False)
 class Timed:
-    """The racing properties' handler: each job's payload is ``[seconds, fails once]``.
+    """The racing properties' handler: each job's payload is ``[seconds, fails once]``,
+    or ``[seconds, fails once, deaf]``.
 
-    A batch sleeps its longest job's seconds (virtual), then fails its first job
-    that fails once, on that job's first attempt, with `BatchError`.  *check* sees
+    A batch sleeps its longest job's seconds (virtual), deaf to cancellation if
+    one of its jobs is, then fails its first job that fails once, on that job's
+    first attempt, with `BatchError`.  *check* sees
     each call's jobs first.  `alone` is the handler of one job (no batches).
     """
 
@@ -757,7 +764,8 @@ class Timed:
         self._running[key] = self._running.get(key, 0) + 1
         try:
             payloads = [cast("list[object]", job.payload) for job in batch]
-            await trio.sleep(max(cast(int, payload[0]) for payload in payloads))
+            with trio.CancelScope(shield=any(payload[2:] == [True] for payload in payloads)):
+                await trio.sleep(max(cast(int, payload[0]) for payload in payloads))
             for index, (job, payload) in enumerate(zip(batch, payloads, strict=True)):
                 if payload[1] and job.attempt == 1:
                     self.finished.extend(done.id for done in batch[:index])
@@ -906,63 +914,78 @@ def test_pauses_racing_batches_start_nothing_while_a_key_is_paused(
 
 
 OPERATIONS = ("skip", "requeue", "requeue-head", "pause", "resume", "retry_now")
+PATIENCE = st.one_of(st.none(), st.integers(0, 3))
+"""How long (half seconds) a caller waits before it cancels its call; None: for good."""
 
 
 @given(
     sends=st.lists(
-        st.tuples(st.integers(0, 4), st.sampled_from("ab"), st.integers(0, 2), st.booleans()),
+        st.tuples(
+            st.integers(0, 4),
+            st.sampled_from("ab"),
+            st.integers(0, 2),
+            st.booleans(),
+            st.booleans(),
+            PATIENCE,
+        ),
         min_size=1,
         max_size=8,
     ),
     operations=st.lists(
-        st.tuples(st.integers(0, 8), st.sampled_from(OPERATIONS), st.integers(0, 9)),
+        st.tuples(st.integers(0, 8), st.sampled_from(OPERATIONS), st.integers(0, 9), PATIENCE),
         max_size=8,
     ),
     size=st.integers(0, 4),
     journal=JOURNALS,
 )
 def test_operators_racing_sends_and_batches_keep_every_promise(
-    sends: list[tuple[int, str, int, bool]],
-    operations: list[tuple[int, str, int]],
+    sends: list[tuple[int, str, int, bool, bool, int | None]],
+    operations: list[tuple[int, str, int, int | None]],
     size: int,
     journal: str | tuple[float, ...],
 ) -> None:
     """Sends (several at one moment go as one `send_many`) and one operator's skips,
     requeues (to the tail, or at the head), pauses, resumes and `retry_now`s, each at any
-    half second of virtual time, against batches that take 0-2 s and fail a job once, on
-    journals that answer late: no job runs while it is a dead letter or while its key is
-    paused, none twice, each key's jobs in order, one batch at a time; in the end every
-    job is completed once or a dead letter, and only a skip made one."""
+    half second of virtual time and some cancelled by their callers, against batches that
+    take 0-2 s (some deaf to cancellation) and fail a job once, on journals that answer
+    late: a call cancelled did
+    nothing; no job runs while it is a dead letter or while its key is paused, none
+    twice, each key's jobs in order, one batch at a time; the halted keys are the ones
+    paused; in the end every job is completed once or a dead letter, and only a skip
+    made one."""
     key_of: dict[int, str] = {}
     dead_now: set[int] = set()  # skipped and not requeued since
     revived: set[int] = set()  # requeued at the head, under their own ids: out of order
     moved: dict[int, int] = {}  # requeued to the tail: new id -> the id it had
+    halted: set[str] = set()  # keys paused, once each call has returned
     paused: set[str] = set()  # keys whose pause returned and whose resume was not called
-    wrong: list[tuple[str, int]] = []  # (what, job) of each start that broke a promise
+    wrong: list[tuple[str, object]] = []  # each promise broken, and what broke it
     skips = 0
 
     def check(batch: list[inturn.Job]) -> None:
         for job in batch:
             if job.id in dead_now:
-                wrong.append(("dead", job.id))
+                wrong.append(("ran dead", job.id))
             if str(job.key) in paused:
-                wrong.append(("paused", job.id))
+                wrong.append(("ran paused", job.id))
 
     handler = Timed(check)
 
     async def main(journal: inturn.Journal) -> inturn.Stats:
-        nonlocal skips
         async with handler.supervisor(journal, size) as sup:
 
-            async def send(at: int, group: list[tuple[str, int, bool]]) -> None:
+            async def send(
+                at: int, group: list[tuple[str, int, bool, bool]], patience: float
+            ) -> None:
                 await trio.sleep_until(at / 2)
-                items = [(key, [seconds, once]) for key, seconds, once in group]
-                if len(items) == 1:
-                    ids = [await sup.send(*items[0])]
-                else:
-                    ids = await sup.send_many(items)
-                for job_id, (key, _, _) in zip(ids, group, strict=True):
-                    key_of[job_id] = key
+                items = [(key, [seconds, once, deaf]) for key, seconds, once, deaf in group]
+                with trio.move_on_after(patience):
+                    if len(items) == 1:
+                        ids = [await sup.send(*items[0])]
+                    else:
+                        ids = await sup.send_many(items)
+                    for job_id, (key, *_) in zip(ids, group, strict=True):
+                        key_of[job_id] = key
 
             async def fix_job(job_id: int, operation: str) -> None:
                 nonlocal skips
@@ -978,21 +1001,32 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
                 elif (info := await sup.job(job_id)) is not None and info.state == "dead":
                     assert info.key is not None
                     # It resumes its key, paused or not, in the same step, and may run
-                    # as soon as it is journaled.
+                    # as soon as it is journaled: no start of either is wrong from here.
                     paused.discard(info.key)
                     dead_now.discard(job_id)
+                    try:
+                        await sup.requeue(job_id, head=True)
+                    except trio.Cancelled:  # it did nothing
+                        dead_now.add(job_id)
+                        paused.update(halted & {info.key})
+                        raise
                     revived.add(job_id)  # before the jobs behind it: out of order
-                    await sup.requeue(job_id, head=True)
+                    halted.discard(info.key)
 
             async def fix_key(key: str, operation: str) -> None:
                 if operation == "pause":
                     with contextlib.suppress(inturn.KeyNotFound):
                         await sup.pause(key)
+                        halted.add(key)
                         paused.add(key)
                 elif operation == "resume":
                     paused.discard(key)
-                    with contextlib.suppress(inturn.KeyNotFound):
+                    try:
                         await sup.resume(key)
+                    except trio.Cancelled:  # it did nothing
+                        paused.update(halted & {key})
+                        raise
+                    halted.discard(key)
                 else:
                     with contextlib.suppress(inturn.KeyNotFound):
                         await sup.retry_now(key)
@@ -1001,23 +1035,30 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
                 """One operator, one call at a time (see the pauses property).  A fresh
                 journal numbers jobs 1, 2, ... as they are accepted: a skip or a requeue
                 may name a job whose sender has not heard back yet, or none yet."""
-                for at, operation, target in sorted(operations):
+                for at, operation, target, patience in sorted(operations, key=lambda op: op[0]):
                     await trio.sleep_until(at / 2)
-                    if operation in ("pause", "resume", "retry_now"):
-                        await fix_key("ab"[target % 2], operation)
-                    else:
-                        await fix_job(target % (len(sends) + len(moved)) + 1, operation)
+                    with trio.move_on_after(math.inf if patience is None else patience / 2):
+                        if operation in ("pause", "resume", "retry_now"):
+                            await fix_key("ab"[target % 2], operation)
+                        else:
+                            await fix_job(target % (len(sends) + len(moved)) + 1, operation)
+                    if sup.stats().halted_keys != halted:
+                        wrong.append(("halted", (operation, sup.stats().halted_keys, halted)))
 
-            moments = sorted({at for at, _, _, _ in sends})
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(operator)
-                for at in moments:
-                    group = [(key, s, once) for when, key, s, once in sends if when == at]
-                    nursery.start_soon(send, at, group)
+                for at in sorted({send[0] for send in sends}):
+                    [*group] = [send for send in sends if send[0] == at]
+                    patience = group[0][5]
+                    nursery.start_soon(
+                        send,
+                        at,
+                        [(key, seconds, once, deaf) for _, key, seconds, once, deaf, _ in group],
+                        math.inf if patience is None else patience / 2,
+                    )
             for key in "ab":
                 paused.discard(key)
-                with contextlib.suppress(inturn.KeyNotFound):
-                    await sup.resume(key)
+                await sup.resume(key)
             await sup.wait_idle()
             return sup.stats()
 

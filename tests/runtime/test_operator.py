@@ -935,6 +935,65 @@ async def test_a_cancelled_skip_of_a_running_job_leaves_it_to_run_again(
     assert (stats.completed, stats.discarded) == (2, 0)
 
 
+@pytest.mark.parametrize("batch", [None, 2])
+@pytest.mark.parametrize(
+    ("fails", "raised"), [(False, inturn.JobNotFound), (True, inturn.JobStateError)]
+)
+async def test_skip_of_a_job_whose_handler_finishes_deaf_to_it_keeps_the_outcome(
+    batch: int | None, fails: bool, raised: type[Exception], journal: inturn.Journal
+) -> None:
+    """A handler that swallows the skip's cancel and returns (or fails for good) has done its
+    jobs' work: they complete (or become dead letters with its error), none runs again,
+    and `skip` says what the job is now.  The skip's cancel, still pending as the handler
+    finishes, must cut neither that outcome's write short nor the next job's attempt."""
+    started, cut, release = trio.Event(), trio.Event(), trio.Event()
+    calls: list[list[int]] = []
+
+    async def deaf(jobs: list[inturn.Job]) -> None:
+        calls.append([job.id for job in jobs])
+        if started.is_set():
+            return
+        started.set()
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:  # the skip's cancel: ignored
+            cut.set()
+            with trio.CancelScope(shield=True):
+                await release.wait()
+        if fails:
+            raise inturn.PermanentError("deaf and failed")
+
+    async def one(job: inturn.Job) -> None:
+        await deaf([job])
+
+    handler = one if batch is None else deaf
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(handler, journal=journal, batch=batch) as sup:
+            first, second = await sup.send_many([("k", "x"), ("k", "y")])  # one batch
+            await started.wait()
+            async with trio.open_nursery() as nursery:
+
+                async def skip() -> None:
+                    with pytest.raises(raised):
+                        await sup.skip(first)
+
+                nursery.start_soon(skip)
+                await cut.wait()
+                release.set()
+            await sup.wait_idle()
+            stats = sup.stats()
+            dead = [(info.id, info.last_error) for info in await sup.dead_letters()]
+    together = [first] if batch is None else [first, second]  # what the first call had
+    if fails:
+        assert dead == [
+            (job_id, "inturn.errors.PermanentError: deaf and failed") for job_id in together
+        ]
+    else:
+        assert dead == []
+    assert (stats.completed, stats.discarded) == (2 - len(dead), len(dead))
+    assert calls == ([[first], [second]] if batch is None else [[first, second]])
+
+
 async def test_skip_while_the_heads_retry_is_being_journaled_still_discards_it(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
