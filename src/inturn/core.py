@@ -182,16 +182,19 @@ class Core:
         """Give a scheduled job its id: it joins its lane only when due (`promote`).
 
         Until then the core holds nothing of it but a count (for `idle`), so
-        any number of scheduled jobs costs no memory here.  The shell
-        journals its `Append`, then calls `scheduled`; an id the journal
-        refused is simply never used.
+        any number of scheduled jobs costs no memory here.  The shell calls
+        `scheduled`, then journals its `Append` (and calls `unschedule` if
+        the journal refused it); an id the journal refused is simply never
+        used.
         """
         job_id = self.next_id
         self.next_id += 1
         return job_id
 
     def scheduled(self, count: int = 1) -> None:
-        """*count* scheduled jobs are journaled (or recovered): they wait for their due time."""
+        """*count* scheduled jobs are being journaled (or were recovered): they wait for their
+        due time.  Counted before the write returns: the scheduler may read a job from the
+        journal, and promote it (`unschedule`), first."""
         self._waiting_due += count
 
     def promote(self, stored: StoredJob) -> Entry:

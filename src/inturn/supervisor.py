@@ -1084,6 +1084,9 @@ class Supervisor:
                     starting.append((head, mark))
         if later:  # ids rise through a batch: each job's changes in id order (sort is stable)
             changes = sorted([*changes, *later], key=_job_of)
+            # Counted first: the scheduler may read them from the journal, and promote
+            # them, before this write returns.
+            core.scheduled(len(later))
         now = runtime.unix_now() if uniques else None  # else the journal's clock: cheaper
         try:
             superseded = await runtime.journal.write(changes, now=now)
@@ -1092,12 +1095,13 @@ class Supervisor:
                 runtime.start_holding(lane)
             for run in runs:
                 runtime.wake(run.lane)  # its actor may be waiting on this head
+            for _ in later:
+                core.unschedule()
             runtime.check_idle()
             self._answer_skips()
             raise
         await self._check_journaled(changes, starting, superseded)
         if later:
-            core.scheduled(len(later))
             for append in later:
                 assert append.due_at is not None
                 runtime.schedule.noticed(core.clock_time(append.due_at))

@@ -34,8 +34,10 @@ class LaggingJournal(inturn.MemoryJournal):
 
     Each write's answer waits the next of *lags* (virtual seconds, in turn), and
     comes no earlier than an earlier write's, as a writer thread answers its
-    groups in commit order.  Shielded, as a queued durable write is: a cancel
-    arrives at the caller's next checkpoint.
+    groups in commit order.  Reads answer at once: they see a write before its
+    writer hears back, as a read on another connection may (a journal of the
+    application's own, or an autojumping clock's polled answers).  Shielded, as
+    a queued durable write is: a cancel arrives at the caller's next checkpoint.
     """
 
     lags: Sequence[float] = (0.0,)

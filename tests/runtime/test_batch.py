@@ -918,19 +918,40 @@ PATIENCE = st.one_of(st.none(), st.integers(0, 3))
 """How long (half seconds) a caller waits before it cancels its call; None: for good."""
 
 
+@attrs.frozen
+class Send:
+    """A job of the operators property, sent at *at* (half seconds) to *key*: its handler
+    takes *seconds*, fails once if *once*, deaf to cancellation if *deaf*; due at once, or
+    *delay* half seconds later.  The jobs sent at one moment go as one `send_many`, whose
+    caller gives up after its first job's *patience*."""
+
+    at: int
+    key: str
+    seconds: int
+    once: bool
+    deaf: bool
+    delay: int
+    patience: int | None
+
+    def item(self) -> inturn.Item:
+        payload = [self.seconds, self.once, self.deaf]
+        return inturn.Item(self.key, payload, delay=self.delay / 2 if self.delay else None)
+
+
+SENDS = st.builds(
+    Send,
+    at=st.integers(0, 4),
+    key=st.sampled_from("ab"),
+    seconds=st.integers(0, 2),
+    once=st.booleans(),
+    deaf=st.booleans(),
+    delay=st.one_of(st.just(0), st.integers(1, 3)),
+    patience=PATIENCE,
+)
+
+
 @given(
-    sends=st.lists(
-        st.tuples(
-            st.integers(0, 4),
-            st.sampled_from("ab"),
-            st.integers(0, 2),
-            st.booleans(),
-            st.booleans(),
-            PATIENCE,
-        ),
-        min_size=1,
-        max_size=8,
-    ),
+    sends=st.lists(SENDS, min_size=1, max_size=8),
     operations=st.lists(
         st.tuples(st.integers(0, 8), st.sampled_from(OPERATIONS), st.integers(0, 9), PATIENCE),
         max_size=8,
@@ -939,23 +960,23 @@ PATIENCE = st.one_of(st.none(), st.integers(0, 3))
     journal=JOURNALS,
 )
 def test_operators_racing_sends_and_batches_keep_every_promise(
-    sends: list[tuple[int, str, int, bool, bool, int | None]],
+    sends: list[Send],
     operations: list[tuple[int, str, int, int | None]],
     size: int,
     journal: str | tuple[float, ...],
 ) -> None:
-    """Sends (several at one moment go as one `send_many`) and one operator's skips,
-    requeues (to the tail, or at the head), pauses, resumes and `retry_now`s, each at any
-    half second of virtual time and some cancelled by their callers, against batches that
-    take 0-2 s (some deaf to cancellation) and fail a job once, on journals that answer
-    late: a call cancelled did
-    nothing; no job runs while it is a dead letter or while its key is paused, none
+    """Sends (some scheduled) and one operator's skips, requeues (to the tail, or at the
+    head), pauses, resumes and `retry_now`s, each at any half second of virtual time and
+    some cancelled by their callers, against batches that take 0-2 s (some deaf to
+    cancellation) and fail a job once, on journals that answer late: a call cancelled
+    did nothing; no job runs while it is a dead letter or while its key is paused, none
     twice, each key's jobs in order, one batch at a time; the halted keys are the ones
     paused; in the end every job is completed once or a dead letter, and only a skip
     made one."""
     key_of: dict[int, str] = {}
     dead_now: set[int] = set()  # skipped and not requeued since
     revived: set[int] = set()  # requeued at the head, under their own ids: out of order
+    later: set[int] = set()  # scheduled: in their keys' order from when they fall due
     moved: dict[int, int] = {}  # requeued to the tail: new id -> the id it had
     halted: set[str] = set()  # keys paused, once each call has returned
     paused: set[str] = set()  # keys whose pause returned and whose resume was not called
@@ -974,18 +995,19 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
     async def main(journal: inturn.Journal) -> inturn.Stats:
         async with handler.supervisor(journal, size) as sup:
 
-            async def send(
-                at: int, group: list[tuple[str, int, bool, bool]], patience: float
-            ) -> None:
-                await trio.sleep_until(at / 2)
-                items = [(key, [seconds, once, deaf]) for key, seconds, once, deaf in group]
-                with trio.move_on_after(patience):
-                    if len(items) == 1:
-                        ids = [await sup.send(*items[0])]
+            async def send(group: list[Send]) -> None:
+                await trio.sleep_until(group[0].at / 2)
+                patience = group[0].patience
+                with trio.move_on_after(math.inf if patience is None else patience / 2):
+                    if len(group) == 1:
+                        item = group[0].item()
+                        ids = [await sup.send(item.key, item.payload, delay=item.delay)]
                     else:
-                        ids = await sup.send_many(items)
-                    for job_id, (key, *_) in zip(ids, group, strict=True):
-                        key_of[job_id] = key
+                        ids = await sup.send_many([one.item() for one in group])
+                    for job_id, one in zip(ids, group, strict=True):
+                        key_of[job_id] = one.key
+                        if one.delay:
+                            later.add(job_id)
 
             async def fix_job(job_id: int, operation: str) -> None:
                 nonlocal skips
@@ -1047,15 +1069,8 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(operator)
-                for at in sorted({send[0] for send in sends}):
-                    [*group] = [send for send in sends if send[0] == at]
-                    patience = group[0][5]
-                    nursery.start_soon(
-                        send,
-                        at,
-                        [(key, seconds, once, deaf) for _, key, seconds, once, deaf, _ in group],
-                        math.inf if patience is None else patience / 2,
-                    )
+                for at in sorted({one.at for one in sends}):
+                    nursery.start_soon(send, [one for one in sends if one.at == at])
             for key in "ab":
                 paused.discard(key)
                 await sup.resume(key)
@@ -1075,7 +1090,9 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
     assert not set(finished) & (dead_now | gone)
     assert set(finished) | dead_now | gone == set(key_of)  # every job ended
     for key in "ab":
-        mine = [job_id for job_id in finished if key_of[job_id] == key and job_id not in revived]
+        mine = [
+            job_id for job_id in finished if key_of[job_id] == key and job_id not in revived | later
+        ]
         assert mine == sorted(mine)
     assert (stats.completed, stats.discarded, stats.queued, stats.halted_keys) == (
         len(finished),

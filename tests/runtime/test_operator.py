@@ -870,6 +870,36 @@ async def test_skip_of_a_job_whose_acceptance_is_not_answered_yet_discards_it(
     )
 
 
+async def test_a_scheduled_job_promoted_before_its_sender_hears_back_runs_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The scheduler may read a scheduled job from the journal, and promote it, before its
+    sender's write has returned (a journal whose reads see a commit before its writer
+    hears back): the job runs once when due, and the supervisor goes idle."""
+    journal = HoldingJournal(
+        inturn.MemoryJournal(),
+        hold=lambda changes: any(isinstance(change, Append) for change in changes),
+        applied=True,
+    )
+    recorder = Recorder(Script())
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(recorder, journal=journal) as sup:
+            async with trio.open_nursery() as nursery:
+                sent: list[int] = []
+
+                async def send() -> None:
+                    sent.append(await sup.send("k", "later", delay=1.0))
+
+                nursery.start_soon(send)
+                await journal.holding.wait()
+                await trio.sleep(2.0)  # due meanwhile: promoted, its sender still waiting
+                journal.release.set()
+            await sup.wait_idle()
+            stats = sup.stats()
+    assert ran(recorder) == sent
+    assert (stats.completed, stats.scheduled, stats.queued) == (1, 0, 0)
+
+
 async def test_skip_of_a_job_sent_as_the_supervisor_stops_raises_supervisor_closed(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
