@@ -774,12 +774,21 @@ class Timed:
         finally:
             self._running[key] -= 1
 
+    @property
+    def running(self) -> int:
+        """Calls running now, of every key."""
+        return sum(self._running.values())
+
     def supervisor(
-        self, journal: inturn.Journal, size: int
+        self, journal: inturn.Journal, size: int, max_concurrency: int | None = None
     ) -> AbstractAsyncContextManager[inturn.Supervisor]:
         """A supervisor on *journal* with this handler: batches of *size* (0: none)."""
         return inturn.open_supervisor(
-            self if size else self.alone, journal=journal, batch=size or None, retry=RACING_RETRY
+            self if size else self.alone,
+            journal=journal,
+            batch=size or None,
+            retry=RACING_RETRY,
+            max_concurrency=max_concurrency,
         )
 
     async def alone(self, job: inturn.Job) -> None:
@@ -957,18 +966,21 @@ SENDS = st.builds(
         max_size=8,
     ),
     size=st.integers(0, 4),
+    max_concurrency=st.sampled_from([None, 1]),
     journal=JOURNALS,
 )
 def test_operators_racing_sends_and_batches_keep_every_promise(
     sends: list[Send],
     operations: list[tuple[int, str, int, int | None]],
     size: int,
+    max_concurrency: int | None,
     journal: str | tuple[float, ...],
 ) -> None:
     """Sends (some scheduled) and one operator's skips, requeues (to the tail, or at the
     head), pauses, resumes and `retry_now`s, each at any half second of virtual time and
     some cancelled by their callers, against batches that take 0-2 s (some deaf to
-    cancellation) and fail a job once, on journals that answer late: a call cancelled
+    cancellation) and fail a job once, with one slot for both keys or none, on journals
+    that answer late: a call cancelled
     did nothing; no job runs while it is a dead letter or while its key is paused, none
     twice, each key's jobs in order, one batch at a time; the halted keys are the ones
     paused; in the end every job is completed once or a dead letter, and only a skip
@@ -984,6 +996,8 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
     skips = 0
 
     def check(batch: list[inturn.Job]) -> None:
+        if max_concurrency is not None and handler.running >= max_concurrency:
+            wrong.append(("over max_concurrency", batch[0].id))
         for job in batch:
             if job.id in dead_now:
                 wrong.append(("ran dead", job.id))
@@ -993,7 +1007,7 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
     handler = Timed(check)
 
     async def main(journal: inturn.Journal) -> inturn.Stats:
-        async with handler.supervisor(journal, size) as sup:
+        async with handler.supervisor(journal, size, max_concurrency) as sup:
 
             async def send(group: list[Send]) -> None:
                 await trio.sleep_until(group[0].at / 2)
