@@ -743,18 +743,20 @@ RACING_RETRY = inturn.Retry(max_attempts=3, initial_delay=1.0, jitter=0.0)
 @attrs.define(eq=False)
 class Timed:
     """The racing properties' handler: each job's payload is ``[seconds, fails once]``,
-    or ``[seconds, fails once, deaf]``.
+    or ``[seconds, fails once, deaf, fails for good]``.
 
     A batch sleeps its longest job's seconds (virtual), deaf to cancellation if
-    one of its jobs is, then fails its first job that fails once, on that job's
-    first attempt, with `BatchError`.  *check* sees
-    each call's jobs first.  `alone` is the handler of one job (no batches).
+    one of its jobs is, then fails (`BatchError`) its first job that fails once,
+    on that job's first attempt, or that fails for good (`PermanentError`).
+    *check* sees each call's jobs first.  `alone` is the handler of one job (no
+    batches).
     """
 
     check: Callable[[list[inturn.Job]], None]
     finished: list[int] = attrs.field(factory=list)
     """The jobs the handler finished, in the order it finished them."""
     overlaps: int = 0
+    failed_for_good: int = 0
     _running: dict[str, int] = attrs.field(factory=dict)
 
     async def __call__(self, batch: list[inturn.Job]) -> None:
@@ -764,12 +766,16 @@ class Timed:
         self._running[key] = self._running.get(key, 0) + 1
         try:
             payloads = [cast("list[object]", job.payload) for job in batch]
-            with trio.CancelScope(shield=any(payload[2:] == [True] for payload in payloads)):
+            with trio.CancelScope(shield=any(payload[2:3] == [True] for payload in payloads)):
                 await trio.sleep(max(cast(int, payload[0]) for payload in payloads))
             for index, (job, payload) in enumerate(zip(batch, payloads, strict=True)):
                 if payload[1] and job.attempt == 1:
                     self.finished.extend(done.id for done in batch[:index])
                     raise inturn.BatchError(index, Boom("once"))
+                if payload[3:] == [True]:
+                    self.finished.extend(done.id for done in batch[:index])
+                    self.failed_for_good += 1
+                    raise inturn.BatchError(index, inturn.PermanentError("for good"))
             self.finished.extend(job.id for job in batch)
         finally:
             self._running[key] -= 1
@@ -931,8 +937,9 @@ PATIENCE = st.one_of(st.none(), st.integers(0, 3))
 class Send:
     """A job of the operators property, sent at *at* (half seconds) to *key*: its handler
     takes *seconds*, fails once if *once*, deaf to cancellation if *deaf*; due at once, or
-    *delay* half seconds later.  The jobs sent at one moment go as one `send_many`, whose
-    caller gives up after its first job's *patience*."""
+    *delay* half seconds later; it fails every attempt, for good, if *doomed*.  The jobs
+    sent at one moment go as one `send_many`, whose caller gives up after its first job's
+    *patience*."""
 
     at: int
     key: str
@@ -941,9 +948,10 @@ class Send:
     deaf: bool
     delay: int
     patience: int | None
+    doomed: bool = False
 
     def item(self) -> inturn.Item:
-        payload = [self.seconds, self.once, self.deaf]
+        payload = [self.seconds, self.once, self.deaf, self.doomed]
         return inturn.Item(self.key, payload, delay=self.delay / 2 if self.delay else None)
 
 
@@ -956,6 +964,7 @@ SENDS = st.builds(
     deaf=st.booleans(),
     delay=st.one_of(st.just(0), st.integers(1, 3)),
     patience=PATIENCE,
+    doomed=st.booleans(),
 )
 
 
@@ -979,16 +988,16 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
     """Sends (some scheduled) and one operator's skips, requeues (to the tail, or at the
     head), pauses, resumes and `retry_now`s, each at any half second of virtual time and
     some cancelled by their callers, against batches that take 0-2 s (some deaf to
-    cancellation) and fail a job once, with one slot for both keys or none, on journals
-    that answer late: a call cancelled
-    did nothing; no job runs while it is a dead letter or while its key is paused, none
-    twice, each key's jobs in order, one batch at a time; the halted keys are the ones
-    paused; in the end every job is completed once or a dead letter, and only a skip
-    made one."""
+    cancellation) and fail a job once or for good, with one slot for both keys or none,
+    on journals that answer late: a call cancelled did nothing; no job runs while it is
+    skipped or while its key is paused, none twice, each key's jobs in order, one batch
+    at a time; the halted keys are the ones paused; in the end every job is completed
+    once or a dead letter, and only a skip or a failure for good made one."""
     key_of: dict[int, str] = {}
     dead_now: set[int] = set()  # skipped and not requeued since
     revived: set[int] = set()  # requeued at the head, under their own ids: out of order
     later: set[int] = set()  # scheduled: in their keys' order from when they fall due
+    doomed: set[int] = set()  # they fail for good: dead letters in the end
     moved: dict[int, int] = {}  # requeued to the tail: new id -> the id it had
     halted: set[str] = set()  # keys paused, once each call has returned
     paused: set[str] = set()  # keys whose pause returned and whose resume was not called
@@ -1022,6 +1031,8 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
                         key_of[job_id] = one.key
                         if one.delay:
                             later.add(job_id)
+                        if one.doomed:
+                            doomed.add(job_id)
 
             async def fix_job(job_id: int, operation: str) -> None:
                 nonlocal skips
@@ -1095,14 +1106,17 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
 
     for new, old in sorted(moved.items()):  # older first: a requeue of a requeued job
         key_of[new] = key_of[old]
+        if old in doomed:
+            doomed.add(new)
     gone = set(moved.values())
     finished = handler.finished
     assert wrong == []
     assert handler.overlaps == 0
     assert len(finished) == len(set(finished))  # none completed twice
-    assert {info.id for info in dead} == dead_now  # only a skip made a dead letter
-    assert not set(finished) & (dead_now | gone)
-    assert set(finished) | dead_now | gone == set(key_of)  # every job ended
+    # Only a skip or a failure for good made a dead letter.
+    assert {info.id for info in dead} == dead_now | (doomed - gone)
+    assert not set(finished) & (dead_now | gone | doomed)
+    assert set(finished) | dead_now | gone | doomed == set(key_of)  # every job ended
     for key in "ab":
         mine = [
             job_id for job_id in finished if key_of[job_id] == key and job_id not in revived | later
@@ -1110,7 +1124,7 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
         assert mine == sorted(mine)
     assert (stats.completed, stats.discarded, stats.queued, stats.halted_keys) == (
         len(finished),
-        skips,
+        skips + handler.failed_for_good,
         0,
         frozenset(),
     )
