@@ -757,6 +757,8 @@ class Timed:
     """The jobs the handler finished, in the order it finished them."""
     overlaps: int = 0
     failed_for_good: int = 0
+    uniques: list[str] = attrs.field(factory=list)
+    """The unique keys of the jobs in calls running now."""
     _running: dict[str, int] = attrs.field(factory=dict)
 
     async def __call__(self, batch: list[inturn.Job]) -> None:
@@ -764,6 +766,8 @@ class Timed:
         key = str(batch[0].key)
         self.overlaps += self._running.get(key, 0) > 0
         self._running[key] = self._running.get(key, 0) + 1
+        uniques = [job.unique for job in batch if job.unique is not None]
+        self.uniques.extend(uniques)
         try:
             payloads = [cast("list[object]", job.payload) for job in batch]
             with trio.CancelScope(shield=any(payload[2:3] == [True] for payload in payloads)):
@@ -779,6 +783,8 @@ class Timed:
             self.finished.extend(job.id for job in batch)
         finally:
             self._running[key] -= 1
+            for unique in uniques:
+                self.uniques.remove(unique)
 
     @property
     def running(self) -> int:
@@ -937,9 +943,10 @@ PATIENCE = st.one_of(st.none(), st.integers(0, 3))
 class Send:
     """A job of the operators property, sent at *at* (half seconds) to *key*: its handler
     takes *seconds*, fails once if *once*, deaf to cancellation if *deaf*; due at once, or
-    *delay* half seconds later; it fails every attempt, for good, if *doomed*.  The jobs
-    sent at one moment go as one `send_many`, whose caller gives up after its first job's
-    *patience*."""
+    *delay* half seconds later; it fails every attempt, for good, if *doomed*; it takes
+    the unique key ``"u"`` if *unique* (the first of its moment's jobs that does).  The
+    jobs sent at one moment go as one `send_many`, whose caller gives up after its first
+    job's *patience*."""
 
     at: int
     key: str
@@ -949,10 +956,16 @@ class Send:
     delay: int
     patience: int | None
     doomed: bool = False
+    unique: bool = False
 
-    def item(self) -> inturn.Item:
+    def item(self, *, unique: bool = True) -> inturn.Item:
         payload = [self.seconds, self.once, self.deaf, self.doomed]
-        return inturn.Item(self.key, payload, delay=self.delay / 2 if self.delay else None)
+        return inturn.Item(
+            self.key,
+            payload,
+            unique="u" if unique and self.unique else None,
+            delay=self.delay / 2 if self.delay else None,
+        )
 
 
 SENDS = st.builds(
@@ -965,6 +978,7 @@ SENDS = st.builds(
     delay=st.one_of(st.just(0), st.integers(1, 3)),
     patience=PATIENCE,
     doomed=st.booleans(),
+    unique=st.booleans(),
 )
 
 
@@ -1007,6 +1021,8 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
     def check(batch: list[inturn.Job]) -> None:
         if max_concurrency is not None and handler.running >= max_concurrency:
             wrong.append(("over max_concurrency", batch[0].id))
+        if any(job.unique is not None for job in batch) and handler.uniques:
+            wrong.append(("unique key held twice", batch[0].id))
         for job in batch:
             if job.id in dead_now:
                 wrong.append(("ran dead", job.id))
@@ -1021,12 +1037,21 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
             async def send(group: list[Send]) -> None:
                 await trio.sleep_until(group[0].at / 2)
                 patience = group[0].patience
+                first_unique = next((one for one in group if one.unique), None)
+                items = [one.item(unique=one is first_unique) for one in group]
                 with trio.move_on_after(math.inf if patience is None else patience / 2):
-                    if len(group) == 1:
-                        item = group[0].item()
-                        ids = [await sup.send(item.key, item.payload, delay=item.delay)]
-                    else:
-                        ids = await sup.send_many([one.item() for one in group])
+                    try:
+                        if len(items) == 1:
+                            [item] = items
+                            ids = [
+                                await sup.send(
+                                    item.key, item.payload, unique=item.unique, delay=item.delay
+                                )
+                            ]
+                        else:
+                            ids = await sup.send_many(items)
+                    except inturn.DuplicateError:  # "u" is taken: none of them was sent
+                        return
                     for job_id, one in zip(ids, group, strict=True):
                         key_of[job_id] = one.key
                         if one.delay:
@@ -1042,7 +1067,9 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
                         dead_now.add(job_id)
                         skips += 1
                 elif operation == "requeue":
-                    with contextlib.suppress(inturn.JobNotFound, inturn.JobStateError):
+                    with contextlib.suppress(
+                        inturn.JobNotFound, inturn.JobStateError, inturn.DuplicateError
+                    ):
                         moved[await sup.requeue(job_id)] = job_id
                         dead_now.discard(job_id)
                 elif (info := await sup.job(job_id)) is not None and info.state == "dead":
@@ -1053,10 +1080,12 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
                     dead_now.discard(job_id)
                     try:
                         await sup.requeue(job_id, head=True)
-                    except trio.Cancelled:  # it did nothing
+                    except (trio.Cancelled, inturn.DuplicateError) as exc:  # it did nothing
                         dead_now.add(job_id)
                         paused.update(halted & {info.key})
-                        raise
+                        if isinstance(exc, trio.Cancelled):
+                            raise
+                        return
                     revived.add(job_id)  # before the jobs behind it: out of order
                     halted.discard(info.key)
 
