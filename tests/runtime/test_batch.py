@@ -753,6 +753,8 @@ class Timed:
     """
 
     check: Callable[[list[inturn.Job]], None]
+    doomed: Callable[[inturn.Job], None] = lambda job: None
+    """Told of each job as it fails for good."""
     finished: list[int] = attrs.field(factory=list)
     """The jobs the handler finished, in the order it finished them."""
     overlaps: int = 0
@@ -779,6 +781,7 @@ class Timed:
                 if payload[3:] == [True]:
                     self.finished.extend(done.id for done in batch[:index])
                     self.failed_for_good += 1
+                    self.doomed(job)
                     raise inturn.BatchError(index, inturn.PermanentError("for good"))
             self.finished.extend(job.id for job in batch)
         finally:
@@ -1023,6 +1026,7 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
     moved: dict[int, int] = {}  # requeued to the tail: new id -> the id it had
     halted: set[str] = set()  # keys paused, once each call has returned
     paused: set[str] = set()  # keys whose pause returned and whose resume was not called
+    failed: set[str] = set()  # on_discard="halt": keys halted by a failure, not resumed since
     wrong: list[tuple[str, object]] = []  # each promise broken, and what broke it
     skips = 0
 
@@ -1036,8 +1040,14 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
                 wrong.append(("ran dead", job.id))
             if str(job.key) in paused:
                 wrong.append(("ran paused", job.id))
+            if str(job.key) in failed:
+                wrong.append(("ran halted", job.id))
 
-    handler = Timed(check)
+    def halt(job: inturn.Job) -> None:
+        if on_discard == "halt":
+            failed.add(str(job.key))
+
+    handler = Timed(check, halt)
 
     async def main(journal: inturn.Journal) -> inturn.Stats:
         async with handler.supervisor(journal, size, max_concurrency, on_discard) as sup:
@@ -1085,6 +1095,7 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
                     # It resumes its key, paused or not, in the same step, and may run
                     # as soon as it is journaled: no start of either is wrong from here.
                     paused.discard(info.key)
+                    failed.discard(info.key)
                     dead_now.discard(job_id)
                     try:
                         await sup.requeue(job_id, head=True)
@@ -1105,6 +1116,7 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
                         paused.add(key)
                 elif operation == "resume":
                     paused.discard(key)
+                    failed.discard(key)
                     try:
                         await sup.resume(key)
                     except trio.Cancelled:  # it did nothing
@@ -1140,6 +1152,7 @@ def test_operators_racing_sends_and_batches_keep_every_promise(
             paused.clear()
             while True:  # a job that fails for good may halt its key again
                 for key in "ab":
+                    failed.discard(key)
                     await sup.resume(key)
                 await sup.wait_idle()
                 if not sup.stats().halted_keys:
