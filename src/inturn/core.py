@@ -103,6 +103,8 @@ class Core:
     """The shell's clock minus Unix time, as `restore` was told."""
     _discarded: int = attrs.field(default=0, init=False)
     _waiting_due: int = attrs.field(default=0, init=False)
+    _reviving: set[int] = attrs.field(factory=set, init=False)
+    """Dead letters whose `Revive` is being journaled (`reviving`)."""
     """Scheduled jobs not due yet (in the journal only)."""
     stopping: bool = attrs.field(default=False, init=False)
     """Set by `stop`: no job starts any more (read-only outside the core)."""
@@ -355,15 +357,28 @@ class Core:
                 self._parked += backlog.count
         return [lane for lane, state in self._lanes.items() if self._wants_actor(state)]
 
+    def reviving(self, job_id: int) -> None:
+        """Dead letter *job_id*'s `Revive` is being journaled; then `revive` (or
+        `revive_refused`).  Until then an operator's skip of it waits (`accepting`)."""
+        self._reviving.add(job_id)
+
+    def revive_refused(self, job_id: int) -> None:
+        """The journal refused (or superseded) the `Revive` of *job_id*."""
+        self._reviving.discard(job_id)
+
     def revive(self, stored: StoredJob) -> bool:
         """Dead letter *stored* is unfinished again in its own place (`Revive`).
 
         It goes where its id puts it among its lane's jobs, after a head that
         is running; a job beyond what the lane holds in memory is paged in
-        with the rest.  Return True if its lane needs an actor.
+        with the rest.  A skip that landed meanwhile marks it, as a page would.
+        Return True if its lane needs an actor.
         """
+        self._reviving.discard(stored.id)
         entry = self._recovered(stored)
         state = self._lane(entry.lane)
+        if state.skipped is not None and entry.id in state.skipped:
+            entry.skipped = True
         if entry.key is not None and entry.place > state.tail and state.disk_tail > state.tail:
             state.on_disk += 1  # it belongs to the part of the lane still in the journal
         else:
@@ -848,6 +863,8 @@ class Core:
         before it answers: an operator's skip of it waits until the shell
         commits it here (or retracts it), then discards it.
         """
+        if job_id in self._reviving:
+            return True
         state = self._lanes.get(job_id if key is None else key)
         if state is None:
             return False

@@ -549,11 +549,22 @@ class Supervisor:
     async def _revive(self, info: JobInfo) -> int:
         runtime = self._runtime
         resume = info.key is not None and runtime.core.is_halted(info.key)
-        if await runtime.journal.write([Revive(info.id, resume=resume)], now=runtime.unix_now()):
+        runtime.core.reviving(info.id)
+        try:
+            revive = Revive(info.id, resume=resume)
+            superseded = await runtime.journal.write([revive], now=runtime.unix_now())
+        except BaseException:
+            runtime.core.revive_refused(info.id)
+            self._answer_skips()
+            raise
+        if superseded:
+            runtime.core.revive_refused(info.id)
+            self._answer_skips()
             await requeue_check(runtime.journal, info.id)  # requeued meanwhile: say so
             raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
         stored = StoredJob(id=info.id, key=info.key, data=info.data, unique=info.unique)
         needs_actor = runtime.core.revive(stored)
+        self._answer_skips()
         if resume:
             assert info.key is not None
             needs_actor = runtime.core.resume(info.key) or needs_actor
@@ -660,6 +671,10 @@ class Supervisor:
             self._interrupt(lane)
         try:
             await self._until_skippable(info, place, running)
+            if running is None and (running := core.skip(info.id, info.key)) is not None:
+                # Revived meanwhile with no skip to mark it, and started: cut it short.
+                self._interrupt(lane)
+                await self._until_skippable(info, place, running)
         except BaseException:  # the skip is called off: the job may run again
             core.unskip(info.id, info.key)
             runtime.wake(lane)

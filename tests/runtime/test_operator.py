@@ -19,7 +19,17 @@ import trio.testing
 
 import inturn
 from inturn.info import JobInfo, KeyInfo
-from inturn.journal import Append, Change, Complete, Discard, Due, Halt, MarkAttempt, Requeue
+from inturn.journal import (
+    Append,
+    Change,
+    Complete,
+    Discard,
+    Due,
+    Halt,
+    MarkAttempt,
+    Requeue,
+    Revive,
+)
 from inturn.journal.records import Retrying
 from inturn.testing import FaultyJournal, Recorder
 from tests.conftest import MakeJournal
@@ -799,6 +809,16 @@ async def test_skip_of_a_job_whose_attempt_finishes_first_says_so(
     assert attempts(recorder) == [(job_id, 1)]
 
 
+def answer_held(kind: type[Change]) -> HoldingJournal:
+    """A memory journal that applies each write holding a *kind* change at once, and holds
+    its answer until `release`: committed, and its writer not told yet."""
+    return HoldingJournal(
+        inturn.MemoryJournal(),
+        hold=lambda changes: any(isinstance(change, kind) for change in changes),
+        applied=True,
+    )
+
+
 @pytest.mark.parametrize("accepted_by", ["send", "send_many", "spilled", "requeue", "promote"])
 async def test_skip_of_a_job_whose_acceptance_is_not_answered_yet_discards_it(
     accepted_by: str, autojump_clock: trio.testing.MockClock
@@ -876,11 +896,7 @@ async def test_a_scheduled_job_promoted_before_its_sender_hears_back_runs_once(
     """The scheduler may read a scheduled job from the journal, and promote it, before its
     sender's write has returned (a journal whose reads see a commit before its writer
     hears back): the job runs once when due, and the supervisor goes idle."""
-    journal = HoldingJournal(
-        inturn.MemoryJournal(),
-        hold=lambda changes: any(isinstance(change, Append) for change in changes),
-        applied=True,
-    )
+    journal = answer_held(Append)
     recorder = Recorder(Script())
     with trio.fail_after(GUARD):
         async with inturn.open_supervisor(recorder, journal=journal) as sup:
@@ -900,16 +916,43 @@ async def test_a_scheduled_job_promoted_before_its_sender_hears_back_runs_once(
     assert (stats.completed, stats.scheduled, stats.queued) == (1, 0, 0)
 
 
+async def test_skip_of_a_dead_letter_whose_head_requeue_is_not_answered_yet_discards_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A skip that finds a dead letter unfinished again, while `requeue(head=True)` is
+    still waiting for its write's answer, waits for the requeue, then discards the job:
+    the requeue returns, the job does not run again, and the counts stay whole."""
+    journal = answer_held(Revive)
+    recorder = Recorder(Script())
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(recorder, journal=journal, retry=NO_RETRY) as sup:
+            dead = await sup.send("k", "bad")
+            after = await sup.send("k", "after")
+            await sup.wait_idle()
+            async with trio.open_nursery() as nursery:
+
+                async def requeue() -> None:
+                    assert await sup.requeue(dead, head=True) == dead
+
+                nursery.start_soon(requeue)
+                await journal.holding.wait()  # unfinished in the journal; not answered yet
+                nursery.start_soon(sup.skip, dead)
+                await trio.testing.wait_all_tasks_blocked()
+                journal.release.set()
+            await sup.wait_idle()
+            stats = sup.stats()
+            dead_letters = [(info.id, info.last_error) for info in await sup.dead_letters()]
+    assert dead_letters == [(dead, SKIPPED)]
+    assert ran(recorder) == [dead, after]
+    assert (stats.queued, stats.running, stats.completed, stats.discarded) == (0, 0, 1, 2)
+
+
 async def test_skip_of_a_job_sent_as_the_supervisor_stops_raises_supervisor_closed(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A skip waiting for a job's sender, when the supervisor stops before the sender's
     write is answered, raises `SupervisorClosed` instead of waiting forever."""
-    journal = HoldingJournal(
-        inturn.MemoryJournal(),
-        hold=lambda changes: any(isinstance(change, Append) for change in changes),
-        applied=True,
-    )
+    journal = answer_held(Append)
     held: list[int] = []
     with trio.fail_after(GUARD):
         async with trio.open_nursery() as outside:  # callers that outlive the supervisor
