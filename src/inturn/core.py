@@ -103,9 +103,9 @@ class Core:
     """The shell's clock minus Unix time, as `restore` was told."""
     _discarded: int = attrs.field(default=0, init=False)
     _waiting_due: int = attrs.field(default=0, init=False)
+    """Scheduled jobs not due yet (in the journal only)."""
     _reviving: set[int] = attrs.field(factory=set, init=False)
     """Dead letters whose `Revive` is being journaled (`reviving`)."""
-    """Scheduled jobs not due yet (in the journal only)."""
     stopping: bool = attrs.field(default=False, init=False)
     """Set by `stop`: no job starts any more (read-only outside the core)."""
 
