@@ -1021,7 +1021,7 @@ class Actor:
         if successor is not None:
             changes.append(MarkAttempt(successor.id, successor.attempt))
         now = None if entry.unique is None else runtime.unix_now()  # see `_complete`
-        if self.interrupted:
+        if self.interrupted:  # `_written` asks too; asked here, a job saves its frame
             superseded = await self._written(runtime.journal.write(changes, now=now))
         else:
             superseded = await runtime.journal.write(changes, now=now)

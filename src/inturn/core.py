@@ -847,10 +847,10 @@ class Core:
         state = self._lanes.get(job_id if key is None else key)
         if state is None:
             return None
-        for entry in state.fifo:
-            if entry.id == job_id:
-                entry.skipped = True
-                return entry if entry.running else None
+        entry = self._in_memory(state, job_id)
+        if entry is not None:
+            entry.skipped = True
+            return entry if entry.running else None
         if state.skipped is None:
             state.skipped = set()
         state.skipped.add(job_id)  # on disk: marked if a page brings it in meanwhile
@@ -870,7 +870,8 @@ class Core:
             return False
         if state.spilling is not None and place in state.spilling:
             return True
-        return any(entry.id == job_id and not entry.durable for entry in state.fifo)
+        entry = self._in_memory(state, job_id)
+        return entry is not None and not entry.durable
 
     def skipped(self, job_id: int, key: str | None, place: int) -> None:
         """The journal discarded skipped, not running *job_id* (at *place*): forget it."""
@@ -878,7 +879,7 @@ class Core:
         state = self._lanes[lane]
         self._discarded += 1
         self._unmark(state, job_id)
-        entry = next((entry for entry in state.fifo if entry.id == job_id), None)
+        entry = self._in_memory(state, job_id)
         assert entry is None or (entry.skipped and not entry.running)
         if entry is None:  # it never left the journal: a page read before may bring it
             if state.forgotten is None:
@@ -892,9 +893,14 @@ class Core:
         if state is None:
             return
         self._unmark(state, job_id)
-        for entry in state.fifo:
-            if entry.id == job_id:
-                entry.skipped = False
+        entry = self._in_memory(state, job_id)
+        if entry is not None:
+            entry.skipped = False
+
+    @staticmethod
+    def _in_memory(state: LaneState, job_id: int) -> Entry | None:
+        """*job_id*'s entry in *state*'s FIFO; None if it is on disk only (or gone)."""
+        return next((entry for entry in state.fifo if entry.id == job_id), None)
 
     @staticmethod
     def _unmark(state: LaneState, job_id: int) -> None:
