@@ -111,6 +111,8 @@ class Supervisor:
         the memory journal's never do."""
         self._skipping: dict[int, trio.Event] = {}
         """Skips under way, by job id."""
+        self._pausing: dict[str, trio.Event] = {}
+        """Pauses whose `Halt` is being journaled, by key."""
         self._answered: trio.Event | None = None
         """Set when a write that accepts jobs is answered; made only while a skip waits for
         one (`_skip`)."""
@@ -610,7 +612,8 @@ class Supervisor:
         reads ``"skipped by operator"``; the key goes on with its next job
         even under ``on_discard="halt"`` (unless it is halted).  A job whose
         attempt finishes (completed, or discarded) as it is skipped keeps
-        that outcome, and the skip raises as it would for that job now.  A
+        that outcome, and the skip raises as it would for that job now (a
+        dead letter requeued at its head meanwhile is skipped again).  A
         job the journal shows before its sender heard back is skipped once
         its sender has it.  A skip cancelled before the discard is journaled
         is called off: the job runs again.
@@ -682,9 +685,11 @@ class Supervisor:
         if running is not None and not core.holds(running):
             # Its attempt finished first (its outcome was being journaled, or the
             # handler shielded itself): it keeps that outcome, and the caller learns
-            # which from the error a skip of it raises now.
-            await skip_check(runtime.journal, info.id)
-            return  # (skip_check raised: the journal holds no unfinished job of that id)
+            # which from the error a skip of it raises now.  Unless it is unfinished
+            # again (a dead letter another operator requeued at its head meanwhile):
+            # then this skip is of the job as it is now.
+            await self._skip(await skip_check(runtime.journal, info.id))
+            return
         head = core.head(lane)
         waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
         try:
@@ -752,7 +757,8 @@ class Supervisor:
         """Halt *key*: its running job finishes, nothing else starts until `resume`.
 
         A key whose only jobs are scheduled can be paused too: they join it
-        when due, and wait.
+        when due, and wait.  A pause returns once the journal holds the halt,
+        one that another pause is writing included.
 
         Raises:
             KeyNotFound: *key* has no unfinished jobs (scheduled ones included)
@@ -775,18 +781,24 @@ class Supervisor:
         if not runtime.core.is_known(key) and not await runtime.journal.scheduled(key=key, limit=1):
             await trio.lowlevel.checkpoint()
             raise KeyNotFound(key)
+        while (other := self._pausing.get(key)) is not None:
+            await other.wait()  # its Halt may yet be refused: this pause sees the outcome
         if runtime.core.is_halted(key):
             await trio.lowlevel.checkpoint()
             return
         # Halted in the core first, so nothing starts while the Halt is being
         # journaled; a start already under way takes itself back (Core.may_run).
         runtime.core.pause(key)
+        self._pausing[key] = done = trio.Event()
         try:
             await runtime.journal.write([Halt(key)])
         except BaseException:
             if runtime.core.resume(key):
                 runtime.spawn(key)
             raise
+        finally:
+            del self._pausing[key]
+            done.set()
         runtime.log.info("key.paused", key=key)
         runtime.check_idle()
         await schedule_point()

@@ -8,6 +8,7 @@ too (on the real clock, since its writes wait for a thread).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -1067,6 +1068,60 @@ async def test_skip_of_a_job_whose_handler_finishes_deaf_to_it_keeps_the_outcome
     assert calls == ([[first], [second]] if batch is None else [[first, second]])
 
 
+async def test_skip_of_a_job_that_fails_for_good_and_is_requeued_as_it_is_skipped_skips_it_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A skip whose running job fails for good as it is skipped (deaf to the skip's
+    cancel), and is requeued at its head by another operator before the skip learns the
+    outcome, skips the job as it is now: once a skip returns, the job runs no more."""
+    reading, go = trio.Event(), trio.Event()
+
+    @attrs.define(eq=False)
+    class HeldRead(FaultyJournal):
+        """Holds the second read of a job: the skip's, once the attempt has ended."""
+
+        reads: int = 0
+
+        async def job(self, job_id: int) -> JobInfo | None:
+            self.reads += 1
+            if self.reads == 2:
+                reading.set()
+                await go.wait()
+            return await super().job(job_id)
+
+    release = trio.Event()
+    attempts_made: list[int] = []
+
+    async def handler(job: inturn.Job) -> None:
+        attempts_made.append(job.attempt)
+        if len(attempts_made) == 1:
+            with trio.CancelScope(shield=True):  # deaf to the skip
+                await release.wait()
+            raise inturn.PermanentError("for good")
+        await trio.sleep_forever()  # the requeued job: the skip cancels it
+
+    journal = HeldRead(inturn.MemoryJournal())
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(handler, journal=journal) as sup:
+            job_id = await sup.send("k", "x")
+            await trio.testing.wait_all_tasks_blocked()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sup.skip, job_id)
+                await trio.testing.wait_all_tasks_blocked()
+                release.set()  # it fails for good: a dead letter, as the skip waits
+                await reading.wait()
+                assert await sup.requeue(job_id, head=True) == job_id
+                await trio.testing.wait_all_tasks_blocked()
+                assert attempts_made == [1, 1]  # running again
+                go.set()
+            info = await sup.job(job_id)
+            assert info is not None
+            assert (info.state, info.last_error) == ("dead", SKIPPED)
+            await sup.wait_idle()
+            assert (sup.stats().completed, sup.stats().discarded) == (0, 2)
+    assert attempts_made == [1, 1]
+
+
 async def test_skip_while_the_heads_retry_is_being_journaled_still_discards_it(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -1344,6 +1399,51 @@ async def test_pausing_a_paused_key_again_changes_nothing(
         await sup.retry_now("k")
         await sup.wait_idle()
     assert attempts(recorder) == [(head, 1), (head, 2)]
+
+
+@pytest.mark.parametrize("first_fails", [False, True])
+async def test_a_pause_while_another_pause_of_its_key_is_journaled_returns_once_it_is_halted(
+    first_fails: bool, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A pause of a key whose halt another pause is still writing waits for that write:
+    it returns once the journal holds the halt, or, if that write fails, halts the key
+    itself.  A pause never returns before the key is halted in the journal."""
+    halts: list[Sequence[Change]] = []
+
+    def first_halt(changes: Sequence[Change]) -> bool:
+        if not halts and any(isinstance(change, Halt) for change in changes):
+            halts.append(changes)
+        return bool(halts) and changes is halts[0]
+
+    journal = HoldingJournal(
+        inturn.MemoryJournal(),
+        hold=first_halt,
+        fail=lambda changes: first_fails and first_halt(changes),
+    )
+    script = Script()
+    paused: list[str] = []
+
+    async def pause(name: str) -> None:
+        with contextlib.suppress(inturn.JournalError):
+            await sup.pause("k")
+            paused.append(name)
+
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(script, journal=journal) as sup:
+            await sup.send("k", "hold")
+            await script.started("hold").wait()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(pause, "first")
+                await journal.holding.wait()
+                nursery.start_soon(pause, "second")
+                await trio.testing.wait_all_tasks_blocked()
+                assert paused == []  # the journal holds no halt yet
+                journal.release.set()
+            assert paused == (["second"] if first_fails else ["first", "second"])
+            assert [info.key for info in await sup.keys(state="halted")] == ["k"]
+            assert sup.stats().halted_keys == frozenset({"k"})
+            script.release("hold")
+            await sup.resume("k")
 
 
 async def test_a_pause_survives_reopening_the_journal(make_journal: MakeJournal) -> None:
