@@ -111,8 +111,9 @@ class Supervisor:
         the memory journal's never do."""
         self._skipping: dict[int, trio.Event] = {}
         """Skips under way, by job id."""
-        self._pausing: dict[str, trio.Event] = {}
-        """Pauses whose `Halt` is being journaled, by key."""
+        self._halting: dict[str, trio.Event] = {}
+        """Keys whose halt an operator's `Halt`, `Resume` or `Revive` being journaled may
+        change (`_changing_halt`)."""
         self._answered: trio.Event | None = None
         """Set when a write that accepts jobs is answered; made only while a skip waits for
         one (`_skip`)."""
@@ -391,12 +392,13 @@ class Supervisor:
             runtime.log.info("key.resumed", key=key)
             await schedule_point()
             return
-        if not runtime.core.is_halted(key):
-            await trio.lowlevel.checkpoint()
-            return
-        await runtime.journal.write([Resume(key)])
-        if runtime.core.resume(key):
-            runtime.spawn(key)
+        async with self._changing_halt(key):
+            if not runtime.core.is_halted(key):
+                await trio.lowlevel.checkpoint()
+                return
+            await runtime.journal.write([Resume(key)])
+            if runtime.core.resume(key):
+                runtime.spawn(key)
         runtime.log.info("key.resumed", key=key)
         runtime.check_idle()
         await schedule_point()
@@ -549,6 +551,12 @@ class Supervisor:
         return job_id
 
     async def _revive(self, info: JobInfo) -> int:
+        if info.key is None:
+            return await self._revive_claimed(info)
+        async with self._changing_halt(info.key):  # it may resume the key
+            return await self._revive_claimed(info)
+
+    async def _revive_claimed(self, info: JobInfo) -> int:
         runtime = self._runtime
         resume = info.key is not None and runtime.core.is_halted(info.key)
         runtime.core.reviving(info.id)
@@ -757,8 +765,9 @@ class Supervisor:
         """Halt *key*: its running job finishes, nothing else starts until `resume`.
 
         A key whose only jobs are scheduled can be paused too: they join it
-        when due, and wait.  A pause returns once the journal holds the halt,
-        one that another pause is writing included.
+        when due, and wait.  A pause returns once the journal holds the halt;
+        it waits for another operator's halt, resume or head requeue of *key*
+        being journaled first (`_changing_halt`).
 
         Raises:
             KeyNotFound: *key* has no unfinished jobs (scheduled ones included)
@@ -781,24 +790,19 @@ class Supervisor:
         if not runtime.core.is_known(key) and not await runtime.journal.scheduled(key=key, limit=1):
             await trio.lowlevel.checkpoint()
             raise KeyNotFound(key)
-        while (other := self._pausing.get(key)) is not None:
-            await other.wait()  # its Halt may yet be refused: this pause sees the outcome
-        if runtime.core.is_halted(key):
-            await trio.lowlevel.checkpoint()
-            return
-        # Halted in the core first, so nothing starts while the Halt is being
-        # journaled; a start already under way takes itself back (Core.may_run).
-        runtime.core.pause(key)
-        self._pausing[key] = done = trio.Event()
-        try:
-            await runtime.journal.write([Halt(key)])
-        except BaseException:
-            if runtime.core.resume(key):
-                runtime.spawn(key)
-            raise
-        finally:
-            del self._pausing[key]
-            done.set()
+        async with self._changing_halt(key):
+            if runtime.core.is_halted(key):
+                await trio.lowlevel.checkpoint()
+                return
+            # Halted in the core first, so nothing starts while the Halt is being
+            # journaled; a start already under way takes itself back (Core.may_run).
+            runtime.core.pause(key)
+            try:
+                await runtime.journal.write([Halt(key)])
+            except BaseException:
+                if runtime.core.resume(key):
+                    runtime.spawn(key)
+                raise
         runtime.log.info("key.paused", key=key)
         runtime.check_idle()
         await schedule_point()
@@ -916,6 +920,26 @@ class Supervisor:
     def _check_open(self) -> None:
         if self._runtime.closed:
             raise SupervisorClosed("the supervisor has stopped")
+
+    @asynccontextmanager
+    async def _changing_halt(self, key: str) -> AsyncIterator[None]:
+        """Within the block, only this operator's call may journal a change to *key*'s halt.
+
+        The core halts a key before its `Halt` is journaled, and lifts the halt
+        once its `Resume` (or `Revive`) is: two such writes in flight at once
+        could leave the core's word on the key other than the journal's last
+        (a `Resume` answered after a later `Halt` took effect), and a pause
+        could return before its halt is in the journal.  Each waits for the
+        one before, then decides on what the core holds now.
+        """
+        while (other := self._halting.get(key)) is not None:
+            await other.wait()
+        self._halting[key] = done = trio.Event()
+        try:
+            yield
+        finally:
+            del self._halting[key]
+            done.set()
 
     async def _yield_unless_parked(self, accepting: Awaitable[_T]) -> _T:
         """Await *accepting* (`_accept`, `_journal_new`), then a schedule point only if its

@@ -9,6 +9,7 @@ too (on the real clock, since its writes wait for a thread).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,6 +30,7 @@ from inturn.journal import (
     Halt,
     MarkAttempt,
     Requeue,
+    Resume,
     Revive,
 )
 from inturn.journal.records import Retrying
@@ -1444,6 +1446,66 @@ async def test_a_pause_while_another_pause_of_its_key_is_journaled_returns_once_
             assert sup.stats().halted_keys == frozenset({"k"})
             script.release("hold")
             await sup.resume("k")
+
+
+@attrs.define(eq=False)
+class HeldAnswers(FaultyJournal):
+    """Applies each write at once and holds the answer of each one that *picks* until its
+    gate in `held` is set: committed, its writer not told yet (`answer_held`, one by one)."""
+
+    picks: Callable[[Sequence[Change]], bool] = attrs.field(kw_only=True)
+    held: list[trio.Event] = attrs.field(factory=list)
+
+    async def write(
+        self, changes: Sequence[Change], *, now: float | None = None
+    ) -> Sequence[Change]:
+        superseded = await super().write(changes, now=now)
+        if self.picks(changes):
+            self.held.append(gate := trio.Event())
+            with trio.CancelScope(shield=True):
+                await gate.wait()
+        return superseded
+
+
+@pytest.mark.parametrize("second", ["resume", "requeue_head"])
+async def test_a_pause_between_two_resumes_of_its_key_leaves_it_halted_as_the_journal_does(
+    second: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Two calls that lift a halt (`resume`, or `requeue(head=True)` of a dead letter of
+    the key) journaled one after the other, the first answered, then a pause: the
+    journal's last word on the key is the pause's, and so is the supervisor's, however
+    late the second call hears back."""
+    journal = HeldAnswers(
+        inturn.MemoryJournal(),
+        picks=lambda changes: any(isinstance(change, Resume | Revive) for change in changes),
+    )
+    script = Script()
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(script, journal=journal) as sup:
+            dead = await sup.send("k", "bad")
+            await sup.send("k", "hold")
+            await script.started("hold").wait()
+            await sup.pause("k")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sup.resume, "k")
+                await trio.testing.wait_all_tasks_blocked()
+                if second == "resume":
+                    nursery.start_soon(sup.resume, "k")
+                else:
+                    nursery.start_soon(functools.partial(sup.requeue, dead, head=True))
+                await trio.testing.wait_all_tasks_blocked()
+                journal.held[0].set()  # the first lifts the halt
+                await trio.testing.wait_all_tasks_blocked()
+                nursery.start_soon(sup.pause, "k")
+                await trio.testing.wait_all_tasks_blocked()
+                journal.picks = lambda changes: False
+                for gate in journal.held[1:]:
+                    gate.set()
+            in_journal = [info.key for info in await sup.keys(state="halted")]
+            assert (in_journal, sup.stats().halted_keys) == (["k"], frozenset({"k"}))
+            script.release("hold")
+            await sup.resume("k")
+            await sup.wait_idle()
 
 
 async def test_a_pause_survives_reopening_the_journal(make_journal: MakeJournal) -> None:
