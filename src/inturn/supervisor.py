@@ -40,7 +40,7 @@ import math
 import random as _random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Literal, NoReturn, TypeVar, cast, final
 
 import attrs
@@ -94,6 +94,22 @@ from .keys import validate_key, validate_unique, validate_unique_for
 from .retry import Retry
 
 __all__ = ["Supervisor", "open_supervisor"]
+
+
+_K = TypeVar("_K")
+
+
+@asynccontextmanager
+async def _one_at_a_time(claims: dict[_K, trio.Event], target: _K) -> AsyncIterator[None]:
+    """Within the block, the caller alone holds *target* in *claims*; others wait their turn."""
+    while (other := claims.get(target)) is not None:
+        await other.wait()
+    claims[target] = done = trio.Event()
+    try:
+        yield
+    finally:
+        del claims[target]
+        done.set()
 
 
 @final
@@ -639,10 +655,8 @@ class Supervisor:
         self._check_open()
         runtime = self._runtime
         checked = check_job_id(job_id)
-        while (other := self._skipping.get(checked)) is not None:
-            await other.wait()  # one skip of a job at a time; the next one sees its outcome
-        self._skipping[checked] = done = trio.Event()
-        try:
+        # One skip of a job at a time; the next one sees its outcome.
+        async with _one_at_a_time(self._skipping, checked):
             info = await skip_check(runtime.journal, checked)
             if runtime.fleet is not None and (
                 info.state == "scheduled"  # in no key's sequence: nobody's
@@ -655,9 +669,6 @@ class Supervisor:
                     return
                 info = await skip_check(runtime.journal, checked)  # promoted meanwhile
             await self._skip(info)
-        finally:
-            del self._skipping[checked]
-            done.set()
 
     async def _fleet_skip(self, info: JobInfo) -> None:
         """`skip` of a job this fleet member does not own: its discard, straight to the journal.
@@ -921,8 +932,7 @@ class Supervisor:
         if self._runtime.closed:
             raise SupervisorClosed("the supervisor has stopped")
 
-    @asynccontextmanager
-    async def _changing_halt(self, key: str) -> AsyncIterator[None]:
+    def _changing_halt(self, key: str) -> AbstractAsyncContextManager[None]:
         """Within the block, only this operator's call may journal a change to *key*'s halt.
 
         The core halts a key before its `Halt` is journaled, and lifts the halt
@@ -932,14 +942,7 @@ class Supervisor:
         could return before its halt is in the journal.  Each waits for the
         one before, then decides on what the core holds now.
         """
-        while (other := self._halting.get(key)) is not None:
-            await other.wait()
-        self._halting[key] = done = trio.Event()
-        try:
-            yield
-        finally:
-            del self._halting[key]
-            done.set()
+        return _one_at_a_time(self._halting, key)
 
     async def _yield_unless_parked(self, accepting: Awaitable[_T]) -> _T:
         """Await *accepting* (`_accept`, `_journal_new`), then a schedule point only if its
