@@ -22,7 +22,12 @@ thread counts as idle, so virtual time would jump while the database works,
 and a test's timings would depend on the disk.  There, and only there, a
 waiting task spins on checkpoints instead of parking (`off_thread` does the
 same for one-off calls): the run stays busy, and virtual time moves only when
-the runtime sleeps.
+the runtime sleeps.  A spinning task that has nobody else to let run blocks on
+its request's `threading.Event` instead of checkpointing, and goes on as
+soon as the thread sets it: a loop that never
+lets go of the GIL starves the journal's thread, which waits up to the
+interpreter's switch interval (5 ms) every time it wants the GIL back, and
+one commit took a second.
 """
 
 from __future__ import annotations
@@ -41,7 +46,6 @@ import trio
 if TYPE_CHECKING:
     import trio.testing
 
-from .._tasks import start_task
 from ..errors import JournalError, LeaseLost
 from ..info import JobInfo, KeyFilter, KeyInfo
 from .records import Append, FleetChange, Requeue, Revive
@@ -62,6 +66,10 @@ _C = TypeVar("_C")
 _T = TypeVar("_T")
 
 
+def _event_if_spinning(request: Request | Read[Any]) -> threading.Event | None:
+    return threading.Event() if request.spinning else None
+
+
 @attrs.define(eq=False)
 class Request:
     """A batch of changes on its way to the journal's thread."""
@@ -75,7 +83,10 @@ class Request:
     superseded: list[FleetChange] = attrs.field(factory=list)
     spinning: bool = False
     """Its task spins instead of parking (an autojumping mock clock)."""
-    done: bool = False
+    answered: threading.Event | None = attrs.field(
+        default=attrs.Factory(_event_if_spinning, takes_self=True)
+    )
+    """A spinning task's: set on the journal's thread with the verdict, for it to block on."""
     operator: bool = False
     """An operator's fix, not a fleet member's own change: not fenced by key ownership."""
 
@@ -89,7 +100,9 @@ class Read(Generic[_C]):
     result: object = None
     error: BaseException | None = None
     spinning: bool = False
-    done: bool = False
+    answered: threading.Event | None = attrs.field(
+        default=attrs.Factory(_event_if_spinning, takes_self=True)
+    )
 
 
 def needs_savepoint(changes: Sequence[FleetChange]) -> bool:
@@ -115,7 +128,6 @@ def refuse(group: Sequence[Request], error: JournalError) -> None:
 def _wake(group: Sequence[Request | Read[Any]]) -> None:
     """Run by trio: let every caller of a finished group go on (one wake-up per group)."""
     for request in group:
-        request.done = True
         if not request.spinning:
             trio.lowlevel.reschedule(request.task)
 
@@ -155,28 +167,56 @@ async def _wait(request: Request | Read[Any]) -> None:
         await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
 
 
+_BLOCK_AT_MOST: Final = 0.01
+"""How long a spinning task blocks the run before it looks around again."""
+
+
 async def _spin(request: Request | Read[Any]) -> None:
     """`_wait` under an autojumping clock: busy, so the clock holds still."""
-    while not request.done:
-        await trio.lowlevel.cancel_shielded_checkpoint()
+    answered = request.answered
+    assert answered is not None
+    while not answered.is_set():
+        await _spin_once(answered)
+
+
+async def _spin_once(answered: threading.Event) -> None:
+    """One turn of a spin: let other tasks run, or, if none can, block until *answered*.
+
+    Blocking lets the thread that will set *answered* have the GIL.  It is
+    bounded, in case that thread waits on something only the run can do.
+    """
+    if trio.lowlevel.current_statistics().tasks_runnable == 0:
+        answered.wait(_BLOCK_AT_MOST)
+    await trio.lowlevel.cancel_shielded_checkpoint()
 
 
 async def off_thread(fn: Callable[..., _T], *args: object) -> _T:
-    """`trio.to_thread.run_sync`, during which an autojumping mock clock holds still."""
+    """`trio.to_thread.run_sync`, during which an autojumping mock clock holds still.
+
+    Under such a clock, on a thread of its own whose answer needs nothing
+    more from the run once *answered* is set (trio's would still need the
+    GIL to deliver it).  Not cancellable, like `trio.to_thread.run_sync`.
+    """
     if not autojumping():
         return await trio.to_thread.run_sync(fn, *args)
-    done = False
+    answered = threading.Event()
+    results: list[_T] = []
+    errors: list[BaseException] = []
 
-    async def spin() -> None:
-        while not done:
-            await trio.lowlevel.cancel_shielded_checkpoint()
-
-    async with trio.open_nursery() as nursery:
-        start_task(nursery, spin, name="inturn.spin")
+    def run() -> None:
         try:
-            return await trio.to_thread.run_sync(fn, *args)
+            results.append(fn(*args))
+        except BaseException as exc:
+            errors.append(exc)
         finally:
-            done = True
+            answered.set()
+
+    threading.Thread(target=run, name="inturn.off_thread", daemon=True).start()
+    while not answered.is_set():
+        await _spin_once(answered)
+    if errors:
+        raise errors[0]
+    return results[0]
 
 
 @attrs.define(eq=False)
@@ -338,6 +378,9 @@ class JournalThread(Generic[_C]):
     def _deliver(self, done: Sequence[Request | Read[_C]]) -> None:
         assert self._token is not None
         self._token.run_sync_soon(_wake, done)
+        for request in done:
+            if request.answered is not None:
+                request.answered.set()
 
 
 class SyncReads(Protocol):
