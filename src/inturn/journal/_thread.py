@@ -22,12 +22,11 @@ thread counts as idle, so virtual time would jump while the database works,
 and a test's timings would depend on the disk.  There, and only there, a
 waiting task spins on checkpoints instead of parking (`off_thread` does the
 same for one-off calls): the run stays busy, and virtual time moves only when
-the runtime sleeps.  A spinning task that has nobody else to let run blocks on
-its request's `threading.Event` instead of checkpointing, and goes on as
-soon as the thread sets it: a loop that never
-lets go of the GIL starves the journal's thread, which waits up to the
-interpreter's switch interval (5 ms) every time it wants the GIL back, and
-one commit took a second.
+the runtime sleeps.  A spinning task that has nobody else to let run blocks
+on its request's `threading.Event` instead, and goes on as soon as the
+thread sets it: a loop of checkpoints hardly lets go of the GIL, so the
+journal's thread waited up to the interpreter's switch interval (5 ms) each
+time it wanted the GIL back, and one commit could take a second.
 """
 
 from __future__ import annotations
@@ -66,10 +65,6 @@ _C = TypeVar("_C")
 _T = TypeVar("_T")
 
 
-def _event_if_spinning(request: Request | Read[Any]) -> threading.Event | None:
-    return threading.Event() if request.spinning else None
-
-
 @attrs.define(eq=False)
 class Request:
     """A batch of changes on its way to the journal's thread."""
@@ -81,12 +76,9 @@ class Request:
     error: BaseException | None = None
     """The verdict, set on the journal's thread: None if committed."""
     superseded: list[FleetChange] = attrs.field(factory=list)
-    spinning: bool = False
-    """Its task spins instead of parking (an autojumping mock clock)."""
-    answered: threading.Event | None = attrs.field(
-        default=attrs.Factory(_event_if_spinning, takes_self=True)
-    )
-    """A spinning task's: set on the journal's thread with the verdict, for it to block on."""
+    answered: threading.Event | None = None
+    """Set on the journal's thread with the verdict, if its task spins instead
+    of parking (an autojumping mock clock), for it to block on."""
     operator: bool = False
     """An operator's fix, not a fleet member's own change: not fenced by key ownership."""
 
@@ -99,10 +91,8 @@ class Read(Generic[_C]):
     task: trio.lowlevel.Task
     result: object = None
     error: BaseException | None = None
-    spinning: bool = False
-    answered: threading.Event | None = attrs.field(
-        default=attrs.Factory(_event_if_spinning, takes_self=True)
-    )
+    answered: threading.Event | None = None
+    """As `Request.answered`."""
 
 
 def needs_savepoint(changes: Sequence[FleetChange]) -> bool:
@@ -128,7 +118,7 @@ def refuse(group: Sequence[Request], error: JournalError) -> None:
 def _wake(group: Sequence[Request | Read[Any]]) -> None:
     """Run by trio: let every caller of a finished group go on (one wake-up per group)."""
     for request in group:
-        if not request.spinning:
+        if request.answered is None:
             trio.lowlevel.reschedule(request.task)
 
 
@@ -161,8 +151,8 @@ def autojumping() -> bool:
 
 async def _wait(request: Request | Read[Any]) -> None:
     """Until the thread has answered *request*; not abortable."""
-    if request.spinning:
-        await _spin(request)
+    if request.answered is not None:
+        await _spin(request.answered)
     else:
         await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
 
@@ -171,10 +161,8 @@ _BLOCK_AT_MOST: Final = 0.01
 """How long a spinning task blocks the run before it looks around again."""
 
 
-async def _spin(request: Request | Read[Any]) -> None:
+async def _spin(answered: threading.Event) -> None:
     """`_wait` under an autojumping clock: busy, so the clock holds still."""
-    answered = request.answered
-    assert answered is not None
     while not answered.is_set():
         await _spin_once(answered)
 
@@ -276,7 +264,7 @@ class JournalThread(Generic[_C]):
             changes,
             trio.lowlevel.current_task(),
             time.time() if now is None else now,
-            spinning=self._spinning(),
+            answered=self._answered(),
             operator=operator,
         )
         self._requests.put(request)
@@ -284,8 +272,8 @@ class JournalThread(Generic[_C]):
         # the verdict even if cancelled (Abort.FAILED), so the caller never
         # guesses; a cancellation is delivered at its next checkpoint.  (`_wait`,
         # inlined: the task resumes through one frame fewer, twice a job.)
-        if request.spinning:
-            await _spin(request)
+        if request.answered is not None:
+            await _spin(request.answered)
         else:
             await trio.lowlevel.wait_task_rescheduled(_cannot_abort)
         if request.error is not None:
@@ -294,7 +282,7 @@ class JournalThread(Generic[_C]):
 
     @trio.lowlevel.enable_ki_protection
     async def read(self, run: Callable[[_C], _T]) -> _T:
-        request: Read[_C] = Read(run, trio.lowlevel.current_task(), spinning=self._spinning())
+        request: Read[_C] = Read(run, trio.lowlevel.current_task(), answered=self._answered())
         self._requests.put(request)
         # Like a write, a queued read is served whatever happens: wait for it.
         await _wait(request)
@@ -302,10 +290,15 @@ class JournalThread(Generic[_C]):
             raise request.error
         return cast(_T, request.result)
 
-    def _spinning(self) -> bool:
-        """`autojumping`, without looking the run's clock up at every request."""
+    def _answered(self) -> threading.Event | None:
+        """A request's `Request.answered`: an event if `autojumping`, else None.
+
+        (Without looking the run's clock up at every request.)
+        """
         clock = self._mock_clock
-        return clock is not None and clock.autojump_threshold != math.inf
+        if clock is None or clock.autojump_threshold == math.inf:
+            return None
+        return threading.Event()
 
     async def stop(self) -> None:
         """Serve every request already queued, then end the thread (shielded)."""
