@@ -519,7 +519,8 @@ class Supervisor:
         With *head*, in its own place instead, under its own id: before every
         job of its key accepted after it, so a key its discard halted runs it
         first again and keeps its order; the key is resumed in the same
-        journaled step (a paused one too).
+        journaled step (a paused one too).  A dead letter that a skip under
+        way made is revived once that skip returns.
 
         Returns:
             The id it runs under now.
@@ -574,6 +575,11 @@ class Supervisor:
 
     async def _revive_claimed(self, info: JobInfo) -> int:
         runtime = self._runtime
+        # A skip of the job under way may have made the dead letter: its discard
+        # must be heard back before this revive is, as the journal has them.
+        # (A skip that starts later waits for this revive: `Core.accepting`.)
+        while (skip := self._skipping.get(info.id)) is not None:
+            await skip.wait()
         resume = info.key is not None and runtime.core.is_halted(info.key)
         runtime.core.reviving(info.id)
         try:

@@ -1070,12 +1070,13 @@ async def test_skip_of_a_job_whose_handler_finishes_deaf_to_it_keeps_the_outcome
     assert calls == ([[first], [second]] if batch is None else [[first, second]])
 
 
-async def test_skip_of_a_job_that_fails_for_good_and_is_requeued_as_it_is_skipped_skips_it_again(
+async def test_a_head_requeue_of_a_job_failing_for_good_as_it_is_skipped_waits_for_the_skip(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A skip whose running job fails for good as it is skipped (deaf to the skip's
-    cancel), and is requeued at its head by another operator before the skip learns the
-    outcome, skips the job as it is now: once a skip returns, the job runs no more."""
+    cancel): a head requeue of the dead letter, called before the skip learns the outcome,
+    waits for the skip, which raises as the job is a dead letter; then the job runs again.
+    One operator call that changes a job at a time, so each hears back in journal order."""
     reading, go = trio.Event(), trio.Event()
 
     @attrs.define(eq=False)
@@ -1100,22 +1101,35 @@ async def test_skip_of_a_job_that_fails_for_good_and_is_requeued_as_it_is_skippe
             with trio.CancelScope(shield=True):  # deaf to the skip
                 await release.wait()
             raise inturn.PermanentError("for good")
-        await trio.sleep_forever()  # the requeued job: the skip cancels it
+        await trio.sleep_forever()  # the requeued job: a second skip cancels it
 
     journal = HeldRead(inturn.MemoryJournal())
+    requeued: list[int] = []
     with trio.fail_after(GUARD):
         async with inturn.open_supervisor(handler, journal=journal) as sup:
             job_id = await sup.send("k", "x")
             await trio.testing.wait_all_tasks_blocked()
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(sup.skip, job_id)
+
+                async def skip() -> None:
+                    with pytest.raises(inturn.JobStateError, match="dead letter"):
+                        await sup.skip(job_id)
+
+                async def requeue() -> None:
+                    requeued.append(await sup.requeue(job_id, head=True))
+
+                nursery.start_soon(skip)
                 await trio.testing.wait_all_tasks_blocked()
                 release.set()  # it fails for good: a dead letter, as the skip waits
                 await reading.wait()
-                assert await sup.requeue(job_id, head=True) == job_id
+                nursery.start_soon(requeue)
                 await trio.testing.wait_all_tasks_blocked()
-                assert attempts_made == [1, 1]  # running again
+                assert (requeued, attempts_made) == ([], [1])  # the requeue waits
                 go.set()
+            assert requeued == [job_id]
+            await trio.testing.wait_all_tasks_blocked()
+            assert attempts_made == [1, 1]  # running again
+            await sup.skip(job_id)
             info = await sup.job(job_id)
             assert info is not None
             assert (info.state, info.last_error) == ("dead", SKIPPED)
@@ -1791,3 +1805,77 @@ async def test_a_resume_while_an_overtaken_start_is_given_back_runs_the_head_at_
         assert [call.job.payload for call in recorder.calls] == [1, 2]
         assert trio.current_time() == 0.0
         assert recorder.calls[1].job.attempt == 1  # the attempt given back is not counted
+
+
+async def test_a_head_requeue_of_a_dead_letter_whose_skip_is_not_told_yet_waits_for_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A skip's discard journaled, its skip not told yet: a head requeue of the dead letter
+    it made waits for the skip, so the two hear back in journal order (trio may run two
+    callers told at once in either), and the job runs, once."""
+    journal = HeldAnswers(
+        inturn.MemoryJournal(),
+        picks=lambda changes: any(isinstance(change, Discard) for change in changes),
+    )
+    script = Script()
+    recorder = Recorder(script)
+    requeued: list[int] = []
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(recorder, journal=journal) as sup:
+            await sup.send("k", "hold")
+            skipped = await sup.send("k", "after")
+            await script.started("hold").wait()
+
+            async def requeue() -> None:
+                requeued.append(await sup.requeue(skipped, head=True))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sup.skip, skipped)
+                await trio.testing.wait_all_tasks_blocked()
+                [discarded] = journal.held  # journaled, its skip not told yet
+                try:
+                    nursery.start_soon(requeue)
+                    await trio.testing.wait_all_tasks_blocked()
+                    assert requeued == []  # the requeue waits
+                finally:
+                    journal.picks = lambda changes: False
+                    discarded.set()
+            assert requeued == [skipped]
+            script.release("hold")
+            await sup.wait_idle()
+            stats = sup.stats()
+            assert (stats.completed, stats.discarded, stats.queued) == (2, 1, 0)
+            assert await sup.dead_letters() == []
+    assert [call.job.id for call in recorder.calls] == [skipped - 1, skipped]
+
+
+async def test_a_failure_for_good_heard_back_after_a_head_requeue_of_its_dead_letter_runs_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A job's failure for good journaled, then a head requeue of the dead letter it made,
+    both writers told, the requeue first: the journal's last word is the requeue's, and
+    the job runs again, once."""
+    journal = HeldAnswers(
+        inturn.MemoryJournal(),
+        picks=lambda changes: any(isinstance(change, Discard) for change in changes),
+    )
+    attempts: list[int] = []
+
+    async def handler(job: inturn.Job) -> None:
+        attempts.append(job.id)
+        if len(attempts) == 1:
+            raise inturn.PermanentError("for good")
+
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(handler, journal=journal) as sup:
+            job_id = await sup.send("k", "x")
+            await trio.testing.wait_all_tasks_blocked()
+            [discarded] = journal.held  # journaled, its actor not told yet
+            assert await sup.requeue(job_id, head=True) == job_id
+            journal.picks = lambda changes: False
+            discarded.set()
+            await sup.wait_idle()
+            stats = sup.stats()
+            assert (stats.completed, stats.discarded, stats.queued) == (1, 1, 0)
+            assert await sup.dead_letters() == []
+    assert attempts == [job_id, job_id]
