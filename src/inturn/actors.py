@@ -804,7 +804,7 @@ class Actor:
                 self._superseded(entry, "job.superseded")
                 return
             assert entry.key is not None, "only a key can be halted"
-            core.pause(entry.key)  # halted by another writer: honour it
+            core.halt(entry.key)  # halted by another writer: honour it
         core.interrupt(entry)
         runtime.check_idle()
 

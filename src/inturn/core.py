@@ -106,6 +106,8 @@ class Core:
     """Scheduled jobs not due yet (in the journal only)."""
     _reviving: set[int] = attrs.field(factory=set, init=False)
     """Dead letters whose `Revive` is being journaled (`reviving`)."""
+    _pausing: set[str] = attrs.field(factory=set, init=False)
+    """Keys halted only by a pause whose `Halt` is being journaled (`pause`)."""
     stopping: bool = attrs.field(default=False, init=False)
     """Set by `stop`: no job starts any more (read-only outside the core)."""
 
@@ -781,10 +783,7 @@ class Core:
         self._discarded += 1
         if halt:
             assert entry.key is not None
-            state = self._lanes[entry.key]
-            if not state.halted:
-                state.halted = True
-                self._parked += self._parkable(state)
+            self.halt(entry.key)
 
     # -- halts -------------------------------------------------------------
 
@@ -800,15 +799,39 @@ class Core:
         state = self._lanes.get(lane)
         return state is not None and state.halted
 
-    def pause(self, key: str) -> None:
-        """Halt *key* for an operator: its running job finishes, nothing else starts."""
+    def halt(self, key: str) -> None:
+        """*key* is halted in the journal: its running job finishes, nothing else starts."""
+        self._pausing.discard(key)
         state = self._lane(key)
         if not state.halted:
             state.halted = True
             self._parked += self._parkable(state)
 
+    def pause(self, key: str) -> None:
+        """Halt *key* for an operator's pause whose `Halt` is being journaled.
+
+        Nothing starts meanwhile.  Then `paused`, or `pause_refused` if the
+        journal refused the `Halt` (or the pause was called off).
+        """
+        if not self.is_halted(key):
+            self.halt(key)
+            self._pausing.add(key)
+
+    def paused(self, key: str) -> None:
+        """The journal holds the `Halt` of *key*'s pause."""
+        self._pausing.discard(key)
+
+    def pause_refused(self, key: str) -> bool:
+        """The journal refused the `Halt` of *key*'s pause: un-halt it, unless the
+        journal halted it meanwhile (a discard under ``on_discard="halt"``).
+
+        Return True if it needs a new actor.
+        """
+        return key in self._pausing and self.resume(key)
+
     def resume(self, key: str) -> bool:
         """Un-halt *key*.  Return True if it needs a new actor."""
+        self._pausing.discard(key)
         state = self._lanes.get(key)
         if state is None or not state.halted:
             return False

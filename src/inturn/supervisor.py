@@ -817,9 +817,10 @@ class Supervisor:
             try:
                 await runtime.journal.write([Halt(key)])
             except BaseException:
-                if runtime.core.resume(key):
+                if runtime.core.pause_refused(key):
                     runtime.spawn(key)
                 raise
+            runtime.core.paused(key)
         runtime.log.info("key.paused", key=key)
         runtime.check_idle()
         await schedule_point()

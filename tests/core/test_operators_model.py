@@ -92,6 +92,7 @@ class SlotsAndOperators(RuleBasedStateMachine):
         assert not self.core.is_halted(lane), "a job started on a halted key"
         if overtaken == "pause" and isinstance(lane, str):
             self.core.pause(lane)
+            self.core.paused(lane)
         elif overtaken == "skip":
             assert self.core.skip(entry.id, entry.key) is entry  # it runs: cut it short
         if not self.core.may_run(entry):
@@ -159,6 +160,7 @@ class SlotsAndOperators(RuleBasedStateMachine):
             key = data.draw(st.sampled_from(entries)).key
             assert key is not None
             self.core.pause(key)
+            self.core.paused(key)
 
     @rule(key=st.sampled_from(["a", "b", "c"]))
     def resume(self, key: str) -> None:

@@ -1879,3 +1879,53 @@ async def test_a_failure_for_good_heard_back_after_a_head_requeue_of_its_dead_le
             assert (stats.completed, stats.discarded, stats.queued) == (1, 1, 0)
             assert await sup.dead_letters() == []
     assert attempts == [job_id, job_id]
+
+
+@pytest.mark.parametrize("called_off", [False, True])
+async def test_a_pause_whose_halt_fails_keeps_a_halt_a_failure_for_good_made_meanwhile(
+    called_off: bool, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A pause's `Halt` being journaled, the key's running job fails for good under
+    ``on_discard="halt"`` (its discard halts the key in the journal), then the pause's
+    write fails, or the pause is cancelled: the pause takes back its own halt only, and
+    the key stays halted, in the supervisor as in the journal."""
+    journal = HoldingJournal(
+        inturn.MemoryJournal(),
+        hold=lambda changes: any(isinstance(change, Halt) for change in changes),
+        fail=lambda changes: any(isinstance(change, Halt) for change in changes),
+    )
+    fail = trio.Event()
+
+    async def handler(job: inturn.Job) -> None:
+        if job.payload == "bad":
+            await fail.wait()
+            raise inturn.PermanentError("for good")
+
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(handler, journal=journal, on_discard="halt") as sup:
+            await sup.send("k", "bad")
+            await trio.testing.wait_all_tasks_blocked()
+            async with trio.open_nursery() as nursery:
+
+                async def pause() -> None:
+                    with contextlib.suppress(inturn.JournalError):
+                        await sup.pause("k")
+
+                nursery.start_soon(pause)
+                await journal.holding.wait()  # halted in the supervisor, not yet journaled
+                fail.set()
+                await trio.testing.wait_all_tasks_blocked()  # discarded: halted in the journal
+                if called_off:
+                    nursery.cancel_scope.cancel()
+                else:
+                    journal.release.set()
+            assert [info.key for info in await sup.keys(state="halted")] == ["k"]
+            assert sup.stats().halted_keys == frozenset({"k"})
+            after = await sup.send("k", "after")
+            await trio.testing.wait_all_tasks_blocked()
+            info = await sup.job(after)
+            assert info is not None
+            assert info.state == "queued"  # nothing ran
+            await sup.resume("k")
+            await sup.wait_idle()
+            assert sup.stats().completed == 1
