@@ -99,11 +99,16 @@ __all__ = ["Supervisor", "open_supervisor"]
 _K = TypeVar("_K")
 
 
+async def _until_unclaimed(claims: dict[_K, trio.Event], target: _K) -> None:
+    """Until nobody holds *target* in *claims* (see `_one_at_a_time`)."""
+    while (other := claims.get(target)) is not None:
+        await other.wait()
+
+
 @asynccontextmanager
 async def _one_at_a_time(claims: dict[_K, trio.Event], target: _K) -> AsyncIterator[None]:
     """Within the block, the caller alone holds *target* in *claims*; others wait their turn."""
-    while (other := claims.get(target)) is not None:
-        await other.wait()
+    await _until_unclaimed(claims, target)
     claims[target] = done = trio.Event()
     try:
         yield
@@ -578,8 +583,7 @@ class Supervisor:
         # A skip of the job under way may have made the dead letter: its discard
         # must be heard back before this revive is, as the journal has them.
         # (A skip that starts later waits for this revive: `Core.accepting`.)
-        while (skip := self._skipping.get(info.id)) is not None:
-            await skip.wait()
+        await _until_unclaimed(self._skipping, info.id)
         resume = info.key is not None and runtime.core.is_halted(info.key)
         runtime.core.reviving(info.id)
         try:

@@ -162,20 +162,16 @@ _BLOCK_AT_MOST: Final = 0.01
 
 
 async def _spin(answered: threading.Event) -> None:
-    """`_wait` under an autojumping clock: busy, so the clock holds still."""
-    while not answered.is_set():
-        await _spin_once(answered)
+    """`_wait` under an autojumping clock: busy, so the clock holds still.
 
-
-async def _spin_once(answered: threading.Event) -> None:
-    """One turn of a spin: let other tasks run, or, if none can, block until *answered*.
-
-    Blocking lets the thread that will set *answered* have the GIL.  It is
-    bounded, in case that thread waits on something only the run can do.
+    Each turn lets other tasks run or, if none can, blocks until *answered*,
+    so the thread that will set it can have the GIL: bounded, in case that
+    thread waits on something only the run can do.
     """
-    if trio.lowlevel.current_statistics().tasks_runnable == 0:
-        answered.wait(_BLOCK_AT_MOST)
-    await trio.lowlevel.cancel_shielded_checkpoint()
+    while not answered.is_set():
+        if trio.lowlevel.current_statistics().tasks_runnable == 0:
+            answered.wait(_BLOCK_AT_MOST)
+        await trio.lowlevel.cancel_shielded_checkpoint()
 
 
 async def off_thread(fn: Callable[..., _T], *args: object) -> _T:
@@ -200,8 +196,7 @@ async def off_thread(fn: Callable[..., _T], *args: object) -> _T:
             answered.set()
 
     threading.Thread(target=run, name="inturn.off_thread", daemon=True).start()
-    while not answered.is_set():
-        await _spin_once(answered)
+    await _spin(answered)
     if errors:
         raise errors[0]
     return results[0]
@@ -371,9 +366,10 @@ class JournalThread(Generic[_C]):
     def _deliver(self, done: Sequence[Request | Read[_C]]) -> None:
         assert self._token is not None
         self._token.run_sync_soon(_wake, done)
-        for request in done:
-            if request.answered is not None:
-                request.answered.set()
+        if self._mock_clock is not None:  # only then may a request spin (`_answered`)
+            for request in done:
+                if request.answered is not None:
+                    request.answered.set()
 
 
 class SyncReads(Protocol):
