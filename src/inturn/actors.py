@@ -60,12 +60,14 @@ import math
 import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar, assert_never
 
 import attrs
 import structlog
 import trio
 
+from ._claims import one_at_a_time
 from ._schedule import Schedule
 from ._steps import StepLog
 from ._tasks import start_task
@@ -201,6 +203,24 @@ class Runtime:
     _idle: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
     stopped: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
     """Operators waiting for a skipped job's attempt to stop."""
+    halt_writes: dict[str, trio.Event] = attrs.field(factory=dict)
+    """Keys with a write in flight that halts them (a failure for good under
+    ``on_discard="halt"``) or lifts their halt (`Resume`, a resuming `Revive`).
+    One at a time per key: two in flight at once are answered together, and
+    trio may tell their writers in either order, so the core could hear them
+    in an order other than the journal's and end with the other word on the
+    key's halt."""
+
+    def writing_halt(
+        self, key: str | None, *, shield: bool = False
+    ) -> AbstractAsyncContextManager[None]:
+        """Hold *key* in `halt_writes` within the block (if a key: else nothing).
+
+        With *shield*, the wait for the turn is not cancelled.
+        """
+        if key is None:
+            return nullcontext()
+        return one_at_a_time(self.halt_writes, key, shield=shield)
 
     # -- called by the supervisor --------------------------------------------
 
@@ -1115,11 +1135,13 @@ class Actor:
                 # Out of attempts before this run: the failure that used them up.
                 text = entry.last_error if entry.exhausted and entry.last_error else describe(error)
                 discard = Discard(entry.id, text, halt=halt, stopped_during=stopped)
-                written = runtime.journal.write([discard], now=runtime.unix_now())
-                if await self._written(written):
-                    self._superseded(entry, "job.superseded")
-                    return
-                core.discard(entry, halt=halt)
+                halting = entry.key if halt else None
+                async with runtime.writing_halt(halting, shield=self.interrupted):
+                    written = runtime.journal.write([discard], now=runtime.unix_now())
+                    if await self._written(written):
+                        self._superseded(entry, "job.superseded")
+                        return
+                    core.discard(entry, halt=halt)
                 runtime.log.warning(
                     "job.discarded",
                     key=entry.key,

@@ -35,6 +35,7 @@ and carries out while the supervisor runs.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import math
 import random as _random
@@ -47,6 +48,7 @@ import attrs
 import trio
 
 from ._checks import MAX_COUNT, MAX_PAYLOAD, check_count, check_number
+from ._claims import one_at_a_time, until_unclaimed
 from ._fixes import (
     SKIPPED_TEXT,
     check_job_id,
@@ -94,27 +96,6 @@ from .keys import validate_key, validate_unique, validate_unique_for
 from .retry import Retry
 
 __all__ = ["Supervisor", "open_supervisor"]
-
-
-_K = TypeVar("_K")
-
-
-async def _until_unclaimed(claims: dict[_K, trio.Event], target: _K) -> None:
-    """Until nobody holds *target* in *claims* (see `_one_at_a_time`)."""
-    while (other := claims.get(target)) is not None:
-        await other.wait()
-
-
-@asynccontextmanager
-async def _one_at_a_time(claims: dict[_K, trio.Event], target: _K) -> AsyncIterator[None]:
-    """Within the block, the caller alone holds *target* in *claims*; others wait their turn."""
-    await _until_unclaimed(claims, target)
-    claims[target] = done = trio.Event()
-    try:
-        yield
-    finally:
-        del claims[target]
-        done.set()
 
 
 @final
@@ -413,7 +394,7 @@ class Supervisor:
             runtime.log.info("key.resumed", key=key)
             await schedule_point()
             return
-        async with self._changing_halt(key):
+        async with self._changing_halt(key), runtime.writing_halt(key):
             if not runtime.core.is_halted(key):
                 await trio.lowlevel.checkpoint()
                 return
@@ -583,28 +564,33 @@ class Supervisor:
         # A skip of the job under way may have made the dead letter: its discard
         # must be heard back before this revive is, as the journal has them.
         # (A skip that starts later waits for this revive: `Core.accepting`.)
-        await _until_unclaimed(self._skipping, info.id)
-        resume = info.key is not None and runtime.core.is_halted(info.key)
+        await until_unclaimed(self._skipping, info.id)
         runtime.core.reviving(info.id)
-        try:
-            revive = Revive(info.id, resume=resume)
-            superseded = await runtime.journal.write([revive], now=runtime.unix_now())
-        except BaseException:
-            runtime.core.revive_refused(info.id)
-            self._answer_skips()
-            raise
+        async with contextlib.AsyncExitStack() as halt_written:
+            try:
+                # It may resume the key: heard in journal order with a halting discard.
+                await halt_written.enter_async_context(runtime.writing_halt(info.key))
+                resume = info.key is not None and runtime.core.is_halted(info.key)
+                revive = Revive(info.id, resume=resume)
+                superseded = await runtime.journal.write([revive], now=runtime.unix_now())
+            except BaseException:
+                runtime.core.revive_refused(info.id)
+                self._answer_skips()
+                raise
+            needs_actor = False
+            if superseded:
+                runtime.core.revive_refused(info.id)
+            else:
+                stored = StoredJob(id=info.id, key=info.key, data=info.data, unique=info.unique)
+                needs_actor = runtime.core.revive(stored)
+                if resume:
+                    assert info.key is not None
+                    needs_actor = runtime.core.resume(info.key) or needs_actor
+                    runtime.log.info("key.resumed", key=info.key)
+        self._answer_skips()
         if superseded:
-            runtime.core.revive_refused(info.id)
-            self._answer_skips()
             await requeue_check(runtime.journal, info.id)  # requeued meanwhile: say so
             raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
-        stored = StoredJob(id=info.id, key=info.key, data=info.data, unique=info.unique)
-        needs_actor = runtime.core.revive(stored)
-        self._answer_skips()
-        if resume:
-            assert info.key is not None
-            needs_actor = runtime.core.resume(info.key) or needs_actor
-            runtime.log.info("key.resumed", key=info.key)
         lane = info.key if info.key is not None else info.id
         if needs_actor:
             runtime.spawn(lane)
@@ -666,7 +652,7 @@ class Supervisor:
         runtime = self._runtime
         checked = check_job_id(job_id)
         # One skip of a job at a time; the next one sees its outcome.
-        async with _one_at_a_time(self._skipping, checked):
+        async with one_at_a_time(self._skipping, checked):
             info = await skip_check(runtime.journal, checked)
             if runtime.fleet is not None and (
                 info.state == "scheduled"  # in no key's sequence: nobody's
@@ -953,7 +939,7 @@ class Supervisor:
         could return before its halt is in the journal.  Each waits for the
         one before, then decides on what the core holds now.
         """
-        return _one_at_a_time(self._halting, key)
+        return one_at_a_time(self._halting, key)
 
     async def _yield_unless_parked(self, accepting: Awaitable[_T]) -> _T:
         """Await *accepting* (`_accept`, `_journal_new`), then a schedule point only if its

@@ -1929,3 +1929,65 @@ async def test_a_pause_whose_halt_fails_keeps_a_halt_a_failure_for_good_made_mea
             await sup.resume("k")
             await sup.wait_idle()
             assert sup.stats().completed == 1
+
+
+@pytest.mark.parametrize("lifting", ["resume", "requeue_head"])
+@pytest.mark.parametrize("first", ["lift", "discard"])
+async def test_a_lifted_halt_and_a_halting_failure_for_good_hear_back_in_journal_order(
+    lifting: str, first: str, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A paused key's halt being lifted (`resume`, or `requeue(head=True)` of its dead
+    letter) as its running job fails for good under ``on_discard="halt"``: whichever of
+    the two is journaled first, the supervisor ends with the journal's word on the key,
+    however trio orders the two writers told at once (here, the later one first)."""
+    journal = HeldAnswers(inturn.MemoryJournal(), picks=lambda changes: False)
+    fail = trio.Event()
+    ran: list[object] = []
+
+    async def handler(job: inturn.Job) -> None:
+        ran.append(job.payload)
+        if job.payload == "wait":
+            await fail.wait()
+        if job.payload in ("bad", "wait") and ran.count(job.payload) == 1:
+            raise inturn.PermanentError("for good")
+
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(handler, journal=journal, on_discard="halt") as sup:
+            dead = await sup.send("k", "bad")  # its discard halts the key
+            await trio.testing.wait_all_tasks_blocked()
+            await sup.resume("k")
+            await sup.send("k", "wait")
+            await trio.testing.wait_all_tasks_blocked()
+            await sup.pause("k")
+            assert [info.state for info in await sup.jobs("k")] == ["running"]
+            journal.picks = lambda changes: any(
+                isinstance(change, Resume | Revive | Discard) for change in changes
+            )
+
+            async def lift() -> None:
+                if lifting == "resume":
+                    await sup.resume("k")
+                else:
+                    assert await sup.requeue(dead, head=True) == dead
+
+            async with trio.open_nursery() as nursery:
+                if first == "lift":
+                    nursery.start_soon(lift)
+                    await trio.testing.wait_all_tasks_blocked()
+                    fail.set()
+                else:
+                    fail.set()
+                    await trio.testing.wait_all_tasks_blocked()
+                    nursery.start_soon(lift)
+                await trio.testing.wait_all_tasks_blocked()
+                journal.picks = lambda changes: False
+                for gate in reversed(journal.held):  # the later write's writer told first
+                    gate.set()
+                    await trio.testing.wait_all_tasks_blocked()
+            in_journal = {info.key for info in await sup.keys(state="halted")}
+            assert in_journal == sup.stats().halted_keys
+            assert in_journal == ({"k"} if first == "lift" else set())
+            if in_journal:
+                await sup.resume("k")
+            await sup.wait_idle()
+    assert ran == ["bad", "wait"] + (["bad"] if lifting == "requeue_head" else [])
