@@ -78,3 +78,64 @@ async def test_a_task_waiting_for_the_journals_thread_does_not_spin_while_it_wor
     # checkpoints took hundreds, and thousands when it starved the thread.
     assert opened <= 20
     assert written <= 20
+
+
+@attrs.define(eq=False)
+class TurnCounter(trio.abc.Instrument):
+    """How many turns the run loop takes (each one waits for I/O, perhaps not at all)."""
+
+    turns: int = 0
+
+    def before_io_wait(self, timeout: float) -> None:
+        self.turns += 1
+
+
+async def test_closing_a_durable_journal_neither_spins_the_run_nor_moves_the_clock(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The journal's thread ends (and closes its file) in a few turns of the run, with the
+    clock still: waiting for it with `trio.to_thread`, trio's loop turned without
+    sleeping while the thread worked, and starved it, a tenth of a second a close."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db")
+    await journal.open()
+    await journal.write([inturn.journal.Append(1, "k", b"1")])
+    counter = TurnCounter()
+    before = trio.current_time()
+    trio.lowlevel.add_instrument(counter)
+    try:
+        with trio.move_on_after(1000):  # a deadline an idle jump would land on
+            await journal.aclose()
+    finally:
+        trio.lowlevel.remove_instrument(counter)
+    assert trio.current_time() == before
+    assert counter.turns <= 20
+
+
+async def test_an_operators_read_of_a_durable_journal_neither_spins_the_run_nor_moves_the_clock(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """An operator's reads of a journal a supervisor holds run on a thread of their own:
+    the run waits for them as it waits for the journal's thread."""
+    path = tmp_path / "jobs.db"
+    done = trio.Event()
+
+    async def handler(job: inturn.Job) -> None:
+        await done.wait()
+
+    async with inturn.open_supervisor(handler, journal=inturn.SQLiteJournal(path)) as sup:
+        await sup.send("k", 1)
+        await trio.testing.wait_all_tasks_blocked()
+        async with inturn.operate(inturn.SQLiteJournal(path)) as operator:
+            assert operator.live
+            counter = TurnCounter()
+            before = trio.current_time()
+            trio.lowlevel.add_instrument(counter)
+            try:
+                with trio.move_on_after(1000):  # a deadline an idle jump would land on
+                    keys = await operator.keys()
+            finally:
+                trio.lowlevel.remove_instrument(counter)
+        assert [info.key for info in keys] == ["k"]
+        assert trio.current_time() == before
+        assert counter.turns <= 20
+        done.set()

@@ -4,7 +4,7 @@ The operator queues a command on a connection of its own, polls for the
 answer, and withdraws the command if nobody took it in time, so a fix never
 happens behind the back of the one who asked for it.  Each journal supplies
 the three blocking steps on its own database (`_sqlite_inbox`,
-`_postgres_inbox`); they run off trio's thread.
+`_postgres_inbox`); they run off trio's thread (`off_thread`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Final
 import trio
 
 from ..errors import JournalError
+from ._thread import off_thread
 from .records import Answer, Command
 
 __all__ = ["await_answer"]
@@ -33,15 +34,15 @@ async def await_answer(
     describe: str,
 ) -> Answer:
     """Queue *command* with *submit* and wait up to *timeout* seconds for its answer."""
-    command_id = await trio.to_thread.run_sync(submit, command)
+    command_id = await off_thread(submit, command)
     with trio.move_on_after(timeout):
         while (  # noqa: ASYNC110 (the answer comes from another process)
-            answer := await trio.to_thread.run_sync(answered, command_id)
+            answer := await off_thread(answered, command_id)
         ) is None:
             await trio.sleep(_POLL)
         return answer
     with trio.CancelScope(shield=True):
-        withdrawn = await trio.to_thread.run_sync(withdraw, command_id)
+        withdrawn = await off_thread(withdraw, command_id)
     if withdrawn:
         raise JournalError(
             f"{describe}: no supervisor took the command within {timeout:g} s: nothing was changed"

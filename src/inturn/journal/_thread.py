@@ -301,7 +301,7 @@ class JournalThread(Generic[_C]):
         thread = self._thread
         if thread is not None:
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(thread.join)
+                await off_thread(thread.join)
 
     def _serve(self) -> None:
         try:
@@ -406,23 +406,19 @@ class ThreadedReader:
     async def keys(
         self, *, state: KeyFilter | None = None, limit: int = 100, now: float
     ) -> list[KeyInfo]:
-        return await trio.to_thread.run_sync(
-            lambda: self.reader.keys(state=state, limit=limit, now=now)
-        )
+        return await off_thread(lambda: self.reader.keys(state=state, limit=limit, now=now))
 
     async def job(self, job_id: int) -> JobInfo | None:
-        return await trio.to_thread.run_sync(self.reader.job, job_id)
+        return await off_thread(self.reader.job, job_id)
 
     async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
-        return await trio.to_thread.run_sync(
-            lambda: self.reader.jobs(key, limit=limit, after=after)
-        )
+        return await off_thread(lambda: self.reader.jobs(key, limit=limit, after=after))
 
     async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
-        return await trio.to_thread.run_sync(lambda: self.reader.scheduled(key=key, limit=limit))
+        return await off_thread(lambda: self.reader.scheduled(key=key, limit=limit))
 
     async def steps(self, job_id: int) -> list[tuple[str, bytes]]:
-        return await trio.to_thread.run_sync(self.reader.steps, job_id)
+        return await off_thread(self.reader.steps, job_id)
 
     async def dead_letters(
         self,
@@ -432,7 +428,7 @@ class ThreadedReader:
         after: int = 0,
         finished_before: float | None = None,
     ) -> list[JobInfo]:
-        return await trio.to_thread.run_sync(
+        return await off_thread(
             lambda: self.reader.dead_letters(
                 key=key, limit=limit, after=after, finished_before=finished_before
             )

@@ -216,7 +216,7 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
 
         if self._worker is not None:
             raise JournalError(f"{self.name}: this PostgresJournal is open here; call it directly")
-        connection = await trio.to_thread.run_sync(connect, self.dsn, self.schema, self.name)
+        connection = await off_thread(connect, self.dsn, self.schema, self.name)
         try:
             return await await_answer(
                 submit=lambda command: inbox.submit(connection, command),

@@ -63,7 +63,6 @@ from collections.abc import Callable, Sequence
 from typing import ClassVar, Final, Literal
 
 import attrs
-import trio
 
 from ..errors import DuplicateError, JournalCorrupt, JournalError, JournalLocked
 from . import _sqlite_inbox as inbox
@@ -194,7 +193,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         # From an operator: a connection of our own, not the journal's thread.
         if self._worker is not None:
             raise JournalError(f"{self.path}: this SQLiteJournal is open here; call it directly")
-        connection = await trio.to_thread.run_sync(inbox.connect, self.path)
+        connection = await off_thread(inbox.connect, self.path)
         try:
             return await await_answer(
                 submit=lambda command: inbox.submit(connection, command),
