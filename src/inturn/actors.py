@@ -1135,6 +1135,9 @@ class Actor:
                 # Out of attempts before this run: the failure that used them up.
                 text = entry.last_error if entry.exhausted and entry.last_error else describe(error)
                 discard = Discard(entry.id, text, halt=halt, stopped_during=stopped)
+                # A halting discard waits for a resume of its key being journaled
+                # (`Runtime.halt_writes`): shielded once interrupted, as `_written`
+                # is, since a handler deaf to the operator's cancel has done its work.
                 halting = entry.key if halt else None
                 async with runtime.writing_halt(halting, shield=self.interrupted):
                     written = runtime.journal.write([discard], now=runtime.unix_now())

@@ -1991,3 +1991,49 @@ async def test_a_lifted_halt_and_a_halting_failure_for_good_hear_back_in_journal
                 await sup.resume("k")
             await sup.wait_idle()
     assert ran == ["bad", "wait"] + (["bad"] if lifting == "requeue_head" else [])
+
+
+async def test_a_failure_for_good_waiting_on_a_resume_of_its_key_keeps_its_outcome_when_skipped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A job deaf to a skip's cancel fails for good under ``on_discard="halt"`` while a
+    resume of its key is being journaled: its discard waits for the resume, and the
+    skip's cancel, pending, does not call that wait off; the job keeps its outcome, and
+    the skip says so."""
+    journal = HeldAnswers(inturn.MemoryJournal(), picks=lambda changes: False)
+    fail = trio.Event()
+
+    async def handler(job: inturn.Job) -> None:
+        with trio.CancelScope(shield=True):  # deaf to the skip
+            await fail.wait()
+        raise inturn.PermanentError("for good")
+
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(handler, journal=journal, on_discard="halt") as sup:
+            job_id = await sup.send("k", "x")
+            await trio.testing.wait_all_tasks_blocked()
+            await sup.pause("k")
+            journal.picks = lambda changes: any(isinstance(change, Resume) for change in changes)
+            async with trio.open_nursery() as nursery:
+
+                async def skip() -> None:
+                    with pytest.raises(inturn.JobStateError):
+                        await sup.skip(job_id)
+
+                nursery.start_soon(sup.resume, "k")
+                await trio.testing.wait_all_tasks_blocked()
+                try:
+                    assert len(journal.held) == 1  # journaled, its caller not told yet
+                    nursery.start_soon(skip)
+                    await trio.testing.wait_all_tasks_blocked()  # the handler ignores it
+                    fail.set()
+                    await trio.testing.wait_all_tasks_blocked()  # the discard waits its turn
+                finally:
+                    journal.picks = lambda changes: False
+                    for gate in journal.held:
+                        gate.set()
+            [dead] = await sup.dead_letters()
+            assert (dead.id, dead.last_error) == (job_id, "inturn.errors.PermanentError: for good")
+            in_journal = {info.key for info in await sup.keys(state="halted")}
+            assert in_journal == sup.stats().halted_keys == {"k"}
+            await sup.resume("k")
