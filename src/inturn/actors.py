@@ -1136,10 +1136,10 @@ class Actor:
                 text = entry.last_error if entry.exhausted and entry.last_error else describe(error)
                 discard = Discard(entry.id, text, halt=halt, stopped_during=stopped)
                 # A halting discard waits for a resume of its key being journaled
-                # (`Runtime.halt_writes`): shielded once interrupted, as `_written`
-                # is, since a handler deaf to the operator's cancel has done its work.
+                # (`Runtime.halt_writes`), shielded: a skip's cancel landing then is
+                # for the attempt, which has ended; `_written` decides on the write.
                 halting = entry.key if halt else None
-                async with runtime.writing_halt(halting, shield=self.interrupted):
+                async with runtime.writing_halt(halting, shield=True):
                     written = runtime.journal.write([discard], now=runtime.unix_now())
                     if await self._written(written):
                         self._superseded(entry, "job.superseded")

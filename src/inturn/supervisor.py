@@ -394,13 +394,14 @@ class Supervisor:
             runtime.log.info("key.resumed", key=key)
             await schedule_point()
             return
-        async with self._changing_halt(key), runtime.writing_halt(key):
+        async with self._changing_halt(key):
             if not runtime.core.is_halted(key):
                 await trio.lowlevel.checkpoint()
                 return
-            await runtime.journal.write([Resume(key)])
-            if runtime.core.resume(key):
-                runtime.spawn(key)
+            async with runtime.writing_halt(key):
+                await runtime.journal.write([Resume(key)])
+                if runtime.core.resume(key):
+                    runtime.spawn(key)
         runtime.log.info("key.resumed", key=key)
         runtime.check_idle()
         await schedule_point()
@@ -565,12 +566,12 @@ class Supervisor:
         # must be heard back before this revive is, as the journal has them.
         # (A skip that starts later waits for this revive: `Core.accepting`.)
         await until_unclaimed(self._skipping, info.id)
+        resume = info.key is not None and runtime.core.is_halted(info.key)
         runtime.core.reviving(info.id)
         async with contextlib.AsyncExitStack() as halt_written:
             try:
-                # It may resume the key: heard in journal order with a halting discard.
-                await halt_written.enter_async_context(runtime.writing_halt(info.key))
-                resume = info.key is not None and runtime.core.is_halted(info.key)
+                if resume:  # heard in journal order with a halting discard
+                    await halt_written.enter_async_context(runtime.writing_halt(info.key))
                 revive = Revive(info.id, resume=resume)
                 superseded = await runtime.journal.write([revive], now=runtime.unix_now())
             except BaseException:

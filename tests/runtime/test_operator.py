@@ -1993,13 +1993,14 @@ async def test_a_lifted_halt_and_a_halting_failure_for_good_hear_back_in_journal
     assert ran == ["bad", "wait"] + (["bad"] if lifting == "requeue_head" else [])
 
 
+@pytest.mark.parametrize("skip_lands", ["as_it_runs", "as_its_discard_waits"])
 async def test_a_failure_for_good_waiting_on_a_resume_of_its_key_keeps_its_outcome_when_skipped(
-    autojump_clock: trio.testing.MockClock,
+    skip_lands: str, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """A job deaf to a skip's cancel fails for good under ``on_discard="halt"`` while a
-    resume of its key is being journaled: its discard waits for the resume, and the
-    skip's cancel, pending, does not call that wait off; the job keeps its outcome, and
-    the skip says so."""
+    """A job fails for good under ``on_discard="halt"`` while a resume of its key is being
+    journaled: its discard waits for the resume.  A skip that lands meanwhile (as the
+    job runs, deaf to the skip's cancel; or as its discard waits) does not call that wait
+    off: the job keeps its outcome, and the skip says so."""
     journal = HeldAnswers(inturn.MemoryJournal(), picks=lambda changes: False)
     fail = trio.Event()
 
@@ -2024,10 +2025,14 @@ async def test_a_failure_for_good_waiting_on_a_resume_of_its_key_keeps_its_outco
                 await trio.testing.wait_all_tasks_blocked()
                 try:
                     assert len(journal.held) == 1  # journaled, its caller not told yet
-                    nursery.start_soon(skip)
-                    await trio.testing.wait_all_tasks_blocked()  # the handler ignores it
+                    if skip_lands == "as_it_runs":
+                        nursery.start_soon(skip)
+                        await trio.testing.wait_all_tasks_blocked()  # the handler ignores it
                     fail.set()
                     await trio.testing.wait_all_tasks_blocked()  # the discard waits its turn
+                    if skip_lands == "as_its_discard_waits":
+                        nursery.start_soon(skip)
+                        await trio.testing.wait_all_tasks_blocked()
                 finally:
                     journal.picks = lambda changes: False
                     for gate in journal.held:
