@@ -2042,3 +2042,55 @@ async def test_a_failure_for_good_waiting_on_a_resume_of_its_key_keeps_its_outco
             in_journal = {info.key for info in await sup.keys(state="halted")}
             assert in_journal == sup.stats().halted_keys == {"k"}
             await sup.resume("k")
+
+
+async def test_a_skip_whose_job_failed_for_good_after_its_read_leaves_no_mark_on_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A skip reads its job unfinished; before it goes on, the job fails for good under
+    ``on_discard="halt"`` and the supervisor forgets it (its key, halted, stays).  The
+    skip's discard loses to the job's own, it raises, and it leaves nothing of itself
+    behind: requeued at its head, the job runs."""
+    reading, go = trio.Event(), trio.Event()
+
+    @attrs.define(eq=False)
+    class HeldRead(FaultyJournal):
+        """Holds the skip's read of the job once it has been made."""
+
+        async def job(self, job_id: int) -> JobInfo | None:
+            info = await super().job(job_id)
+            if not go.is_set():
+                reading.set()
+                await go.wait()
+            return info
+
+    fail = trio.Event()
+    attempts_made: list[int] = []
+
+    async def handler(job: inturn.Job) -> None:
+        attempts_made.append(job.id)
+        if len(attempts_made) == 1:
+            await fail.wait()
+            raise inturn.PermanentError("for good")
+
+    journal = HeldRead(inturn.MemoryJournal())
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(handler, journal=journal, on_discard="halt") as sup:
+            job_id = await sup.send("k", "x")
+            await trio.testing.wait_all_tasks_blocked()
+            async with trio.open_nursery() as nursery:
+
+                async def skip() -> None:
+                    with pytest.raises(inturn.JobStateError, match="dead"):
+                        await sup.skip(job_id)
+
+                nursery.start_soon(skip)
+                await reading.wait()  # the skip read it running
+                fail.set()
+                await trio.testing.wait_all_tasks_blocked()  # a dead letter; the key halts
+                go.set()
+            assert await sup.requeue(job_id, head=True) == job_id
+            await sup.wait_idle()
+            assert sup.stats().halted_keys == frozenset()
+            assert await sup.dead_letters() == []
+    assert attempts_made == [job_id, job_id]
