@@ -718,6 +718,7 @@ class Supervisor:
             raise
         if superseded:  # another writer finished it first: it keeps that outcome
             core.unskip(info.id, info.key)  # and leaves no mark: a revive of it runs
+            runtime.wake(lane)  # a head that waited for this discard: its start is superseded
             await skip_check(runtime.journal, info.id)
             raise JobStateError(info.id, "dead", "another writer discarded it first")
         core.skipped(info.id, info.key, place)

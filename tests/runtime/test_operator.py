@@ -2094,3 +2094,60 @@ async def test_a_skip_whose_job_failed_for_good_after_its_read_leaves_no_mark_on
             assert sup.stats().halted_keys == frozenset()
             assert await sup.dead_letters() == []
     assert attempts_made == [job_id, job_id]
+
+
+async def test_a_skip_whose_queued_job_another_writer_discarded_first_lets_its_key_go_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A skip marks a queued job; the job reaches its key's head and waits there for the
+    skip's discard.  Another writer (a fleet member's operator) discards it first, so the
+    skip's discard is superseded and raises: the key goes on past the job at once (it went on
+    only when its actor's idle timeout ended), and the job never runs."""
+    holding, go = trio.Event(), trio.Event()
+
+    @attrs.define(eq=False)
+    class HeldDiscard(FaultyJournal):
+        """Holds the skip's discard until the other writer has written its own."""
+
+        async def write(
+            self, changes: Sequence[Change], *, now: float | None = None
+        ) -> Sequence[Change]:
+            if any(isinstance(change, Discard) for change in changes):
+                holding.set()
+                await go.wait()
+            return await super().write(changes, now=now)
+
+    first_done = trio.Event()
+    ran: list[int] = []
+
+    async def handler(job: inturn.Job) -> None:
+        ran.append(job.id)
+        if len(ran) == 1:
+            await first_done.wait()
+
+    inner = inturn.MemoryJournal()
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(handler, journal=HeldDiscard(inner)) as sup:
+            first = await sup.send("k", "a")
+            skipped = await sup.send("k", "b")
+            last = await sup.send("k", "c")
+            await trio.testing.wait_all_tasks_blocked()
+            async with trio.open_nursery() as nursery:
+
+                async def skip() -> None:
+                    with pytest.raises(inturn.JobStateError, match="dead letter"):
+                        await sup.skip(skipped)
+
+                nursery.start_soon(skip)
+                await holding.wait()
+                first_done.set()
+                await trio.testing.wait_all_tasks_blocked()  # the skipped job heads its key
+                assert ran == [first]
+                await inner.write([Discard(skipped, "by the other writer")], now=time.time())
+                go.set()
+            before = trio.current_time()
+            await sup.wait_idle()
+            assert trio.current_time() == before  # at once, not when its idle actor expired
+            assert ran == [first, last]
+            [dead] = await sup.dead_letters()
+            assert (dead.id, dead.last_error) == (skipped, "by the other writer")
