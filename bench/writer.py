@@ -17,8 +17,11 @@ Shapes, as `bench/durable.py` sees them:
   ``INSERT``) and the 70 completions of the group before (``Complete``,
   one ``DELETE``): 140 jobs' changes a commit.
 - ``1 key``: one completion a commit, with the start of the job behind
-  (``Complete`` and ``MarkAttempt``: a ``DELETE`` and an ``UPDATE``), over a
-  backlog sent beforehand.
+  (``Complete`` and ``MarkAttempt``: two ``UPDATE`` statements, the first
+  marking the completed row), over a backlog sent beforehand.
+
+Both sides delete the marked rows as the writer does: one ``DELETE`` for
+all, in the commit that brings them to ``_DELETE_EVERY``.
 
 It calls the journal's private methods: a benchmark of its internals, not
 of its API.
@@ -27,6 +30,7 @@ of its API.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import tempfile
@@ -97,8 +101,9 @@ def inturn_side(path: str, groups: list[Group], untimed: int) -> float:
     return spent
 
 
-def statements(group: Group) -> list[tuple[str, tuple[object, ...]]]:
-    """The SQL the writer issues for *group* (its common cases only), its own strings."""
+def statements(group: Group, marked: list[int]) -> list[tuple[str, tuple[object, ...]]]:
+    """The SQL the writer issues for *group* (its common cases only), its own strings;
+    *marked* holds the rows marked completed and not deleted yet, as the writer's list."""
     now = time.time()
     out: list[tuple[str, tuple[object, ...]]] = []
     for changes in group:
@@ -109,11 +114,18 @@ def statements(group: Group) -> list[tuple[str, tuple[object, ...]]]:
             out.append((sqlite_journal._INSERT_PLAIN, row))
             continue
         if isinstance(first, Complete):
-            out.append((sqlite_journal._DELETE_PLAIN, (first.job_id,)))
+            if len(group) < sqlite_journal._MARK_BELOW:
+                out.append((sqlite_journal._COMPLETE, (now, first.job_id)))
+                marked.append(first.job_id)
+            else:
+                out.append((sqlite_journal._DELETE_PLAIN, (first.job_id,)))
             changes = changes[1:]
         for mark in changes:
             assert isinstance(mark, MarkAttempt)
             out.append((sqlite_journal._MARK, (mark.attempt, mark.job_id)))
+    if len(marked) >= sqlite_journal._DELETE_EVERY:
+        out.append((sqlite_journal._DELETE_COMPLETED, (json.dumps(marked),)))
+        marked.clear()
     return out
 
 
@@ -121,7 +133,8 @@ def bare_side(path: str, groups: list[Group], untimed: int) -> float:
     """Thread CPU seconds of the same statements, issued bare, on a file of the same schema."""
     journal = SQLiteJournal(path, durability="normal")  # the schema and pragmas, then bare
     connection, _ = journal._open_sync()
-    scripts = [statements(group) for group in groups]
+    marked: list[int] = []
+    scripts = [statements(group, marked) for group in groups]
     try:
         cursor = connection.cursor()
 

@@ -113,7 +113,7 @@ OTHER_DATABASES = [
     "CREATE TABLE jobs (id INTEGER); PRAGMA user_version = 99;",
     # version 1 in name only: not the tables version 1 had
     "CREATE TABLE jobs (id INTEGER); CREATE TABLE halted (key TEXT); PRAGMA user_version = 1;",
-    f"{V1_SCHEMA} PRAGMA user_version = 5;",  # a version from the future
+    f"{V1_SCHEMA} PRAGMA user_version = 6;",  # a version from the future
 ]
 
 
@@ -410,18 +410,18 @@ def version_and_columns(path: Path) -> tuple[int, list[str]]:
 
 
 async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path: Path) -> None:
-    """Opening a version-1 journal adds the columns of versions 2 to 4 (what halted a key, dedup windows, places and due times) and sets version 4; its jobs, dead letters and halts are kept, in id order."""
+    """Opening a version-1 journal adds the columns of versions 2 to 5 (what halted a key, dedup windows, places and due times, marked completions) and sets version 5; its jobs, dead letters and halts are kept, in id order."""
     path = tmp_path / "jobs.db"
     make_version_1_file(path)
     journal = inturn.SQLiteJournal(path)
     recovery = await journal.open()
     try:
         assert version_and_columns(path) == (
-            4,
+            5,
             [
                 *("id", "key", "unique_key", "data", "attempts", "state", "error"),
                 *("accepted_at", "finished_at", "retry_at", "stopped_during", "unique_for"),
-                *("seq", "due_at"),
+                *("seq", "due_at", "completed_at"),
             ],
         )
         assert [(job.id, job.attempts, job.unique) for job in recovery.jobs] == [
@@ -458,14 +458,14 @@ async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path:
         assert idle.key == "idle"
     finally:
         await journal.aclose()
-    recovery = await journal.open()  # version 4 now: opens as it is
+    recovery = await journal.open()  # version 5 now: opens as it is
     await journal.aclose()
     assert [job.id for job in recovery.jobs] == [1, 4]
-    assert version_and_columns(path)[0] == 4
+    assert version_and_columns(path)[0] == 5
 
 
 async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
-    """Opening a version-2 journal adds stopped_during, places, due times and what halted a key (version 4); a reader reads version 2 as it is."""
+    """Opening a version-2 journal adds stopped_during, places, due times, what halted a key and marked completions (version 5); a reader reads version 2 as it is."""
     path = tmp_path / "jobs.db"
     make_version_1_file(path)
     connection = sqlite3.connect(path, isolation_level=None)
@@ -478,11 +478,12 @@ async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
     journal = inturn.SQLiteJournal(path)
     await journal.open()
     try:
-        assert version_and_columns(path)[1][-4:] == [
+        assert version_and_columns(path)[1][-5:] == [
             "stopped_during",
             "unique_for",
             "seq",
             "due_at",
+            "completed_at",
         ]
         await journal.write([MarkAttempt(1, 3), Discard(1, "E", stopped_during=3)])
         info = await journal.job(1)
@@ -490,7 +491,7 @@ async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
         assert (info.state, info.stopped_during, info.last_error) == ("dead", 3, "E")
     finally:
         await journal.aclose()
-    assert version_and_columns(path)[0] == 4
+    assert version_and_columns(path)[0] == 5
 
 
 async def test_a_reader_reads_a_version_1_file_without_upgrading_it(tmp_path: Path) -> None:
@@ -559,12 +560,12 @@ def version_3_file(tmp_path: Path) -> Path:
 
 
 async def test_a_version_3_file_is_upgraded_on_open(tmp_path: Path) -> None:
-    """Opening a version-3 journal (a real file) sets version 4 and keeps its jobs, dead letters and halts; its halts name no job, a new halting discard does."""
+    """Opening a version-3 journal (a real file) sets version 5 and keeps its jobs, dead letters and halts; its halts name no job, a new halting discard does."""
     path = version_3_file(tmp_path)
     journal = inturn.SQLiteJournal(path)
     recovery = await journal.open()
     try:
-        assert version_and_columns(path)[0] == 4
+        assert version_and_columns(path)[0] == 5
         assert [(job.id, job.unique) for job in recovery.jobs] == [
             (2, "u-2"),
             (3, "u-3"),

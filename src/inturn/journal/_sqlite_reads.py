@@ -279,6 +279,10 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
                 connection.execute(
                     f"CREATE TEMP VIEW jobs AS SELECT *, {missing[version]} FROM main.jobs"
                 )
+            if version >= 5:  # a completed job's row may wait, marked, to be deleted
+                connection.execute(
+                    "CREATE TEMP VIEW jobs AS SELECT * FROM main.jobs WHERE completed_at IS NULL"
+                )
             if version < 4:  # nor what halted its keys, nor steps
                 connection.execute(
                     "CREATE TEMP VIEW halted AS"

@@ -6,7 +6,13 @@ connection (checking the path, rolling back, naming an SQLite failure).
 
 Rows: one per unfinished or discarded job (``state`` pending or dead);
 completed jobs are deleted, so the file does not grow with the number of jobs
-ever run.  ``uniques`` has a row per reserved unique key: its holder, and
+ever run.  A job without a unique key completed in a small commit is first
+marked (``completed_at``) and deleted later, with others, by its journal:
+marking writes one B-tree page, the row's, where a delete writes the
+queued-by-key index's page too, a third of the cost of a commit of one
+completion.  A marked row is a completed job to every reader.
+
+``uniques`` has a row per reserved unique key: its holder, and
 (once that job finished, with a ``unique_for`` window) the Unix time it is
 reserved until.  Its primary key makes "check the unique key and take it"
 one statement (an upsert that takes over only an ended reservation), and
@@ -23,7 +29,8 @@ Schema versions (``PRAGMA user_version``): 1 had no ``retry_at``, 2 no
 no ``seq`` and ``due_at``, did not record which job's discard halted a key
 (``halted.job_id`` and ``halted.error``, read as NULL for its halts) and had
 no dedup windows (``jobs.unique_for``, ``uniques``: filled from its unfinished
-jobs).  `SQLiteJournal.open` upgrades them in one transaction.
+jobs); 4 had no ``completed_at``.  `SQLiteJournal.open` upgrades them in one
+transaction.
 Any other version is refused untouched.
 """
 
@@ -51,7 +58,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 SCHEMA: Final = """
 CREATE TABLE jobs (
@@ -68,7 +75,8 @@ CREATE TABLE jobs (
     stopped_during INTEGER,
     unique_for REAL,
     seq INTEGER,
-    due_at REAL
+    due_at REAL,
+    completed_at REAL
 );
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
@@ -112,6 +120,7 @@ _JOBS: Final[tuple[_Column, ...]] = (
     ("unique_for", "REAL", False, False),  # version 4
     ("seq", "INTEGER", False, False),  # version 4
     ("due_at", "REAL", False, False),  # version 4
+    ("completed_at", "REAL", False, False),  # version 5
 )
 _HALTED: Final[tuple[_Column, ...]] = (
     ("key", "TEXT", False, True),
@@ -146,6 +155,13 @@ _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
     2: {"jobs": _JOBS[:10], "halted": _HALTED[:1]},
     3: {"jobs": _JOBS[:11], "halted": _HALTED[:1], "commands": _COMMANDS},
     4: {
+        "jobs": _JOBS[:14],
+        "halted": _HALTED,
+        "commands": _COMMANDS,
+        "uniques": _UNIQUES,
+        "steps": _STEPS,
+    },
+    5: {
         "jobs": _JOBS,
         "halted": _HALTED,
         "commands": _COMMANDS,
@@ -276,6 +292,7 @@ _UPGRADES: Final = {
         "INSERT INTO uniques (unique_key, job_id) SELECT unique_key, id FROM jobs"
         " WHERE state = 'pending' AND unique_key IS NOT NULL",
     ),
+    4: ("ALTER TABLE jobs ADD COLUMN completed_at REAL",),  # version 5: completions marked
 }
 """What turns each version into the next."""
 
