@@ -23,6 +23,7 @@ from inturn.journal import (
     Discard,
     MarkAttempt,
     Retrying,
+    Revive,
     SQLiteReader,
     Step,
     sqlite as sqlite_journal,
@@ -220,3 +221,31 @@ def test_a_large_group_deletes_its_completed_rows_at_once(tmp_path: Path) -> Non
     finally:
         connection.close()
         journal._release_lock()
+
+
+async def test_a_dead_letter_with_a_completion_time_by_hand_stays_a_dead_letter(
+    tmp_path: Path,
+) -> None:
+    """Only a pending row is a marked one: a hand-edited dead letter is read, kept on
+    `open`, and revived as any other."""
+    path = tmp_path / "jobs.db"
+    journal = await open_with_jobs(path, 1)
+    await journal.write([Discard(1, "E")])
+    await journal.aclose()
+    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+        connection.execute("UPDATE jobs SET completed_at = 1.0 WHERE id = 1")
+    [letter] = SQLiteReader(path).dead_letters()
+    assert letter.id == 1
+
+    await journal.open()
+    try:
+        assert [info.id for info in await journal.dead_letters()] == [1]
+        assert await journal.write([Revive(1)]) == []
+        info = await journal.job(1)
+        assert info is not None
+        assert info.state == "queued"
+    finally:
+        await journal.aclose()
+    revived = SQLiteReader(path).job(1)
+    assert revived is not None
+    assert revived.state == "queued"

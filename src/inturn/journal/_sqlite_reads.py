@@ -281,7 +281,8 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
                 )
             if version >= 5:  # a completed job's row may wait, marked, to be deleted
                 connection.execute(
-                    "CREATE TEMP VIEW jobs AS SELECT * FROM main.jobs WHERE completed_at IS NULL"
+                    "CREATE TEMP VIEW jobs AS SELECT * FROM main.jobs"
+                    " WHERE completed_at IS NULL OR state <> 'pending'"
                 )
             if version < 4:  # nor what halted its keys, nor steps
                 connection.execute(

@@ -320,7 +320,9 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         try:
             # Completed jobs a crash left marked (`_COMPLETE`): the reads below know
             # nothing of marks.  A scan of the table, in C, once per open.
-            connection.execute("DELETE FROM jobs WHERE completed_at IS NOT NULL")
+            connection.execute(
+                "DELETE FROM jobs WHERE state = 'pending' AND completed_at IS NOT NULL"
+            )
             connection.execute("BEGIN")  # one snapshot for the three reads
             try:
                 counts = connection.execute(
@@ -606,7 +608,8 @@ _DELETE_EVERY: Final = 128
 """Marked rows are deleted in the commit that brings their number to this, and before a read."""
 
 _DELETE_COMPLETED: Final = (
-    "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?)) AND completed_at IS NOT NULL"
+    "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?))"
+    " AND state = 'pending' AND completed_at IS NOT NULL"
 )
 """One statement for all: 1.35 us a row against 2.1 for one statement a row."""
 
@@ -742,12 +745,13 @@ def _apply(
     def one(sql: str, parameters: tuple[object, ...], change: Change, job_id: int) -> bool:
         return settle(cursor.execute(sql, parameters).rowcount == 1, change, job_id)
 
-    def unique_of(job_id: int, state: str) -> tuple[str | None, float | None] | None:
+    def unique_of(
+        job_id: int, state: Literal["pending", "dead"]
+    ) -> tuple[str | None, float | None] | None:
         """The unique key and window of *job_id* if it is in *state*; None if it is not."""
+        alive = _PENDING if state == "pending" else "state = 'dead'"
         row = cursor.execute(
-            "SELECT unique_key, unique_for FROM jobs"
-            " WHERE id = ? AND state = ? AND completed_at IS NULL",
-            (job_id, state),
+            f"SELECT unique_key, unique_for FROM jobs WHERE id = ? AND {alive}", (job_id,)
         ).fetchone()
         return None if row is None else (row[0], row[1])
 
@@ -910,7 +914,7 @@ def _apply(
             try:
                 cursor.execute(
                     "UPDATE jobs SET state = 'pending', attempts = 0, error = NULL,"
-                    " retry_at = NULL, finished_at = NULL, stopped_during = NULL,"
+                    " retry_at = NULL, finished_at = NULL, stopped_during = NULL, completed_at = NULL,"
                     " seq = COALESCE(seq, id), due_at = NULL WHERE id = ?",
                     (change.job_id,),
                 )
