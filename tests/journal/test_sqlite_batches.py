@@ -54,7 +54,7 @@ async def test_an_acceptance_with_its_start_is_one_statement(tmp_path: Path) -> 
         assert await attempts(journal, 1) == 1
         writes = [sql for sql in seen if sql.split()[0] in {"INSERT", "UPDATE", "SAVEPOINT"}]
         assert len(writes) == 1
-        assert writes[0].startswith("INSERT INTO jobs")
+        assert writes[0].startswith("INSERT INTO main.jobs")
     async with opened(tmp_path / "jobs.db") as journal:
         assert await attempts(journal, 1) == 1  # durable as written
 

@@ -26,6 +26,7 @@ from ._dialect import Dialect, DialectReader
 from ._reads import info, key_infos, key_matches
 from ._sqlite_schema import (
     COLUMNS,
+    LIVE_JOBS,
     SQLITE_MAX,
     check_path,
     database_error,
@@ -280,10 +281,7 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
                     f"CREATE TEMP VIEW jobs AS SELECT *, {missing[version]} FROM main.jobs"
                 )
             if version >= 5:  # a completed job's row may wait, marked, to be deleted
-                connection.execute(
-                    "CREATE TEMP VIEW jobs AS SELECT * FROM main.jobs"
-                    " WHERE completed_at IS NULL OR state <> 'pending'"
-                )
+                connection.execute(LIVE_JOBS)
             if version < 4:  # nor what halted its keys, nor steps
                 connection.execute(
                     "CREATE TEMP VIEW halted AS"

@@ -48,6 +48,7 @@ __all__ = [
     "stored",
     "COLUMNS",
     "INDEXES",
+    "LIVE_JOBS",
     "SCHEMA",
     "SCHEMA_VERSION",
     "SQLITE_MAX",
@@ -191,6 +192,14 @@ INDEXES: Final = (
 )
 """Created on open if missing, as files made by earlier versions lack some;
 an index changes no row, so it needs no version bump."""
+
+LIVE_JOBS: Final = (
+    "CREATE TEMP VIEW jobs AS SELECT * FROM main.jobs"
+    " WHERE completed_at IS NULL OR state <> 'pending'"
+)
+"""The jobs table as the reads see it, without the rows marked completed and not deleted
+yet; it shadows the table by name on a connection of a version-5 file, so what writes
+says ``main.jobs``."""
 
 COLUMNS: Final = (
     "id, CAST(key AS TEXT), CAST(unique_key AS TEXT), CAST(data AS BLOB),"

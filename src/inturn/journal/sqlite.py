@@ -30,11 +30,12 @@ common batches of a running supervisor take a short path of their own
 A completion in a small group (one busy key commits one completion at a
 time) marks its row instead of deleting it (`_COMPLETE`): the commit then
 writes one page of the file, not two.  The journal deletes the marked rows
-together: in the commit that brings them to `_DELETE_EVERY`, before each
-read it serves (the reads' SQL knows nothing of marks), and when it
-closes; `open` deletes those a crash left, and `SQLiteReader` reads the
-table through a view without them.  Every statement that changes a pending
-job leaves a marked row be, as it would a deleted one.
+together: in the commit that brings them to `_DELETE_EVERY`, and when it
+closes; `open` deletes those a crash left.  Reads, the journal's and
+`SQLiteReader`'s, see the table through a view without them (`LIVE_JOBS`:
+on the journal's connection it shadows the table, so the writes name
+``main.jobs``), and every statement that changes a pending job leaves a
+marked row be, as it would a deleted one.
 
 A failure of SQLite itself (disk full, I/O error, a failed COMMIT) rolls the
 whole transaction back and refuses every batch in it.  If COMMIT itself
@@ -81,6 +82,7 @@ from ._sqlite_reads import SQLITE_READS, SQLiteReader
 from ._sqlite_schema import (
     COLUMNS,
     INDEXES,
+    LIVE_JOBS,
     SCHEMA,
     SCHEMA_VERSION,
     check_path,
@@ -305,6 +307,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             connection.execute("PRAGMA journal_mode = WAL")
             for index in INDEXES:
                 connection.execute(index)
+            connection.execute(LIVE_JOBS)  # what the reads (`_sqlite_reads`) see as ``jobs``
             synchronous = "FULL" if self.durability == "full" else "NORMAL"
             connection.execute(f"PRAGMA synchronous = {synchronous}")
         except sqlite3.Error as exc:
@@ -321,12 +324,12 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             # Completed jobs a crash left marked (`_COMPLETE`): the reads below know
             # nothing of marks.  A scan of the table, in C, once per open.
             connection.execute(
-                "DELETE FROM jobs WHERE state = 'pending' AND completed_at IS NOT NULL"
+                "DELETE FROM main.jobs WHERE state = 'pending' AND completed_at IS NOT NULL"
             )
             connection.execute("BEGIN")  # one snapshot for the three reads
             try:
                 counts = connection.execute(
-                    "SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM jobs"
+                    "SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM main.jobs"
                     " WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL GROUP BY key"
                 ).fetchall()
                 heads = [row[2] for row in counts]  # places are unique, as ids are
@@ -335,7 +338,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
                 jobs = [
                     stored(row)
                     for row in connection.execute(
-                        f"SELECT {COLUMNS} FROM jobs WHERE state = 'pending' AND seq IS NOT NULL"
+                        f"SELECT {COLUMNS} FROM main.jobs WHERE state = 'pending' AND seq IS NOT NULL"
                         " AND (key IS NULL OR seq IN (SELECT value FROM json_each(?)))"
                         " ORDER BY seq",
                         (json.dumps(heads),),
@@ -345,7 +348,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
                 halted = frozenset(row[0] for row in connection.execute("SELECT key FROM halted"))
                 self._usage = _Usage.of(connection)
                 (scheduled,) = connection.execute(
-                    "SELECT COUNT(*) FROM jobs WHERE state = 'pending' AND seq IS NULL"
+                    "SELECT COUNT(*) FROM main.jobs WHERE state = 'pending' AND seq IS NULL"
                 ).fetchone()
             finally:
                 connection.execute("COMMIT")
@@ -375,31 +378,20 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         cursor.execute(_DELETE_COMPLETED, (json.dumps(self._completed),))
         return count
 
-    def _clean(self, connection: sqlite3.Connection) -> None:
-        """Delete every row marked completed, in a transaction of its own (none is under way)."""
-        if not self._completed:
-            return
-        cursor = connection.cursor()
-        try:
-            cursor.execute("BEGIN IMMEDIATE")
-            try:
-                deleted = self._delete_completed(cursor)
-                cursor.execute("COMMIT")
-            except BaseException:
-                rollback(connection)
-                raise
-        finally:
-            cursor.close()
-        del self._completed[:deleted]
-
     def _close_connection(self, connection: sqlite3.Connection) -> None:
         """Close the connection, deleting the marked rows first: a file closed cleanly holds
         none (a crash may leave some: `_recover` deletes them)."""
         try:
-            if not self._broken:
-                self._clean(connection)
+            if self._completed and not self._broken:
+                cursor = connection.cursor()
+                try:
+                    cursor.execute("BEGIN IMMEDIATE")
+                    self._delete_completed(cursor)
+                    cursor.execute("COMMIT")  # else closing rolls it back
+                finally:
+                    cursor.close()
         except sqlite3.Error:
-            pass  # marked rows are completed jobs to every reader; the next open deletes them
+            pass  # marked rows are completed jobs to every read; the next open deletes them
         finally:
             connection.close()
 
@@ -407,8 +399,6 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         self, connection: sqlite3.Connection, request: Read[sqlite3.Connection]
     ) -> None:
         try:
-            # The reads' SQL (`_sqlite_reads`) knows nothing of marked rows.
-            self._clean(connection)
             request.result = request.run(connection)
         except sqlite3.Error as exc:
             request.error = database_error(self.path, exc, "read")
@@ -567,25 +557,25 @@ class _Usage:
 
 
 _INSERT: Final = (
-    "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq, due_at, attempts)"
+    "INSERT INTO main.jobs (id, key, unique_key, unique_for, data, accepted_at, seq, due_at, attempts)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_PLAIN: Final = (
-    "INSERT INTO jobs (id, key, data, accepted_at, seq, attempts) VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO main.jobs (id, key, data, accepted_at, seq, attempts) VALUES (?, ?, ?, ?, ?, ?)"
 )
 """A new job's row; the plain one for a job with neither a unique key nor a due time."""
 
 _PENDING: Final = "state = 'pending' AND completed_at IS NULL"
 """A job that is unfinished: a completed one's row may wait to be deleted (`_COMPLETE`)."""
 
-_MARK: Final = f"UPDATE jobs SET attempts = ?, retry_at = NULL WHERE id = ? AND {_PENDING}"
+_MARK: Final = f"UPDATE main.jobs SET attempts = ?, retry_at = NULL WHERE id = ? AND {_PENDING}"
 _MARK_UNLESS_HALTED: Final = (
     f"{_MARK} AND (? <= attempts OR key IS NULL OR key NOT IN (SELECT key FROM halted))"
 )
 """A start or a given-back attempt; where keys may be halted, a start on one changes nothing."""
 
 _COMPLETE: Final = (
-    f"UPDATE jobs SET completed_at = ? WHERE id = ? AND {_PENDING} AND unique_key IS NULL"
+    f"UPDATE main.jobs SET completed_at = ? WHERE id = ? AND {_PENDING} AND unique_key IS NULL"
 )
 """A completion in one statement: a job with a unique key must release it too.
 
@@ -598,17 +588,18 @@ completions share the pages a commit writes, and marking would cost each
 job a second statement.
 """
 
-_DELETE_PLAIN: Final = f"DELETE FROM jobs WHERE id = ? AND {_PENDING} AND unique_key IS NULL"
+_DELETE_PLAIN: Final = f"DELETE FROM main.jobs WHERE id = ? AND {_PENDING} AND unique_key IS NULL"
 """`_COMPLETE` in a large group."""
 
 _MARK_BELOW: Final = 4
 """Groups of fewer batches than this mark their completions (`_COMPLETE`)."""
 
 _DELETE_EVERY: Final = 128
-"""Marked rows are deleted in the commit that brings their number to this, and before a read."""
+"""Marked rows are deleted in the commit that brings their number to this (a crash leaves
+fewer: marks are made by groups of fewer than `_MARK_BELOW` batches)."""
 
 _DELETE_COMPLETED: Final = (
-    "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?))"
+    "DELETE FROM main.jobs WHERE id IN (SELECT value FROM json_each(?))"
     " AND state = 'pending' AND completed_at IS NOT NULL"
 )
 """One statement for all: 1.35 us a row against 2.1 for one statement a row."""
@@ -751,7 +742,7 @@ def _apply(
         """The unique key and window of *job_id* if it is in *state*; None if it is not."""
         alive = _PENDING if state == "pending" else "state = 'dead'"
         row = cursor.execute(
-            f"SELECT unique_key, unique_for FROM jobs WHERE id = ? AND {alive}", (job_id,)
+            f"SELECT unique_key, unique_for FROM main.jobs WHERE id = ? AND {alive}", (job_id,)
         ).fetchone()
         return None if row is None else (row[0], row[1])
 
@@ -812,7 +803,7 @@ def _apply(
         elif isinstance(change, Due):
             new_id(change.seq)
             if one(
-                "UPDATE jobs SET seq = ?, due_at = NULL"
+                "UPDATE main.jobs SET seq = ?, due_at = NULL"
                 f" WHERE id = ? AND {_PENDING} AND seq IS NULL",
                 (change.seq, change.job_id),
                 change,
@@ -828,7 +819,7 @@ def _apply(
             settle(_mark(cursor, change, usage), change, change.job_id)
         elif isinstance(change, Retrying):
             one(
-                f"UPDATE jobs SET error = ?, retry_at = ? WHERE id = ? AND {_PENDING}",
+                f"UPDATE main.jobs SET error = ?, retry_at = ? WHERE id = ? AND {_PENDING}",
                 (change.error, change.retry_at, change.job_id),
                 change,
                 change.job_id,
@@ -844,12 +835,12 @@ def _apply(
                 continue
             assert held is not None
             if isinstance(change, Complete):
-                cursor.execute("DELETE FROM jobs WHERE id = ?", (change.job_id,))
+                cursor.execute("DELETE FROM main.jobs WHERE id = ?", (change.job_id,))
                 if usage.steps:
                     cursor.execute("DELETE FROM steps WHERE job_id = ?", (change.job_id,))
             else:
                 cursor.execute(
-                    "UPDATE jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL,"
+                    "UPDATE main.jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL,"
                     " due_at = NULL, stopped_during = ? WHERE id = ?",
                     (change.error, now, change.stopped_during, change.job_id),
                 )
@@ -859,7 +850,7 @@ def _apply(
                 usage.halts = True
                 # The first discard that halts a key names it; a pause does not.
                 cursor.execute(
-                    "INSERT INTO halted (key, job_id, error) SELECT key, id, error FROM jobs"
+                    "INSERT INTO halted (key, job_id, error) SELECT key, id, error FROM main.jobs"
                     " WHERE id = ? AND key IS NOT NULL ON CONFLICT (key) DO UPDATE"
                     " SET job_id = excluded.job_id, error = excluded.error"
                     " WHERE halted.job_id IS NULL",
@@ -867,7 +858,7 @@ def _apply(
                 )
         elif isinstance(change, Purge):
             if one(
-                "DELETE FROM jobs WHERE id = ? AND state = 'dead'",
+                "DELETE FROM main.jobs WHERE id = ? AND state = 'dead'",
                 (change.job_id,),
                 change,
                 change.job_id,
@@ -877,7 +868,7 @@ def _apply(
             usage.steps = True
             one(
                 "INSERT INTO steps (job_id, n, name, data)"
-                " SELECT id, (SELECT COUNT(*) FROM steps WHERE job_id = ?), ?, ? FROM jobs"
+                " SELECT id, (SELECT COUNT(*) FROM steps WHERE job_id = ?), ?, ? FROM main.jobs"
                 f" WHERE id = ? AND {_PENDING}"
                 " ON CONFLICT (job_id, name) DO UPDATE SET data = excluded.data",
                 (change.job_id, change.name, change.data, change.job_id),
@@ -893,14 +884,14 @@ def _apply(
             _reserve(cursor, letter[0], change.new_id, request.now, own=change.job_id)
             try:
                 cursor.execute(
-                    "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq)"
-                    " SELECT ?, key, unique_key, unique_for, data, ?, ? FROM jobs WHERE id = ?",
+                    "INSERT INTO main.jobs (id, key, unique_key, unique_for, data, accepted_at, seq)"
+                    " SELECT ?, key, unique_key, unique_for, data, ?, ? FROM main.jobs WHERE id = ?",
                     (change.new_id, now, change.new_id, change.job_id),
                 )
             except sqlite3.IntegrityError:
                 _refuse_duplicate(cursor, letter[0])
                 raise
-            cursor.execute("DELETE FROM jobs WHERE id = ?", (change.job_id,))
+            cursor.execute("DELETE FROM main.jobs WHERE id = ?", (change.job_id,))
             cursor.execute(  # the steps it made go with it
                 "UPDATE steps SET job_id = ? WHERE job_id = ?", (change.new_id, change.job_id)
             )
@@ -913,7 +904,7 @@ def _apply(
             _reserve(cursor, letter[0], change.job_id, request.now, own=change.job_id)
             try:
                 cursor.execute(
-                    "UPDATE jobs SET state = 'pending', attempts = 0, error = NULL,"
+                    "UPDATE main.jobs SET state = 'pending', attempts = 0, error = NULL,"
                     " retry_at = NULL, finished_at = NULL, stopped_during = NULL, completed_at = NULL,"
                     " seq = COALESCE(seq, id), due_at = NULL WHERE id = ?",
                     (change.job_id,),
@@ -923,7 +914,7 @@ def _apply(
                 raise
             if change.resume:
                 cursor.execute(
-                    "DELETE FROM halted WHERE key = (SELECT key FROM jobs WHERE id = ?)",
+                    "DELETE FROM halted WHERE key = (SELECT key FROM main.jobs WHERE id = ?)",
                     (change.job_id,),
                 )
                 usage.resumed(cursor)
