@@ -277,7 +277,9 @@ class Runtime:
         """Lingering *lane*'s deadline passed (taken out of `lingering`): it retires, or
         runs again."""
         core = self.core
-        if core.try_retire(lane):
+        if core.keeps_while_halted(lane):
+            self._resume(lane)  # its actor gives them back, then retires
+        elif core.try_retire(lane):
             self.log.debug("actor.exited", key=key_of(lane))
         elif core.has_work(lane):
             self._resume(lane)  # a send landed as the linger ran out: serve it

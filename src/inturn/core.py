@@ -1019,6 +1019,17 @@ class Core:
         self._drop_if_unused(lane, state)
         return True
 
+    def keeps_while_halted(self, lane: Lane) -> bool:
+        """Whether lingering *lane*, halted, still holds a slot or a start marked early.
+
+        A halt that lands while a lane lingers finds no actor to give them back
+        (`take_back_mark`, `give_slot`), and a halted lane that retires keeps
+        them: another lane would wait for the slot forever.  The shell runs its
+        actor once more instead.
+        """
+        state = self._lanes[lane]
+        return state.halted and (state.holding or self._head_is_marked(state))
+
     # -- introspection -----------------------------------------------------
 
     @property

@@ -37,7 +37,7 @@ from inturn.journal.records import Retrying
 from inturn.testing import FaultyJournal, Recorder
 from tests.conftest import MakeJournal
 
-from .helpers import EventLog, Script
+from .helpers import EventLog, LaggingJournal, Script
 
 CODEC = inturn.JSONCodec()
 GUARD = 60.0
@@ -2151,3 +2151,37 @@ async def test_a_skip_whose_queued_job_another_writer_discarded_first_lets_its_k
             assert ran == [first, last]
             [dead] = await sup.dead_letters()
             assert (dead.id, dead.last_error) == (skipped, "by the other writer")
+
+
+async def test_a_key_paused_while_it_lingers_with_its_slot_gives_the_slot_back(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """With ``max_concurrency=1``: key "a"'s head, skipped as it was accepted, had its start
+    marked with its acceptance, so its lingering lane keeps the slot (the skip's discard is
+    being journaled).  A pause lands, then the linger ends.  The lane retires, and gives
+    back the slot (and the mark): key "b" runs.  It waited for the slot forever (found by
+    the operators property, 21 of 40 seeds of its example)."""
+    ran: list[int] = []
+
+    async def handler(job: inturn.Job) -> None:
+        ran.append(job.id)
+
+    journal = LaggingJournal(lags=(1.5,))  # every write is answered 1.5 s after it applies
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(
+            handler, journal=journal, max_concurrency=1, idle_timeout=1.0
+        ) as sup:
+            async with trio.open_nursery() as nursery:
+
+                async def pause() -> None:
+                    await trio.sleep_until(2.0)  # "a" lingers from 1.5 to 2.5
+                    await sup.pause("a")
+
+                nursery.start_soon(sup.send_many, [("a", "skipped"), ("b", "waits for the slot")])
+                await trio.testing.wait_all_tasks_blocked()  # journaled, its send not answered
+                nursery.start_soon(sup.skip, 1)
+                nursery.start_soon(pause)
+            await sup.wait_idle()
+            assert ran == [2]
+            assert sup.stats().halted_keys == {"a"}
+            assert [letter.id for letter in await sup.dead_letters()] == [1]
