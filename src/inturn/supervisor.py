@@ -708,15 +708,19 @@ class Supervisor:
             return
         head = core.head(lane)
         waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
+        discard = Discard(info.id, SKIPPED_TEXT)
+        changes: list[Change] = [discard]
+        if head is not None and waiting_head and head.marked and not head.running:
+            # Its start was journaled early (with its acceptance, or its predecessor's
+            # completion) and never ran: its dead letter must not count that attempt.
+            changes.insert(0, MarkAttempt(head.id, head.attempt - 1))
         try:
-            superseded = await runtime.journal.write(
-                [Discard(info.id, SKIPPED_TEXT)], now=runtime.unix_now()
-            )
+            superseded = await runtime.journal.write(changes, now=runtime.unix_now())
         except BaseException:
             core.unskip(info.id, info.key)
             runtime.wake(lane)
             raise
-        if superseded:  # another writer finished it first: it keeps that outcome
+        if discard in superseded:  # another writer finished it first: it keeps that outcome
             core.unskip(info.id, info.key)  # and leaves no mark: a revive of it runs
             runtime.wake(lane)  # a head that waited for this discard: its start is superseded
             await skip_check(runtime.journal, info.id)

@@ -2185,3 +2185,29 @@ async def test_a_key_paused_while_it_lingers_with_its_slot_gives_the_slot_back(
             assert ran == [2]
             assert sup.stats().halted_keys == {"a"}
             assert [letter.id for letter in await sup.dead_letters()] == [1]
+
+
+async def test_a_skipped_head_whose_start_was_marked_but_never_ran_counts_no_attempt(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A head's start is journaled with its acceptance; skipped before it ran, its dead
+    letter says no attempt was made (it said 1: an operator would look for side effects
+    of a run that never happened)."""
+    ran: list[int] = []
+
+    async def handler(job: inturn.Job) -> None:
+        ran.append(job.id)
+
+    journal = LaggingJournal(lags=(1.5,))  # the skip lands between the write and its answer
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(handler, journal=journal) as sup:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(sup.send, "a", "skipped")
+                await trio.testing.wait_all_tasks_blocked()  # journaled, with its start
+                accepted = await journal.job(1)
+                assert accepted is not None
+                assert accepted.attempts == 1
+                nursery.start_soon(sup.skip, 1)
+            await sup.wait_idle()
+            [letter] = await sup.dead_letters()
+    assert (letter.id, letter.attempts, ran) == (1, 0, [])
