@@ -2103,20 +2103,6 @@ async def test_a_skip_whose_queued_job_another_writer_discarded_first_lets_its_k
     skip's discard.  Another writer (a fleet member's operator) discards it first, so the
     skip's discard is superseded and raises: the key goes on past the job at once (it went on
     only when its actor's idle timeout ended), and the job never runs."""
-    holding, go = trio.Event(), trio.Event()
-
-    @attrs.define(eq=False)
-    class HeldDiscard(FaultyJournal):
-        """Holds the skip's discard until the other writer has written its own."""
-
-        async def write(
-            self, changes: Sequence[Change], *, now: float | None = None
-        ) -> Sequence[Change]:
-            if any(isinstance(change, Discard) for change in changes):
-                holding.set()
-                await go.wait()
-            return await super().write(changes, now=now)
-
     first_done = trio.Event()
     ran: list[int] = []
 
@@ -2126,8 +2112,11 @@ async def test_a_skip_whose_queued_job_another_writer_discarded_first_lets_its_k
             await first_done.wait()
 
     inner = inturn.MemoryJournal()
+    journal = HoldingJournal(  # the skip's discard waits until the other writer wrote its own
+        inner, hold=lambda changes: any(isinstance(change, Discard) for change in changes)
+    )
     with trio.fail_after(GUARD):
-        async with inturn.open_supervisor(handler, journal=HeldDiscard(inner)) as sup:
+        async with inturn.open_supervisor(handler, journal=journal) as sup:
             first = await sup.send("k", "a")
             skipped = await sup.send("k", "b")
             last = await sup.send("k", "c")
@@ -2139,12 +2128,12 @@ async def test_a_skip_whose_queued_job_another_writer_discarded_first_lets_its_k
                         await sup.skip(skipped)
 
                 nursery.start_soon(skip)
-                await holding.wait()
+                await journal.holding.wait()
                 first_done.set()
                 await trio.testing.wait_all_tasks_blocked()  # the skipped job heads its key
                 assert ran == [first]
                 await inner.write([Discard(skipped, "by the other writer")], now=time.time())
-                go.set()
+                journal.release.set()
             before = trio.current_time()
             await sup.wait_idle()
             assert trio.current_time() == before  # at once, not when its idle actor expired
