@@ -229,13 +229,18 @@ async def test_a_supervisor_recovers_from_a_file(tmp_path: Path) -> None:
 class Faults:
     """A fault hook: raise an SQLite error at the chosen steps, a chosen number of times."""
 
-    def __init__(self, step: str, times: int = 1, message: str = "disk I/O error") -> None:
-        self.step, self.times, self.message = step, times, message
+    def __init__(
+        self, step: str, times: int = 1, message: str = "disk I/O error", *, code: int | None = None
+    ) -> None:
+        self.step, self.times, self.message, self.code = step, times, message, code
 
     def __call__(self, step: str) -> None:
         if step == self.step and self.times > 0:
             self.times -= 1
-            raise sqlite3.OperationalError(self.message)
+            error = sqlite3.OperationalError(self.message)
+            if self.code is not None:  # as SQLite's own errors carry it
+                error.sqlite_errorcode = self.code
+            raise error
 
 
 async def test_a_failed_write_refuses_the_send_and_keeps_serving(

@@ -164,6 +164,37 @@ async def test_marked_rows_outlive_a_failed_commit_and_never_come_back(tmp_path:
         await journal.aclose()
 
 
+@pytest.mark.parametrize("step", ["delete", "commit"])
+async def test_deletes_that_do_not_fit_on_the_disk_wait_and_the_group_commits_without_them(
+    tmp_path: Path, step: str
+) -> None:
+    """The disk is full when the marked rows are deleted, or when that commit is made: the
+    group commits without the deletes, which wait for `_DELETE_EVERY` completions more (on
+    a disk with room for a completion and no more, each commit would fail again)."""
+    every = sqlite_journal._DELETE_EVERY
+    path = tmp_path / "jobs.db"
+    journal = await open_with_jobs(path, 2 * every + 1)
+    try:
+        for job_id in range(1, every):
+            await journal.write([Complete(job_id), MarkAttempt(job_id + 1, 1)])
+        journal._fault_hook = Faults(
+            step, message="database or disk is full", code=sqlite3.SQLITE_FULL
+        )
+        assert await journal.write([Complete(every), MarkAttempt(every + 1, 1)]) == []
+        assert journal._fault_hook.times == 0  # it did fail once
+        journal._fault_hook = None
+        assert marked(path) == list(range(1, every + 1))  # the completion committed, marked
+        assert [job.id for job in await journal.load("k", 0, 1)] == [every + 1]
+        for job_id in range(every + 1, 2 * every):
+            await journal.write([Complete(job_id), MarkAttempt(job_id + 1, 1)])
+        assert marked(path) == list(range(1, 2 * every))  # not deleted yet
+        await journal.write([Complete(2 * every), MarkAttempt(2 * every + 1, 1)])
+        assert marked(path) == []
+        assert row_ids(path) == [2 * every + 1]
+    finally:
+        await journal.aclose()
+
+
 def test_a_completion_rolled_back_with_its_group_is_never_deleted(tmp_path: Path) -> None:
     """A group fails after one of its completions was applied: the whole group is rolled
     back, so that job is unfinished again, though its id waits among those to delete.  A
@@ -192,9 +223,9 @@ def test_a_completion_rolled_back_with_its_group_is_never_deleted(tmp_path: Path
         assert isinstance(done.error, inturn.JournalError)  # the whole group is refused
         assert isinstance(failed.error, inturn.JournalError)
         journal._fault_hook = None
-        assert 1 in journal._completed  # its completion was applied, then rolled back
+        assert journal._completed == []  # its completion was applied, then rolled back
 
-        others = range(3, 2 + sqlite_journal._DELETE_EVERY)  # enough to delete marked rows
+        others = range(3, 3 + sqlite_journal._DELETE_EVERY)  # enough to delete marked rows
         commit([Append(job_id=n, key=f"k{n}", data=b"x") for n in others])
         for job_id in others:
             [request] = commit([Complete(job_id)])

@@ -31,11 +31,13 @@ A completion in a small group (one busy key commits one completion at a
 time) marks its row instead of deleting it (`_COMPLETE`): the commit then
 writes one page of the file, not two.  The journal deletes the marked rows
 together: in the commit that brings them to `_DELETE_EVERY`, and when it
-closes; `open` deletes those a crash left.  Reads, the journal's and
-`SQLiteReader`'s, see the table through a view without them (`LIVE_JOBS`:
-on the journal's connection it shadows the table, so the writes name
-``main.jobs``), and every statement that changes a pending job leaves a
-marked row be, as it would a deleted one.
+closes; `open` deletes those a crash left.  Should the disk have no room for
+the pages those deletes write, the group commits without them, and they wait
+for as many completions more: a disk with room for a completion keeps taking
+completions.  Reads, the journal's and `SQLiteReader`'s, see the table
+through a view without them (`LIVE_JOBS`: on the journal's connection it
+shadows the table, so the writes name ``main.jobs``), and every statement
+that changes a pending job leaves a marked row be, as it would a deleted one.
 
 A failure of SQLite itself (disk full, I/O error, a failed COMMIT) rolls the
 whole transaction back and refuses every batch in it.  If COMMIT itself
@@ -174,11 +176,15 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
     """A COMMIT failed: what reached the disk is unknown, so nothing more is written."""
     _completed: list[int] = attrs.field(factory=list, init=False)
     """Jobs whose rows are marked completed and not deleted yet (`_COMPLETE`), oldest
-    first; an id may be here twice, or unmarked (its completion rolled back)."""
+    first."""
+    _delete_at: int = attrs.field(factory=lambda: _DELETE_EVERY, init=False)
+    """How many `_completed` a commit deletes at: `_DELETE_EVERY`, or more once the disk
+    had no room for the deletes (`_commit_on`)."""
     _fault_hook: Callable[[str], None] | None = attrs.field(default=None, init=False)
     """For fault-injection tests: called on the journal's thread before each
-    batch is applied (``"apply"``) and before COMMIT (``"commit"``); raise a
-    `sqlite3.Error` from it to act out a full disk or an I/O error."""
+    batch is applied (``"apply"``), before marked rows are deleted (``"delete"``) and
+    before COMMIT (``"commit"``); raise a `sqlite3.Error` from it to act out a full
+    disk or an I/O error."""
 
     # -- trio side -----------------------------------------------------------
 
@@ -188,7 +194,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         connection, recovery = await off_thread(self._open_sync)
         self.commits = 0
         self._next_id = recovery.next_id
-        self._completed.clear()  # the file holds no marked row now (`_recover`)
+        self._delete_at = _DELETE_EVERY
         self._broken = False
         self._worker = JournalThread(
             name=f"inturn-sqlite:{self.path}",
@@ -321,16 +327,16 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
     def _recover(self, connection: sqlite3.Connection) -> Recovery:
         """Each key's head and backlog, and every keyless job: O(keys) rows in memory."""
         try:
-            # Completed jobs a crash left marked (`_COMPLETE`): the reads below know
-            # nothing of marks.  A scan of the table, in C, once per open.
-            connection.execute(
-                "DELETE FROM main.jobs WHERE state = 'pending' AND completed_at IS NOT NULL"
-            )
+            left = self._delete_marked(connection)
+            # The reads below pass marked rows by only if some are left: else they
+            # read the queued-by-key index alone.
+            live = " AND completed_at IS NULL" if left else ""
             connection.execute("BEGIN")  # one snapshot for the three reads
             try:
                 counts = connection.execute(
                     "SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM main.jobs"
-                    " WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL GROUP BY key"
+                    " WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL"
+                    f"{live} GROUP BY key"
                 ).fetchall()
                 heads = [row[2] for row in counts]  # places are unique, as ids are
                 # Each row becomes its job as it is read: no list of raw rows
@@ -339,7 +345,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
                     stored(row)
                     for row in connection.execute(
                         f"SELECT {COLUMNS} FROM main.jobs WHERE state = 'pending' AND seq IS NOT NULL"
-                        " AND (key IS NULL OR seq IN (SELECT value FROM json_each(?)))"
+                        f" AND (key IS NULL OR seq IN (SELECT value FROM json_each(?))){live}"
                         " ORDER BY seq",
                         (json.dumps(heads),),
                     )
@@ -363,6 +369,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             for key, count, _, last in counts
             if count > 1
         }
+        self._completed[:] = left  # deleted with the next marks, once there is room
         return Recovery(
             next_id=_highest_id(connection) + 1,
             jobs=jobs,
@@ -371,10 +378,26 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             scheduled=scheduled,
         )
 
+    @staticmethod
+    def _delete_marked(connection: sqlite3.Connection) -> list[int]:
+        """Delete the completed jobs a crash (or a full disk) left marked (`_COMPLETE`): a
+        scan of the table, in C, once per open.  On a disk with no room for that, the
+        ids of those rows, which stay."""
+        marked = "FROM main.jobs WHERE state = 'pending' AND completed_at IS NOT NULL"
+        try:
+            connection.execute(f"DELETE {marked}")
+        except sqlite3.OperationalError as exc:
+            if not _disk_full(exc):
+                raise
+            rollback(connection)
+            return [job_id for (job_id,) in connection.execute(f"SELECT id {marked} ORDER BY id")]
+        return []
+
     def _delete_completed(self, cursor: sqlite3.Cursor) -> int:
         """Delete the rows marked completed, in the transaction under way; return how many
         ids of `_completed` it took (forget them once it commits)."""
         count = len(self._completed)
+        self._fault("delete")
         cursor.execute(_DELETE_COMPLETED, (json.dumps(self._completed),))
         return count
 
@@ -427,32 +450,38 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         self, cursor: sqlite3.Cursor, connection: sqlite3.Connection, group: list[Request]
     ) -> None:
         """`_commit_group` on *cursor*, a cursor of *connection*."""
+        marked = len(self._completed)  # the group's own marks come after: undone with it
         try:
             cursor.execute("BEGIN IMMEDIATE")
             try:
                 next_id = self._apply_group(cursor, group, guarded=False)
             except _Replay:
-                self._rolled_back(connection)
-                for request in group:
-                    request.error = None
-                    request.superseded.clear()
+                self._rolled_back(connection, marked, group)
                 cursor.execute("BEGIN IMMEDIATE")
                 next_id = self._apply_group(cursor, group, guarded=True)
         except sqlite3.Error as exc:
-            self._rolled_back(connection)
+            self._rolled_back(connection, marked)
             cause = "disk full, nothing stored" if _disk_full(exc) else "write failed"
             error = JournalError(f"{self.path}: {cause}: {exc}")
             error.__cause__ = exc
             refuse(group, error)
             return
+        deleting = len(self._completed) >= self._delete_at
         deleted = 0
         try:
-            if len(self._completed) >= _DELETE_EVERY:
+            if deleting:
                 deleted = self._delete_completed(cursor)
             self._fault("commit")
             cursor.execute("COMMIT")
         except sqlite3.Error as exc:
-            self._rolled_back(connection)
+            self._rolled_back(connection, marked, group)
+            if deleting and _disk_full(exc):
+                # No room for the pages the deletes write, perhaps for the group's: commit
+                # it alone, and delete again after as many completions more (each commit
+                # trying again would fail each on a disk with room for one completion).
+                self._delete_at += _DELETE_EVERY
+                self._commit_on(cursor, connection, group)
+                return
             if _disk_full(exc):
                 # SQLite wrote no commit record: the transaction is rolled
                 # back, the file as it was.  Refuse the group, keep working.
@@ -470,7 +499,9 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             return
         self._next_id = next_id
         self.commits += 1
-        del self._completed[:deleted]
+        if deleting:
+            del self._completed[:deleted]
+            self._delete_at = _DELETE_EVERY
 
     def _apply_group(self, cursor: sqlite3.Cursor, group: list[Request], *, guarded: bool) -> int:
         """Apply each batch of *group*, each refused alone; return the next free id.
@@ -511,9 +542,17 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
                 cursor.execute("RELEASE batch")
         return next_id
 
-    def _rolled_back(self, connection: sqlite3.Connection) -> None:
+    def _rolled_back(
+        self, connection: sqlite3.Connection, marked: int, group: Sequence[Request] = ()
+    ) -> None:
+        """The transaction is undone: the marks after the first *marked* with it; each
+        request of *group* (applied again next) as it came."""
         rollback(connection)
         self._usage = None  # it may have counted what was undone
+        del self._completed[marked:]
+        for request in group:
+            request.error = None
+            request.superseded.clear()
 
 
 def _disk_full(exc: sqlite3.Error) -> bool:
