@@ -22,13 +22,17 @@ from . import tmpfs
 from .test_sqlite_marked import marked, row_ids
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    folder = tmpfs.mount(tmp_path / "disk", "size=4m")
+def mounted(tmp_path: Path, size: str) -> Iterator[Path]:
+    folder = tmpfs.mount(tmp_path / "disk", f"size={size}")
     try:
         yield folder
     finally:
         tmpfs.unmount(folder)  # busy if the journal left its file open after it was closed
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    yield from mounted(tmp_path, "4m")
 
 
 def fill(folder: Path, leave: int = 0) -> Path:
@@ -86,11 +90,7 @@ async def test_a_full_disk_refuses_sends_and_the_service_goes_on_when_space_retu
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[Path]:
     """Room for the write-ahead log to reach its checkpoint (1,000 pages) with room to spare."""
-    folder = tmpfs.mount(tmp_path / "disk", "size=16m")
-    try:
-        yield folder
-    finally:
-        tmpfs.unmount(folder)
+    yield from mounted(tmp_path, "16m")
 
 
 async def test_a_disk_with_room_for_a_completion_but_not_the_deletes_keeps_completing(
