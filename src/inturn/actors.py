@@ -74,7 +74,7 @@ from ._tasks import start_task
 from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
 from .errors import BatchError, DecodeError, JournalError, LeaseLost, PermanentError
-from .events import Logger, exception_text, logs_debug
+from .events import Logger, debug_is_off, exception_text, logs_debug
 from .jobs import Job, new_job
 from .journal import Complete, Discard, Journal, MarkAttempt
 from .journal.records import Retrying
@@ -199,6 +199,11 @@ class Runtime:
     log: Logger = attrs.field(factory=lambda: structlog.get_logger("inturn").bind())
     """Bound once, when the supervisor opens: a filtered-out debug call is then
     one call to a no-op, not a trip through structlog's lazy proxy."""
+    debug: bool = attrs.field(
+        default=attrs.Factory(lambda self: not debug_is_off(self.log), takes_self=True)
+    )
+    """Whether `log`'s debug events may go anywhere (set again with `log`): the
+    events of every job, started and completed, are skipped if not."""
     _crashes: deque[float] = attrs.field(factory=deque)
     _idle: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
     stopped: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
@@ -761,7 +766,10 @@ class Actor:
             except DecodeError as exc:
                 await self._carry_out(self._failed(entry, exc))
                 return
-            runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
+            if runtime.debug:
+                runtime.log.debug(
+                    "job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt
+                )
             result: object = None
             try:
                 if runtime.job_timeout is None:  # `call_handler`, inlined: once per job
@@ -1053,9 +1061,10 @@ class Actor:
             self._superseded(entry, "job.superseded")
         else:
             core.complete(entry)
-            runtime.log.debug(
-                "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
-            )
+            if runtime.debug:
+                runtime.log.debug(
+                    "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
+                )
             if runtime.waiters:
                 runtime.answer(entry.id, result)
         runtime.check_idle()

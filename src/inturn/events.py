@@ -12,11 +12,12 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar, final
+from typing import Any, Final, Protocol, TypeVar, final
 
 import attrs
+import structlog
 
-__all__ = ["Event", "EventTee", "Logger", "logs_debug"]
+__all__ = ["Event", "EventTee", "Logger", "debug_is_off", "logs_debug"]
 
 
 class Logger(Protocol):
@@ -26,6 +27,22 @@ class Logger(Protocol):
     def info(self, event: str, /, **fields: Any) -> object: ...
     def warning(self, event: str, /, **fields: Any) -> object: ...
     def error(self, event: str, /, **fields: Any) -> object: ...
+
+
+_NOP: Final = structlog.make_filtering_bound_logger(logging.INFO).debug
+"""What a structlog filtering logger's method for a level it filters out is: a no-op."""
+
+
+def debug_is_off(log: object) -> bool:
+    """Whether *log*'s debug method is a no-op for as long as *log* lives.
+
+    True only for structlog's filtering loggers that filter debug out: their
+    level is their class's, made with the class, so skipping their debug
+    calls changes nothing, and saves a call per event (5% of a no-op job at
+    one key).  A logger that may turn debug on later (structlog's stdlib
+    one, an `EventTee`) is called every time.
+    """
+    return getattr(type(log), "debug", None) is _NOP
 
 
 def logs_debug(log: object) -> bool:

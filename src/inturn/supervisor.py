@@ -72,7 +72,7 @@ from .errors import (
     PermanentError,
     SupervisorClosed,
 )
-from .events import Event, EventTee, exception_text, logs_debug
+from .events import Event, EventTee, debug_is_off, exception_text, logs_debug
 from .fleet import Fleet, FleetJournal, capacity_for
 from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Item, Stats
@@ -1247,7 +1247,8 @@ class Supervisor:
             runtime.spawn(entry.lane)
         else:
             runtime.wake(entry.lane)
-        runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
+        if runtime.debug:
+            runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
 
     async def _check_journaled(
         self,
@@ -1455,6 +1456,7 @@ async def open_supervisor(
         )
         if on_event is not None:
             runtime.log = EventTee(runtime.log, on_event)
+            runtime.debug = not debug_is_off(runtime.log)
         errors: list[BaseException] = []
         try:
             async with trio.open_nursery() as nursery:

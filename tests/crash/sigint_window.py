@@ -40,6 +40,9 @@ class Interrupting:
     def get_nowait(self) -> object:
         return self.inner.get_nowait()
 
+    def empty(self) -> bool:
+        return self.inner.empty()
+
 
 async def main(path: str) -> None:
     journal = inturn.SQLiteJournal(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import structlog
@@ -9,6 +10,7 @@ import trio
 import trio.testing
 
 import inturn
+from inturn.events import EventTee, debug_is_off
 from inturn.journal import Change, Complete
 from inturn.testing import FaultyJournal, Recorder
 
@@ -201,3 +203,58 @@ async def test_no_event_carries_the_payload(autojump_clock: trio.testing.MockClo
         assert "payload" not in event
         assert "data" not in event
         assert SECRET not in repr(event)
+
+
+def test_only_a_logger_whose_debug_is_a_no_op_for_good_has_its_debug_calls_skipped() -> None:
+    """structlog's filtering loggers fix their level with their class: below it, debug is
+    a no-op for as long as the logger lives.  Any other logger may turn debug on."""
+    at_info = structlog.wrap_logger(
+        structlog.PrintLogger(), wrapper_class=structlog.make_filtering_bound_logger(logging.INFO)
+    ).bind()  # bound, as the runtime binds its logger
+    at_debug = structlog.wrap_logger(
+        structlog.PrintLogger(), wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG)
+    ).bind()
+    stdlib = structlog.stdlib.BoundLogger(logging.getLogger("inturn"), [], {})
+    assert debug_is_off(at_info)
+    assert not debug_is_off(at_debug)
+    assert not debug_is_off(stdlib)  # its level is the stdlib logger's, which may change
+    assert not debug_is_off(EventTee(at_info, lambda event: None))  # every event to on_event
+    assert not debug_is_off(structlog.get_logger())  # a lazy proxy: bound when first used
+    assert not debug_is_off(object())
+
+
+async def test_a_stdlib_logger_turned_to_debug_while_the_supervisor_runs_gets_each_jobs_events() -> (
+    None
+):
+    """The job events are skipped only for a logger whose debug is off for good: one whose
+    level may change logs them once it does."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    stdlib = logging.getLogger("inturn.test_logs")
+    stdlib.propagate = False
+    stdlib.setLevel(logging.INFO)
+    stdlib.addHandler(keep := Keep())
+    config = structlog.get_config()
+    structlog.configure(
+        processors=[structlog.stdlib.filter_by_level, structlog.processors.KeyValueRenderer()],
+        wrapper_class=structlog.stdlib.BoundLogger,
+        logger_factory=lambda *args: stdlib,
+    )
+    try:
+        async with inturn.open_supervisor(Recorder()) as sup:
+            quiet = await sup.send("k", 1)
+            await sup.wait_idle()
+            stdlib.setLevel(logging.DEBUG)
+            heard = await sup.send("k", 2)
+            await sup.wait_idle()
+    finally:
+        structlog.configure(**config)
+        stdlib.removeHandler(keep)
+    messages = [record.getMessage() for record in records]
+    for name in ("job.accepted", "job.started", "job.completed"):
+        assert not [m for m in messages if f"job_id={quiet}" in m and name in m]
+        assert [m for m in messages if f"job_id={heard}" in m and name in m], messages

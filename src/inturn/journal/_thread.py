@@ -328,11 +328,11 @@ class JournalThread(Generic[_C]):
                     return
                 group = [first]
                 reads: list[Read[_C]] = []  # served after the group commits: they see it
-                while True:  # group commit: take everything already waiting
-                    try:
-                        more = self._requests.get_nowait()
-                    except queue.Empty:
-                        break
+                requests = self._requests
+                # Group commit: take everything already waiting.  Asked first, not
+                # raised by `get_nowait`: an exception per commit cost 1% of a job.
+                while not requests.empty():
+                    more = requests.get_nowait()  # there: this thread alone takes
                     if isinstance(more, Read):
                         reads.append(more)
                     elif isinstance(more, Request):

@@ -118,7 +118,10 @@ class _Refused(Exception):
         self.error = error
 
 
-@attrs.define(eq=False)
+# Its settings are checked when it is made, not when set later: a checked set is a
+# call through attrs' __setattr__ for every attribute, and the journal sets its own
+# on every commit (2.5% of a durable job at one key).
+@attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
 class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
     """A journal on a PostgreSQL server: what is accepted survives a crash of the process or the machine.
 
