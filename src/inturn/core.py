@@ -136,6 +136,7 @@ class Core:
         """
         runs: list[Run] = []
         run: Run | None = None
+        run_key = None  # the run's first key object: its buffered jobs share it
         state = None
         job_id = self.next_id
         window, max_buffered = self.window, self.max_buffered
@@ -145,6 +146,7 @@ class Core:
                     assert state is not None
                     self._reserved(state, run)
                 run = Run(job_id if key is None else key, job_id, [])
+                run_key = key
                 state = self._lane(run.lane)
                 runs.append(run)
             assert state is not None
@@ -156,8 +158,8 @@ class Core:
                 or (fifo and self._buffered >= max_buffered)
             ):
                 run.spilled += 1
-            else:  # `_buffer`, inlined
-                entry = Entry(job_id, job_id, key, data, unique, run.lane)
+            else:  # `_buffer`, inlined; one key string for the run, not one a job
+                entry = Entry(job_id, job_id, run_key, data, unique, run.lane)
                 fifo.append(entry)
                 state.tail = job_id
                 self._buffered += 1

@@ -806,3 +806,18 @@ def test_a_batch_may_not_run_once_its_key_halts_one_job_is_skipped_or_the_core_s
         core.stop()
     assert not core.may_run_batch(batch)
     assert core.may_run(batch[0]) is (what == "skipped")
+
+
+def test_a_batchs_buffered_jobs_of_one_key_share_its_key_string() -> None:
+    """Sent in bulk, each job carries its own equal string; the entries keep one per run
+    (at 100,000 keys with ten jobs each, 5.7 MiB of a backlog's peak)."""
+    core = make_core()
+    keys = ["".join(["k", "ey"]) for _ in range(3)]  # equal, distinct objects
+    assert keys[0] is not keys[1]
+    [run] = core.reserve_many([(key, b"{}", None) for key in keys])
+    assert [entry.key for entry in run.entries] == ["key"] * 3
+    assert all(entry.key is run.lane and entry.lane is run.lane for entry in run.entries)
+    [keyless, other] = core.reserve_many([(None, b"{}", None), ("other", b"{}", None)])
+    assert keyless.entries[0].key is None
+    assert keyless.entries[0].lane == keyless.first
+    assert other.entries[0].key == "other"
