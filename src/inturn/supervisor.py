@@ -1441,6 +1441,7 @@ async def open_supervisor(
             batch=batch or 1,
         )
         lanes = core.restore(recovery, clock=trio.current_time(), wall=time.time())
+        del recovery  # its rows and counts, O(keys): this frame lives as long as the supervisor
         runtime = Runtime(
             core=core,
             journal=journal,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import random
 from collections.abc import Sequence
 
@@ -11,7 +12,7 @@ import trio
 import trio.testing
 
 import inturn
-from inturn.journal import Append, Change, Complete, Halt, MarkAttempt
+from inturn.journal import Append, Change, Complete, Halt, MarkAttempt, StoredJob
 from inturn.testing import Recorder
 
 from .helpers import dead_letters
@@ -235,3 +236,18 @@ async def test_job_ids_continue_after_the_highest_id_ever_journaled() -> None:
     async with inturn.open_supervisor(recorder, journal=journal) as sup:
         assert await sup.send("k", 3) == 8
     assert [call.job.id for call in recorder.calls] == [3, 8]
+
+
+async def test_a_recovered_backlog_is_not_kept_once_restored() -> None:
+    """What the journal handed back at open (each key's head and count) becomes the core's
+    own lanes; once its keys are done, nothing of it stays for the supervisor's life."""
+
+    def stored_jobs() -> int:
+        gc.collect()
+        return sum(isinstance(thing, StoredJob) for thing in gc.get_objects())
+
+    journal = await seeded([append(n, f"k{n % 50}", n) for n in range(1, 201)])
+    async with inturn.open_supervisor(Recorder(), journal=journal) as sup:
+        await sup.wait_idle()
+        assert sup.stats().completed == 200
+        assert stored_jobs() == 0
