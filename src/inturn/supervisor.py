@@ -1071,6 +1071,7 @@ class Supervisor:
                 continue
             # Earliest first, and none is due: the first one's due time is the next.
             first = found[0].due_at if found else None
+            del found, due  # their payloads, perhaps for days
             await schedule.wait(math.inf if first is None else core.clock_time(first))
 
     async def _promote(self, due: list[JobInfo]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import gc
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -447,3 +448,21 @@ async def test_a_scheduled_job_another_writer_finished_first_is_let_go(
     assert journal.raced == [job_id]
     assert (dead.id, dead.last_error) == (job_id, "skipped elsewhere")
     assert handler.order == []
+
+
+async def test_the_scheduler_keeps_no_job_it_read_while_it_waits_for_the_earliest() -> None:
+    """Waiting, perhaps for days, for the first scheduled job to fall due, it holds that due
+    time alone: not the jobs it read, whose payloads may be large."""
+
+    def job_infos() -> int:
+        gc.collect()
+        return sum(isinstance(thing, inturn.JobInfo) for thing in gc.get_objects())
+
+    handler = Timeline()
+    async with inturn.open_supervisor(handler) as sup:
+        for n in range(3):
+            await sup.send(f"k{n}", "x" * 100_000, delay=86_400)
+        await trio.testing.wait_all_tasks_blocked()  # the scheduler read them, and waits
+        assert sup.stats().scheduled == 3
+        assert job_infos() == 0
+        await sup.shutdown(grace=0)
