@@ -852,3 +852,45 @@ async def test_every_read_query_uses_an_index(tmp_path: Path) -> None:
         scans = [step for step in plan if re.match(r"SCAN (jobs|head)\b", step)]
         assert scans == [], f"{statement}\n scans: {scans}"
         assert any("INDEX" in step or "PRIMARY KEY" in step for step in plan), plan
+
+
+class FailingReads:
+    """A connection whose reads of the jobs at open fail with SQLite's *code* (a mock: an I/O
+    error of a real disk cannot be had on demand)."""
+
+    def __init__(self, connection: sqlite3.Connection, code: int, message: str) -> None:
+        self.connection, self.code, self.message = connection, code, message
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql.startswith("SELECT key, COUNT(*)"):
+            error = sqlite3.OperationalError(self.message)
+            error.sqlite_errorcode = self.code
+            raise error
+        return self.connection.execute(sql, *args)
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "corrupt"),
+    [
+        (sqlite3.SQLITE_IOERR_READ, "disk I/O error", False),
+        (sqlite3.SQLITE_NOMEM, "out of memory", False),
+        (sqlite3.SQLITE_CORRUPT, "database disk image is malformed", True),
+        (sqlite3.SQLITE_ERROR, "no such column: seq", True),
+    ],
+)
+async def test_an_error_of_the_disk_while_recovering_is_no_corruption(
+    tmp_path: Path, code: int, message: str, corrupt: bool
+) -> None:
+    """`JournalCorrupt` says the file is no sound journal, and an operator may set it aside: an
+    I/O error or no memory while it is read at open is a `JournalError` that says so."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db")
+    await journal.open()
+    await journal.aclose()
+    connection = sqlite3.connect(tmp_path / "jobs.db", isolation_level=None)
+    try:
+        failing = FailingReads(connection, code, message)
+        with pytest.raises(inturn.JournalError, match=message) as exc_info:
+            journal._recover(failing)  # type: ignore[arg-type]
+    finally:
+        connection.close()
+    assert isinstance(exc_info.value, inturn.JournalCorrupt) is corrupt

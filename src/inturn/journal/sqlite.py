@@ -362,6 +362,8 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             finally:
                 connection.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
+            if _circumstance(exc):  # the disk, memory or the system: not the file's content
+                raise JournalError(f"{self.path}: open failed: {exc}") from exc
             raise JournalCorrupt(self.path, str(exc)) from exc
         # A TEXT column keeps a blob as it is: only a hand-made file has a key
         # that is not text, and the runtime keeps keys as str.
@@ -560,6 +562,29 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
 
 def _disk_full(exc: sqlite3.Error) -> bool:
     return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+
+
+_CIRCUMSTANCES: Final = frozenset(
+    {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_INTERRUPT,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_LOCKED,
+        sqlite3.SQLITE_NOMEM,
+        sqlite3.SQLITE_PERM,
+        sqlite3.SQLITE_READONLY,
+    }
+)
+"""SQLite's primary result codes for what befell a sound file: an I/O error, a full disk,
+no memory, a lock, a permission."""
+
+
+def _circumstance(exc: sqlite3.Error) -> bool:
+    """Whether *exc* says what befell the file, not what is wrong with it (`_CIRCUMSTANCES`)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _CIRCUMSTANCES
 
 
 def _highest_id(connection: sqlite3.Connection) -> int:
