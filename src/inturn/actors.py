@@ -456,6 +456,9 @@ class Runtime:
             elif not self._may_restart():
                 self.escalate(crash)
                 return
+            # Logged as text: the frames it went through (their locals, the attempt's
+            # job and payload among them) need not live as long as the restarted actor.
+            _forget_frames(crash)
             try:
                 await actor.run()
             except Exception as exc:
@@ -1168,3 +1171,17 @@ class Actor:
                 runtime.finished(entry.id, error=error)
             case _:
                 assert_never(outcome)
+
+
+def _forget_frames(error: BaseException) -> None:
+    """Drop the tracebacks of *error* and of every exception it chains or groups."""
+    pending, seen = [error], set[int]()
+    while pending:
+        each = pending.pop()
+        if id(each) in seen:
+            continue
+        seen.add(id(each))
+        each.__traceback__ = None
+        pending.extend(other for other in (each.__cause__, each.__context__) if other is not None)
+        if isinstance(each, BaseExceptionGroup):
+            pending.extend(each.exceptions)

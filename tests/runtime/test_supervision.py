@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -11,6 +12,7 @@ import trio
 import trio.testing
 
 import inturn
+from inturn.actors import _forget_frames
 from inturn.journal import Append, Change, Complete, Discard, MarkAttempt
 from inturn.testing import FaultyJournal, Recorder
 
@@ -405,3 +407,51 @@ async def test_a_crash_after_a_restart_is_logged_and_raised_alone(
     assert len(crashes) == 2
     assert all("During handling" not in event["exception"] for event in crashes)
     assert exc_info.value.__context__ is None
+
+
+async def test_an_actor_restarted_after_a_crash_keeps_nothing_of_the_attempt_that_crashed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The crash is logged as text; the actor restarted in its place, which may run for long,
+    keeps none of the frames the crash went through (the attempt's job and payload among
+    their locals)."""
+    gate = trio.Event()
+
+    async def handler(job: inturn.Job) -> None:
+        if job.payload == "second":
+            await gate.wait()
+
+    def jobs_of_first() -> int:
+        gc.collect()
+        return sum(
+            isinstance(thing, inturn.Job) and thing.payload == "first" for thing in gc.get_objects()
+        )
+
+    journal = FaultyJournal(inturn.MemoryJournal(), fail=fail_first(Complete, 1))
+    async with inturn.open_supervisor(handler, journal=journal) as sup:
+        await sup.send("k", "first")
+        await sup.send("k", "second")
+        await trio.testing.wait_all_tasks_blocked()  # "first" crashed, ran again; "second" runs
+        assert journal.failures == 1
+        assert sup.stats().completed == 1
+        assert jobs_of_first() == 0
+        gate.set()
+
+
+def test_a_crash_forgets_the_frames_of_every_exception_it_chains_or_groups() -> None:
+    def raised(error: BaseException) -> BaseException:
+        try:
+            raise error
+        except BaseException as caught:
+            return caught
+
+    cause = raised(ValueError("cause"))
+    inner = raised(KeyError("grouped"))
+    group = raised(ExceptionGroup("group", [inner]))  # type: ignore[type-var]
+    crash = raised(inturn.JournalError("crash"))
+    crash.__cause__, crash.__context__ = cause, group
+    cause.__context__ = crash  # a cycle, as a handler's own except can make
+    everything = (crash, cause, group, inner)
+    assert all(error.__traceback__ is not None for error in everything)
+    _forget_frames(crash)
+    assert all(error.__traceback__ is None for error in everything)
