@@ -7,7 +7,9 @@ import re
 import shutil
 import sqlite3
 import stat
+import threading
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -894,3 +896,53 @@ async def test_an_error_of_the_disk_while_recovering_is_no_corruption(
     finally:
         connection.close()
     assert isinstance(exc_info.value, inturn.JournalCorrupt) is corrupt
+
+
+async def test_each_write_of_a_refused_group_raises_an_exception_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """A group commit refused whole refuses each write in it with its own `JournalError`: an
+    exception raised in several tasks would carry every earlier raise's frames (and their
+    locals) into the next one's traceback."""
+    journal = inturn.SQLiteJournal(tmp_path / "jobs.db")
+    await journal.open()
+    busy, free = threading.Event(), threading.Event()
+    caught: dict[str, inturn.JournalError] = {}
+
+    def hold(connection: object) -> None:  # on the journal's thread: the writes queue up
+        busy.set()
+        free.wait(10)
+
+    async def first_writer() -> None:
+        try:
+            await journal.write([Append(job_id=1, key="k", data=b"1")])
+        except inturn.JournalError as exc:
+            caught["first_writer"] = exc
+
+    async def second_writer() -> None:
+        try:
+            await journal.write([Append(job_id=2, key="k", data=b"2")])
+        except inturn.JournalError as exc:
+            caught["second_writer"] = exc
+
+    try:
+        async with trio.open_nursery() as nursery:
+            assert journal._worker is not None
+            nursery.start_soon(journal._worker.read, hold)
+            await trio.to_thread.run_sync(busy.wait)
+            nursery.start_soon(first_writer)
+            nursery.start_soon(second_writer)
+            await trio.testing.wait_all_tasks_blocked()  # both queued: one group
+            journal._fault_hook = Faults("apply")
+            free.set()
+    finally:
+        await journal.aclose()
+    first, second = caught["first_writer"], caught["second_writer"]
+    assert first is not second
+    assert (type(first), str(first)) == (type(second), str(second))
+    assert "disk I/O error" in str(first)
+    assert first.__cause__ is second.__cause__  # the one SQLite error, on the thread
+    for name, exc in caught.items():
+        frames = {frame.f_code.co_name for frame, _ in traceback.walk_tb(exc.__traceback__)}
+        assert name in frames
+        assert frames.isdisjoint(set(caught) - {name})

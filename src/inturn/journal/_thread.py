@@ -31,6 +31,7 @@ time it wanted the GIL back, and one commit could take a second.
 
 from __future__ import annotations
 
+import copy
 import math
 import queue
 import sys
@@ -110,8 +111,18 @@ def needs_savepoint(changes: Sequence[FleetChange]) -> bool:
 
 
 def refuse(group: Sequence[Request], error: JournalError) -> None:
-    for request in group:
-        request.error = error
+    """Refuse each request of *group* with *error*, each with an exception of its own: its
+    caller raises it, and an exception raised again keeps the frames of every raise before
+    (those of the other callers, their locals among them)."""
+    for position, request in enumerate(group):
+        request.error = error if position == 0 else _own_copy(error)
+
+
+def _own_copy(error: JournalError) -> JournalError:
+    copied = copy.copy(error)
+    copied.__cause__, copied.__context__ = error.__cause__, error.__context__
+    copied.__suppress_context__ = error.__suppress_context__
+    return copied
 
 
 @trio.lowlevel.enable_ki_protection
