@@ -228,6 +228,14 @@ async def test_a_supervisor_recovers_from_a_file(tmp_path: Path) -> None:
     second.assert_sequential()
 
 
+def sqlite_error(message: str, code: int | None = None) -> sqlite3.OperationalError:
+    """An error as SQLite raises it: with its result *code*, if given."""
+    error = sqlite3.OperationalError(message)
+    if code is not None:
+        error.sqlite_errorcode = code
+    return error
+
+
 class Faults:
     """A fault hook: raise an SQLite error at the chosen steps, a chosen number of times."""
 
@@ -239,10 +247,7 @@ class Faults:
     def __call__(self, step: str) -> None:
         if step == self.step and self.times > 0:
             self.times -= 1
-            error = sqlite3.OperationalError(self.message)
-            if self.code is not None:  # as SQLite's own errors carry it
-                error.sqlite_errorcode = self.code
-            raise error
+            raise sqlite_error(self.message, self.code)
 
 
 async def test_a_failed_write_refuses_the_send_and_keeps_serving(
@@ -865,9 +870,7 @@ class FailingReads:
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
         if sql.startswith("SELECT key, COUNT(*)"):
-            error = sqlite3.OperationalError(self.message)
-            error.sqlite_errorcode = self.code
-            raise error
+            raise sqlite_error(self.message, self.code)
         return self.connection.execute(sql, *args)
 
 

@@ -25,6 +25,7 @@ import inturn
 from inturn.journal import Append, Change, Complete, MarkAttempt, sqlite as sqlite_journal
 from inturn.journal._thread import Request
 
+from .test_sqlite import sqlite_error
 from .test_sqlite_common import opened
 
 STEPS = ("apply", "delete", "commit")
@@ -40,9 +41,7 @@ class FullDisk:
         self.seen.append(step)
         if step == self.step and not self.failed_after:
             self.failed_after = list(self.seen)
-            error = sqlite3.OperationalError("database or disk is full")
-            error.sqlite_errorcode = sqlite3.SQLITE_FULL
-            raise error
+            raise sqlite_error("database or disk is full", sqlite3.SQLITE_FULL)
 
 
 def ids(connection: Any, where: str) -> set[int]:
