@@ -76,7 +76,7 @@ from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
 from .errors import BatchError, DecodeError, JournalError, LeaseLost, PermanentError
 from .events import Logger, debug_is_off, exception_text, logs_debug
 from .jobs import Job, new_job
-from .journal import Complete, Discard, Journal, MarkAttempt
+from .journal import Complete, Discard, Journal, MarkAttempt, MemoryJournal
 from .journal.records import Retrying
 
 if TYPE_CHECKING:
@@ -188,6 +188,14 @@ class Runtime:
     )
     counted: bool = False
     """Trio counts a task's schedule points (`counts_schedule_points`): checked once, at start."""
+    immediate: MemoryJournal | None = attrs.field(
+        default=attrs.Factory(
+            lambda self: self.journal if type(self.journal) is MemoryJournal else None,
+            takes_self=True,
+        )
+    )
+    """`journal`, if it answers the commonest writes in a call (`MemoryJournal.append_now`,
+    ``complete_now``): a plain send and a completion then take no coroutine."""
     schedule: Schedule = attrs.field(factory=Schedule)
     steps: StepLog = attrs.field(
         default=attrs.Factory(
@@ -797,7 +805,8 @@ class Actor:
             finally:
                 runtime.steps.ended(entry.id)
             if failed is None:
-                await self._complete_one(entry, result)
+                if runtime.immediate is None or not self._completed_now(entry, result):
+                    await self._complete_one(entry, result)
             else:
                 await self._carry_out(self._failed(entry, failed))
             if self.interrupted:
@@ -1071,6 +1080,31 @@ class Actor:
             if runtime.waiters:
                 runtime.answer(entry.id, result)
         runtime.check_idle()
+
+    def _completed_now(self, entry: Entry, result: object) -> bool:
+        """`_complete_one` in a call, for a journal that answers in one (`Runtime.immediate`):
+        False, having changed nothing, if it declines (the job is gone from it)."""
+        runtime, core, journal = self.runtime, self.runtime.core, self.runtime.immediate
+        assert journal is not None
+        successor = core.successor(entry)
+        now = None if entry.unique is None else runtime.unix_now()  # see `_complete`
+        if successor is None:
+            answer = journal.complete_now(entry.id, now=now)
+        else:
+            answer = journal.complete_now(entry.id, successor.id, successor.attempt, now=now)
+            if answer:
+                successor.marked = True
+        if answer is None:
+            return False
+        core.complete(entry)
+        if runtime.debug:
+            runtime.log.debug(
+                "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
+            )
+        if runtime.waiters:
+            runtime.answer(entry.id, result)
+        runtime.check_idle()
+        return True
 
     async def _batch_failed(self, batch: list[Entry], error: Exception) -> None:
         """The handler raised *error* for *batch*: one job failed (`BatchError`), or all of it."""

@@ -171,7 +171,12 @@ class Supervisor:
             return await self._yield_unless_parked(
                 self._accept(key, payload, unique, unique_for, delay, at)
             )
-        job_id = await self._accept(key, payload, unique, unique_for, delay, at)
+        plain = unique is None and unique_for is None and delay is None and at is None
+        if plain and self._runtime.immediate is not None:
+            await trio.lowlevel.checkpoint_if_cancelled()  # the journal's, which is none here
+            job_id = self._accept_now(key, payload)
+        else:
+            job_id = await self._accept(key, payload, unique, unique_for, delay, at)
         await schedule_point()
         return job_id
 
@@ -1025,6 +1030,35 @@ class Supervisor:
             self._answer_skips()
         if give_back:
             await runtime.give_back([entry])
+        return entry.id
+
+    def _accept_now(self, key: str, payload: object) -> int:
+        """`_accept` of a plain send (no unique key, due at once) to a memory journal, which
+        answers in a call: the same steps, with no await between the core's reservation
+        and the journal's answer, so nothing can overtake the job's early start."""
+        self._check_open()
+        runtime = self._runtime
+        data = self._encode(payload)
+        core = runtime.core
+        entry = core.reserve(key, data)
+        starts = core.starts_next(entry)
+        journal = runtime.immediate
+        assert journal is not None
+        try:
+            marked = journal.append_now(entry.id, key, data, entry.attempt if starts else 0)
+        except BaseException:
+            runtime.start_holding(core.retract(entry))
+            runtime.wake(entry.lane)  # its actor may be waiting on this head
+            runtime.check_idle()
+            self._answer_skips()
+            raise
+        if starts:
+            give_back, free = core.early_start_answered(entry, marked=marked)
+            assert not give_back, "no halt could land between the start and its answer"
+            runtime.start_holding(free)
+        self._commit(entry)
+        if self._answered is not None:  # `_answer_skips`, inlined: once per send
+            self._answer_skips()
         return entry.id
 
     def _scheduled(
