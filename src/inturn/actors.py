@@ -203,7 +203,8 @@ class Runtime:
             takes_self=True,
         )
     )
-    _nothing_runs: trio.Event | None = None
+    nothing_runs: trio.Event | None = None
+    """Set when ``running`` falls to 0, while a graceful shutdown waits for it."""
     log: Logger = attrs.field(factory=lambda: structlog.get_logger("inturn").bind())
     """Bound once, when the supervisor opens: a filtered-out debug call is then
     one call to a no-op, not a trip through structlog's lazy proxy."""
@@ -215,7 +216,10 @@ class Runtime:
     _crashes: deque[float] = attrs.field(factory=deque)
     _idle: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
     stopped: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
-    """Operators waiting for a skipped job's attempt to stop."""
+    """Operators waiting for a skipped job's attempt to stop (`wait_stopped`)."""
+    stop_waiters: int = 0
+    """How many wait in `stopped`: a plain count, which an attempt's end asks for (the
+    parking lot's own ``bool`` is a Python call)."""
     halt_writes: dict[str, trio.Event] = attrs.field(factory=dict)
     """Keys with a write in flight that halts them (a failure for good under
     ``on_discard="halt"``) or lifts their halt (`Resume`, a resuming `Revive`).
@@ -421,17 +425,25 @@ class Runtime:
         finally:
             self.ran(count)
 
+    async def wait_stopped(self) -> None:
+        """Wait until an attempt stops (a skip waiting for the one it cut short)."""
+        self.stop_waiters += 1
+        try:
+            await self.stopped.park()
+        finally:
+            self.stop_waiters -= 1
+
     def ran(self, count: int) -> None:
         """*count* jobs' handler call ended."""
         self.running -= count
-        if not self.running and self._nothing_runs is not None:
-            self._nothing_runs.set()
+        if not self.running and self.nothing_runs is not None:
+            self.nothing_runs.set()
 
     async def wait_nothing_runs(self) -> None:
         """Wait until no handler runs (a graceful shutdown's grace)."""
         while self.running:
-            self._nothing_runs = trio.Event()
-            await self._nothing_runs.wait()
+            self.nothing_runs = trio.Event()
+            await self.nothing_runs.wait()
 
     def interrupt_all(self) -> None:
         """Cancel what every actor does now: running attempts give their attempts back."""
@@ -693,7 +705,7 @@ class Actor:
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 points = task._schedule_points if counted else 0
                 if runtime.batch is None:
-                    await self._attempt(entry)
+                    await self._attempt(entry, checked=yielded)
                 else:
                     await self._attempt_batch(entry)
                 yielded = counted and task._schedule_points != points
@@ -725,13 +737,15 @@ class Actor:
                 return
             yielded = True  # a send landed meanwhile: serve it
 
-    async def _attempt(self, entry: Entry) -> None:
+    async def _attempt(self, entry: Entry, *, checked: bool = False) -> None:
         """Run one attempt of *entry* and carry out its outcome.
 
-        The handler is called here, not in a helper coroutine: the actor's
-        task resumes through every frame between its loop and the handler,
-        and a coroutine call per job cost as much again (together, 2% of a
-        no-op job's instructions).
+        *checked*: nothing was awaited since the core started it, so nothing
+        can have paused or skipped it (`Core.may_run` need not be asked
+        unless this awaits).  The handler is called here, not in a helper
+        coroutine: the actor's task resumes through every frame between its
+        loop and the handler, and a coroutine call per job cost as much
+        again (together, 2% of a no-op job's instructions).
         """
         runtime = self.runtime
         try:
@@ -761,6 +775,7 @@ class Actor:
                 return
             if not entry.marked:
                 mark = MarkAttempt(entry.id, entry.attempt)
+                checked = False
                 if await runtime.journal.write([mark]):
                     await self._start_superseded(entry)
                     return
@@ -768,8 +783,9 @@ class Actor:
             elif runtime.fleet is not None:
                 # Marked by an earlier write: a member that may have stalled past
                 # its heartbeat since renews it first, or stops (LeaseLost).
+                checked = False
                 await runtime.fleet.journal.hold()
-            if not runtime.core.may_run(entry):  # paused or skipped meanwhile
+            if not checked and not runtime.core.may_run(entry):  # paused or skipped meanwhile
                 await self._take_back(entry)
                 return
             try:
@@ -788,7 +804,9 @@ class Actor:
                     try:
                         result = await runtime.handler(job)
                     finally:
-                        runtime.ran(1)
+                        runtime.running -= 1  # `ran`, inlined
+                        if not runtime.running and runtime.nothing_runs is not None:
+                            runtime.nothing_runs.set()
                 else:
                     result = await runtime.call_handler(job)
             except Exception as exc:
@@ -817,7 +835,7 @@ class Actor:
                 runtime.check_idle()  # paused while it ran: parked now
             raise
         finally:
-            if runtime.stopped:  # an operator's skip waits for the attempt to stop
+            if runtime.stop_waiters:  # an operator's skip waits for the attempt to stop
                 runtime.stopped.unpark_all()
 
     async def _back_off(self, at: float) -> None:
@@ -900,7 +918,7 @@ class Actor:
             runtime.check_idle()  # paused while it ran: parked now
             raise
         finally:
-            if runtime.stopped:  # an operator's skip waits for the attempt to stop
+            if runtime.stop_waiters:  # an operator's skip waits for the attempt to stop
                 runtime.stopped.unpark_all()
 
     async def _mark(self, batch: list[Entry]) -> bool:
@@ -1071,15 +1089,9 @@ class Actor:
             successor.marked = True
         if superseded and complete in superseded:  # another writer finished it first
             self._superseded(entry, "job.superseded")
+            runtime.check_idle()
         else:
-            core.complete(entry)
-            if runtime.debug:
-                runtime.log.debug(
-                    "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
-                )
-            if runtime.waiters:
-                runtime.answer(entry.id, result)
-        runtime.check_idle()
+            self._completed(entry, result)
 
     def _completed_now(self, entry: Entry, result: object) -> bool:
         """`_complete_one` in a call, for a journal that answers in one (`Runtime.immediate`):
@@ -1096,7 +1108,13 @@ class Actor:
                 successor.marked = True
         if answer is None:
             return False
-        core.complete(entry)
+        self._completed(entry, result)
+        return True
+
+    def _completed(self, entry: Entry, result: object) -> None:
+        """Journaled *entry* completed with *result*: the core and its ``ask`` learn it."""
+        runtime = self.runtime
+        runtime.core.complete(entry)
         if runtime.debug:
             runtime.log.debug(
                 "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
@@ -1104,7 +1122,6 @@ class Actor:
         if runtime.waiters:
             runtime.answer(entry.id, result)
         runtime.check_idle()
-        return True
 
     async def _batch_failed(self, batch: list[Entry], error: Exception) -> None:
         """The handler raised *error* for *batch*: one job failed (`BatchError`), or all of it."""

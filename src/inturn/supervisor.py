@@ -752,7 +752,7 @@ class Supervisor:
                 self._answered = trio.Event()
             await self._answered.wait()
         while running is not None and running.running:
-            await runtime.stopped.park()
+            await runtime.wait_stopped()
 
     async def retry_now(self, key: str) -> bool:
         """Run *key*'s head at once if it is waiting out a retry's backoff.
@@ -1008,10 +1008,7 @@ class Supervisor:
         try:
             superseded = await runtime.journal.write(changes, now=now)
         except BaseException:
-            runtime.start_holding(core.retract(entry))
-            runtime.wake(entry.lane)  # its actor may be waiting on this head
-            runtime.check_idle()
-            self._answer_skips()
+            self._refused(entry)
             raise
         if runtime.closed:  # see `_check_journaled`
             self._answer_skips()
@@ -1047,10 +1044,7 @@ class Supervisor:
         try:
             marked = journal.append_now(entry.id, key, data, entry.attempt if starts else 0)
         except BaseException:
-            runtime.start_holding(core.retract(entry))
-            runtime.wake(entry.lane)  # its actor may be waiting on this head
-            runtime.check_idle()
-            self._answer_skips()
+            self._refused(entry)
             raise
         if starts:
             give_back, free = core.early_start_answered(entry, marked=marked)
@@ -1060,6 +1054,14 @@ class Supervisor:
         if self._answered is not None:  # `_answer_skips`, inlined: once per send
             self._answer_skips()
         return entry.id
+
+    def _refused(self, entry: Entry) -> None:
+        """The journal refused reserved *entry* (or its write was cut short): forget it."""
+        runtime = self._runtime
+        runtime.start_holding(runtime.core.retract(entry))
+        runtime.wake(entry.lane)  # its actor may be waiting on this head
+        runtime.check_idle()
+        self._answer_skips()
 
     def _scheduled(
         self, key: str | None, data: bytes, unique: str | None, window: float | None, due: float
