@@ -215,6 +215,9 @@ class Runtime:
     events of every job, started and completed, are skipped if not."""
     _crashes: deque[float] = attrs.field(factory=deque)
     _idle: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+    idle_waiters: int = 0
+    """How many wait in `wait_idle`: a job's end asks this plain count, not the parking
+    lot's Python ``bool``."""
     stopped: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
     """Operators waiting for a skipped job's attempt to stop (`wait_stopped`)."""
     stop_waiters: int = 0
@@ -330,10 +333,14 @@ class Runtime:
 
     async def wait_idle(self) -> None:
         while not self.idle and not self.closed:
-            await self._idle.park()
+            self.idle_waiters += 1
+            try:
+                await self._idle.park()
+            finally:
+                self.idle_waiters -= 1
 
     def check_idle(self) -> None:
-        if self._idle and (self.idle or self.closed):
+        if self.idle_waiters and (self.idle or self.closed):
             self._idle.unpark_all()
 
     def unix_now(self) -> float:
@@ -692,14 +699,16 @@ class Actor:
         # The loop is written out here, not in a helper coroutine: one more
         # frame on every resume of the task cost 3-5% of a no-op job.
         while True:
-            if not core.take_slot(self.lane):
-                del runtime.actors[self.lane]
-                runtime.log.debug("actor.queued", key=self.key)
-                return  # a worker serves the lane when a slot frees
-            page = core.page(self.lane)
-            if page is not None:
-                core.paged(page, await runtime.journal.load(page.key, page.after, page.limit))
-            entry = core.start(self.lane)
+            entry = core.start_at_once(self.lane)  # the common case: the three steps below
+            if entry is None:
+                if not core.take_slot(self.lane):
+                    del runtime.actors[self.lane]
+                    runtime.log.debug("actor.queued", key=self.key)
+                    return  # a worker serves the lane when a slot frees
+                page = core.page(self.lane)
+                if page is not None:
+                    core.paged(page, await runtime.journal.load(page.key, page.after, page.limit))
+                entry = core.start(self.lane)
             if entry is not None:
                 if not yielded:  # however fast the handler, let other tasks run
                     await trio.lowlevel.cancel_shielded_checkpoint()
@@ -1121,7 +1130,8 @@ class Actor:
             )
         if runtime.waiters:
             runtime.answer(entry.id, result)
-        runtime.check_idle()
+        if runtime.idle_waiters:  # `check_idle`'s first test, first: once per job
+            runtime.check_idle()
 
     async def _batch_failed(self, batch: list[Entry], error: Exception) -> None:
         """The handler raised *error* for *batch*: one job failed (`BatchError`), or all of it."""

@@ -127,6 +127,28 @@ class Core:
         self._place(entry, self._lane(entry.lane))
         return entry
 
+    def reserve_to_start(self, key: str, data: bytes) -> Entry:
+        """`reserve`, then `starts_next`, in one call: ``entry.slotted`` is the answer.
+
+        A plain send's two calls, with its lane looked up once.
+        """
+        job_id = self.next_id
+        entry = Entry(job_id, job_id, key, data, None, key)
+        self.next_id = job_id + 1
+        state = self._lanes.get(key)  # `_lane`, inlined
+        if state is None:
+            state = self._lanes[key] = LaneState()
+        self._place(entry, state)
+        if (  # `starts_next`'s tests, for a new entry
+            not self.stopping
+            and not entry.spilled
+            and state.fifo[0] is entry
+            and not state.halted
+            and self._claim_slot(state)
+        ):
+            entry.slotted = True
+        return entry
+
     def reserve_many(self, jobs: Iterable[tuple[str | None, bytes, str | None]]) -> list[Run]:
         """`reserve` each of *jobs* (``(key, data, unique)``), in order: a batch in one call.
 
@@ -256,7 +278,7 @@ class Core:
         if entry.spilled:
             self._settled(state, entry)
             state.disk_tail = max(state.disk_tail, entry.place)
-        return self._wants_actor(state)
+        return not state.attached and self._wants_actor(state)  # attached: once per job
 
     def commit_many(self, runs: Sequence[Run]) -> list[tuple[Lane, bool]]:
         """`commit` each job of *runs* (from `reserve_many`), in order: a batch in one call.
@@ -552,6 +574,29 @@ class Core:
         if head is not None:
             head.running = True
             head.slotted = False  # its slot is the running job's now
+        return head
+
+    def start_at_once(self, lane: Lane) -> Entry | None:
+        """`start`, when `take_slot` and `page` have nothing to do: *lane* holds a slot
+        (or needs none) and has no page to read.  None, changing nothing, if they may
+        have, or if `start` would say None: the shell then asks all three.
+
+        An actor's three calls a job, in one.
+        """
+        state = self._lanes[lane]
+        if (
+            (self.max_concurrency is not None and not state.holding)
+            or state.disk_tail > state.tail
+            or self.stopping
+            or state.halted
+            or not state.fifo
+        ):
+            return None
+        head = state.fifo[0]  # `_startable_head`, inlined
+        if not head.durable or head.running or head.skipped:
+            return None
+        head.running = True
+        head.slotted = False  # its slot is the running job's now
         return head
 
     def followers(self, head: Entry) -> list[Entry]:

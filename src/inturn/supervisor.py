@@ -1033,12 +1033,13 @@ class Supervisor:
         """`_accept` of a plain send (no unique key, due at once) to a memory journal, which
         answers in a call: the same steps, with no await between the core's reservation
         and the journal's answer, so nothing can overtake the job's early start."""
-        self._check_open()
         runtime = self._runtime
+        if runtime.closed:
+            self._check_open()
         data = self._encode(payload)
         core = runtime.core
-        entry = core.reserve(key, data)
-        starts = core.starts_next(entry)
+        entry = core.reserve_to_start(key, data)
+        starts = entry.slotted
         journal = runtime.immediate
         assert journal is not None
         try:
@@ -1282,7 +1283,7 @@ class Supervisor:
         runtime = self._runtime
         if runtime.core.commit(entry):
             runtime.spawn(entry.lane)
-        else:
+        elif entry.lane in runtime.lingering:  # `wake`'s test, first: once per job
             runtime.wake(entry.lane)
         if runtime.debug:
             runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)

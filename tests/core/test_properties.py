@@ -21,6 +21,18 @@ uniques = st.none() | st.sampled_from(UNIQUES)
 outcomes = st.sampled_from(["ok", "fail", "interrupt"])
 
 
+def start(core: Core, lane: Lane) -> Entry | None:
+    """`Core.start` as an actor asks for it: `Core.start_at_once` first, which starts the
+    same head, or declines having changed nothing (then `page` has nothing to read, in
+    these machines, as the paging one asks `page` itself in its ``load`` rule)."""
+    before = _lanes_of(core), core.stats(actors=0, running=0)
+    entry = core.start_at_once(lane)
+    if entry is not None:
+        return entry
+    assert (_lanes_of(core), core.stats(actors=0, running=0)) == before
+    return core.start(lane)
+
+
 def pick(data: st.DataObject, options: Iterable[Lane]) -> Lane:
     return data.draw(st.sampled_from(sorted(options, key=repr)))
 
@@ -131,7 +143,7 @@ class CoreVsModel(RuleBasedStateMachine):
             and queue[0] in self.durable
         ):
             expected = queue[0]
-        entry = self.core.start(lane)
+        entry = start(self.core, lane)
         assert (None if entry is None else entry.id) == expected
         if entry is not None:
             assert entry.running
@@ -288,7 +300,7 @@ class PagingCoreVsModel(CoreVsModel):
     def _start(self, lane: Lane) -> Entry | None:
         if lane in self.loads:
             return None
-        entry = self.core.start(lane)
+        entry = start(self.core, lane)
         if entry is not None:
             queue = self.fifo[lane]
             assert lane not in self.running
@@ -392,7 +404,10 @@ def _lanes_of(core: Core) -> dict[Lane, tuple[object, ...]]:
     """Each lane's state, by value: its FIFO's ids and flags, and its paging bookkeeping."""
     return {
         lane: (
-            [(entry.id, entry.place, entry.durable, entry.spilled) for entry in state.fifo],
+            [
+                (entry.id, entry.place, entry.durable, entry.spilled, entry.running)
+                for entry in state.fifo
+            ],
             state.on_disk,
             state.tail,
             state.disk_tail,
@@ -487,3 +502,52 @@ def test_reserve_many_and_commit_many_do_what_reserve_and_commit_do_one_by_one(
     # one answer per run of a lane's jobs: the run's first job's, as commit gave it
     runs = [answer for n, answer in enumerate(answers) if n == 0 or answers[n - 1][0] != answer[0]]
     assert lanes == runs
+
+
+@settings(max_examples=300)
+@given(
+    before=st.lists(keys, max_size=12),
+    key=st.sampled_from(["a", "b", "c"]),
+    halted=st.booleans(),
+    stopping=st.booleans(),
+    max_buffered=st.integers(min_value=1, max_value=40),
+    max_concurrency=st.sampled_from([None, 1, 2]),
+)
+def test_reserve_to_start_does_what_reserve_and_starts_next_do(
+    before: list[str | None],
+    key: str,
+    halted: bool,
+    stopping: bool,
+    max_buffered: int,
+    max_concurrency: int | None,
+) -> None:
+    """A plain send's one call against its two, on lanes with queued, spilled, halted,
+    slotted and unslotted jobs."""
+    cores = []
+    for _ in range(2):
+        core = Core(
+            retry=inturn.Retry(max_attempts=2),
+            on_discard="halt",
+            window=3,
+            max_buffered=max_buffered,
+            max_concurrency=max_concurrency,
+        )
+        if halted:
+            core.restore(Recovery(next_id=1, jobs=[], backlog={}, halted=frozenset({"b"})))
+        for n, entry in enumerate([core.reserve(lane, b"0") for lane in before]):
+            if n % 2 and core.commit(entry):  # the shell spawns its actor: it asks for a slot
+                core.take_slot(entry.lane)
+        if stopping:
+            core.stop()
+        cores.append(core)
+    two_calls, one_call = cores
+    entry = two_calls.reserve(key, b"1")
+    starts = two_calls.starts_next(entry)
+    fused = one_call.reserve_to_start(key, b"1")
+    assert (fused.id, fused.spilled, fused.slotted) == (entry.id, entry.spilled, starts)
+    assert _lanes_of(one_call) == _lanes_of(two_calls)
+    assert one_call.stats(actors=0, running=0) == two_calls.stats(actors=0, running=0)
+    slots = [
+        (core._free, {lane: state.holding for lane, state in core._lanes.items()}) for core in cores
+    ]
+    assert slots[0] == slots[1]  # the same slots taken, and left
