@@ -418,6 +418,28 @@ def _lanes_of(core: Core) -> dict[Lane, tuple[object, ...]]:
     }
 
 
+def twin_core(
+    before: list[str | None], *, halted: bool, max_buffered: int, max_concurrency: int | None
+) -> Core:
+    """A core with a tiny window that was sent *before*; the first half of those jobs are
+    durable (their lanes' actors asked for slots); with *halted*, key "b" is halted.
+    Built twice, alike, for a test to ask each a different way."""
+    core = Core(
+        retry=inturn.Retry(max_attempts=2),
+        on_discard="halt",
+        window=3,
+        max_buffered=max_buffered,
+        max_concurrency=max_concurrency,
+    )
+    if halted:
+        core.restore(Recovery(next_id=1, jobs=[], backlog={}, halted=frozenset({"b"})))
+    pending = [core.reserve(key, b"0") for key in before]
+    for entry in pending[: len(pending) // 2]:
+        if core.commit(entry):  # the shell spawns its actor: it waits for a slot
+            core.take_slot(entry.lane)
+    return core
+
+
 @settings(max_examples=300)
 @given(
     before=st.lists(keys, max_size=12),
@@ -447,22 +469,10 @@ def test_reserve_many_and_commit_many_do_what_reserve_and_commit_do_one_by_one(
     and a refused one hands its slot on to a lane that started to wait
     for one *meanwhile*, while the batch was being journaled.
     """
-    cores = []
-    for _ in range(2):
-        core = Core(
-            retry=inturn.Retry(max_attempts=2),
-            on_discard="halt",
-            window=3,
-            max_buffered=max_buffered,
-            max_concurrency=max_concurrency,
-        )
-        if halted:
-            core.restore(Recovery(next_id=1, jobs=[], backlog={}, halted=frozenset({"b"})))
-        pending = [core.reserve(key, b"0") for key in before]
-        for entry in pending[: len(pending) // 2]:
-            if core.commit(entry):  # the shell spawns its actor: it waits for a slot
-                core.take_slot(entry.lane)
-        cores.append(core)
+    cores = [
+        twin_core(before, halted=halted, max_buffered=max_buffered, max_concurrency=max_concurrency)
+        for _ in range(2)
+    ]
     one_by_one, at_once = cores
     entries = [one_by_one.reserve(key, b"1") for key in batch]
     reserved = at_once.reserve_many([(key, b"1", None) for key in batch])
@@ -523,23 +533,13 @@ def test_reserve_to_start_does_what_reserve_and_starts_next_do(
 ) -> None:
     """A plain send's one call against its two, on lanes with queued, spilled, halted,
     slotted and unslotted jobs."""
-    cores = []
-    for _ in range(2):
-        core = Core(
-            retry=inturn.Retry(max_attempts=2),
-            on_discard="halt",
-            window=3,
-            max_buffered=max_buffered,
-            max_concurrency=max_concurrency,
-        )
-        if halted:
-            core.restore(Recovery(next_id=1, jobs=[], backlog={}, halted=frozenset({"b"})))
-        for n, entry in enumerate([core.reserve(lane, b"0") for lane in before]):
-            if n % 2 and core.commit(entry):  # the shell spawns its actor: it asks for a slot
-                core.take_slot(entry.lane)
+    cores = [
+        twin_core(before, halted=halted, max_buffered=max_buffered, max_concurrency=max_concurrency)
+        for _ in range(2)
+    ]
+    for core in cores:
         if stopping:
             core.stop()
-        cores.append(core)
     two_calls, one_call = cores
     entry = two_calls.reserve(key, b"1")
     starts = two_calls.starts_next(entry)
