@@ -48,14 +48,16 @@ class StepLog:
     """Unix time by the supervisor's clock, for the journal's write."""
     max_payload: int = 16 * 1024 * 1024
     """The largest encoded result, as for payloads."""
-    _attempts: dict[int, _Attempt] = attrs.field(factory=dict, init=False)
+    attempts: dict[int, _Attempt] = attrs.field(factory=dict, init=False)
+    """The attempts running now that took a step (read-only outside: an attempt's end asks
+    whether any did before it calls `ended`)."""
 
     async def run(
         self, job_id: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
     ) -> Any:
         """Step *name* of job *job_id*: its journaled result, or ``fn(*args)``'s, journaled first."""
         check_step(name, fn)
-        attempt = self._attempts.setdefault(job_id, _Attempt())
+        attempt = self.attempts.setdefault(job_id, _Attempt())
         if name in attempt.called:
             raise ValueError(
                 f"step {name!r} was taken twice by job {job_id}: names are unique (a step"
@@ -87,9 +89,9 @@ class StepLog:
     def ended(self, *job_ids: int) -> None:
         """The attempts of jobs *job_ids* (one, or a batch's) ended: the next ones start
         from the journal."""
-        if self._attempts:  # some handler took a step
+        if self.attempts:  # some handler took a step
             for job_id in job_ids:
-                self._attempts.pop(job_id, None)
+                self.attempts.pop(job_id, None)
 
 
 async def take_step(

@@ -797,11 +797,15 @@ class Actor:
             if not checked and not runtime.core.may_run(entry):  # paused or skipped meanwhile
                 await self._take_back(entry)
                 return
-            try:
-                job = self._job(entry)
-            except DecodeError as exc:
-                await self._carry_out(self._failed(entry, exc))
+            try:  # the `Job` the handler gets (a helper cost a call a job)
+                payload = runtime.codec.decode(entry.data)
+            except Exception as exc:
+                await self._carry_out(self._failed(entry, decode_failure(exc)))
                 return
+            epoch = None if runtime.fleet is None else runtime.fleet.epochs.get(entry.key or "")
+            job = new_job(
+                entry.id, entry.key, payload, entry.attempt, entry.unique, epoch, runtime.steps
+            )
             if runtime.debug:
                 runtime.log.debug(
                     "job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt
@@ -830,7 +834,8 @@ class Actor:
             else:
                 failed = None
             finally:
-                runtime.steps.ended(entry.id)
+                if runtime.steps.attempts:  # `ended`'s test, first: once per job
+                    runtime.steps.ended(entry.id)
             if failed is None:
                 if runtime.immediate is None or not self._completed_now(entry, result):
                     await self._complete_one(entry, result)
@@ -887,18 +892,6 @@ class Actor:
     def _failed(self, entry: Entry, error: BaseException) -> Outcome:
         runtime = self.runtime
         return runtime.core.failed(entry, error, now=trio.current_time(), random=runtime.random)
-
-    def _job(self, entry: Entry) -> Job:
-        """The `Job` the handler gets for *entry*; `DecodeError` if its payload cannot be decoded."""
-        runtime = self.runtime
-        try:
-            payload = runtime.codec.decode(entry.data)
-        except Exception as exc:
-            raise decode_failure(exc)  # noqa: B904 (it keeps *exc* as its cause)
-        epoch = None if runtime.fleet is None else runtime.fleet.epochs.get(entry.key or "")
-        return new_job(
-            entry.id, entry.key, payload, entry.attempt, entry.unique, epoch, runtime.steps
-        )
 
     # -- batches (``open_supervisor(..., batch=N)``) ---------------------------
 

@@ -171,14 +171,37 @@ class Supervisor:
             return await self._yield_unless_parked(
                 self._accept(key, payload, unique, unique_for, delay, at)
             )
+        runtime = self._runtime
+        journal = runtime.immediate
         plain = unique is None and unique_for is None and delay is None and at is None
-        if plain and self._runtime.immediate is not None:
-            await trio.lowlevel.checkpoint_if_cancelled()  # the journal's, which is none here
-            job_id = self._accept_now(key, payload)
-        else:
+        if journal is None or not plain:
             job_id = await self._accept(key, payload, unique, unique_for, delay, at)
+            await schedule_point()
+            return job_id
+        # A plain send to a journal that answers in a call: `_accept`'s steps, written
+        # out (the commonest call there is), with no await between the core's
+        # reservation and the journal's answer, so nothing can overtake its early start.
+        await trio.lowlevel.checkpoint_if_cancelled()  # the journal's, which is none here
+        if runtime.closed:
+            self._check_open()
+        data = self._encode(payload)
+        core = runtime.core
+        entry = core.reserve_to_start(key, data)
+        starts = entry.slotted
+        try:
+            marked = journal.append_now(entry.id, key, data, entry.attempt if starts else 0)
+        except BaseException:
+            self._refused(entry)
+            raise
+        if starts:
+            give_back, free = core.early_start_answered(entry, marked=marked)
+            assert not give_back, "no halt could land between the start and its answer"
+            runtime.start_holding(free)
+        self._commit(entry)
+        if self._answered is not None:  # `_answer_skips`, inlined: once per send
+            self._answer_skips()
         await schedule_point()
-        return job_id
+        return entry.id
 
     async def send_many(self, jobs: Iterable[tuple[str, object] | Item]) -> list[int]:
         """Accept several sequenced jobs at once, all or none, in one journal write.
@@ -1027,33 +1050,6 @@ class Supervisor:
             self._answer_skips()
         if give_back:
             await runtime.give_back([entry])
-        return entry.id
-
-    def _accept_now(self, key: str, payload: object) -> int:
-        """`_accept` of a plain send (no unique key, due at once) to a memory journal, which
-        answers in a call: the same steps, with no await between the core's reservation
-        and the journal's answer, so nothing can overtake the job's early start."""
-        runtime = self._runtime
-        if runtime.closed:
-            self._check_open()
-        data = self._encode(payload)
-        core = runtime.core
-        entry = core.reserve_to_start(key, data)
-        starts = entry.slotted
-        journal = runtime.immediate
-        assert journal is not None
-        try:
-            marked = journal.append_now(entry.id, key, data, entry.attempt if starts else 0)
-        except BaseException:
-            self._refused(entry)
-            raise
-        if starts:
-            give_back, free = core.early_start_answered(entry, marked=marked)
-            assert not give_back, "no halt could land between the start and its answer"
-            runtime.start_holding(free)
-        self._commit(entry)
-        if self._answered is not None:  # `_answer_skips`, inlined: once per send
-            self._answer_skips()
         return entry.id
 
     def _refused(self, entry: Entry) -> None:
