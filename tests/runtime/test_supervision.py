@@ -385,6 +385,40 @@ async def test_send_refused_by_the_journal_changes_nothing(
     assert await dead_letters(inner) == []
 
 
+async def test_a_plain_send_the_memory_journal_refuses_changes_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A plain send to a `MemoryJournal` is journaled in a call (`append_now`): refused,
+    it raises JournalError and leaves no trace, and the slot its start took is free."""
+    gate = trio.Event()
+
+    async def handler(job: inturn.Job) -> None:
+        if job.key == "busy":
+            await gate.wait()
+
+    journal = inturn.MemoryJournal()
+    recorder = Recorder(handler)
+    async with inturn.open_supervisor(recorder, journal=journal, max_concurrency=2) as sup:
+        await sup.send("busy", 1)
+        await trio.testing.wait_all_tasks_blocked()
+        stats, lanes = sup.stats(), sup._runtime.core.lanes()
+        await journal.aclose()  # it refuses every write until opened again
+        for key in ("busy", "idle"):  # one queues behind a running job, one starts at once
+            with pytest.raises(inturn.JournalError, match="not open"):
+                await sup.send(key, "refused")
+        assert stats == sup.stats()
+        assert lanes == sup._runtime.core.lanes()
+        await journal.open()
+        assert [job.id for job in journal.unfinished()] == [1]
+
+        await sup.send("idle", "accepted")  # the refused start's slot came back
+        await trio.testing.wait_all_tasks_blocked()
+        assert [call.job.payload for call in recorder.calls] == [1, "accepted"]
+        gate.set()
+        await sup.wait_idle()
+    assert journal.unfinished() == []
+
+
 async def test_a_crash_after_a_restart_is_logged_and_raised_alone(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
