@@ -181,7 +181,7 @@ class Supervisor:
         # A plain send to a journal that answers in a call: `_accept`'s steps, written
         # out (the commonest call there is), with no await between the core's
         # reservation and the journal's answer, so nothing can overtake its early start.
-        await trio.lowlevel.checkpoint_if_cancelled()  # the journal's, which is none here
+        await trio.lowlevel.checkpoint_if_cancelled()  # as `write` would: `append_now` is none
         if runtime.closed:
             self._check_open()
         data = self._encode(payload)
