@@ -22,9 +22,8 @@ outcomes = st.sampled_from(["ok", "fail", "interrupt"])
 
 
 def start(core: Core, lane: Lane) -> Entry | None:
-    """`Core.start` as an actor asks for it: `Core.start_at_once` first, which starts the
-    same head, or declines having changed nothing (then `page` has nothing to read, in
-    these machines, as the paging one asks `page` itself in its ``load`` rule)."""
+    """`Core.start` as an actor asks for it: `Core.start_at_once` first, which must start
+    the same head, or decline having changed nothing."""
     before = _lanes_of(core), core.stats(actors=0, running=0)
     entry = core.start_at_once(lane)
     if entry is not None:
