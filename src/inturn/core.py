@@ -139,14 +139,7 @@ class Core:
         if state is None:
             state = self._lanes[key] = LaneState()
         self._place(entry, state)
-        if (  # `starts_next`'s tests, for a new entry
-            not self.stopping
-            and not entry.spilled
-            and state.fifo[0] is entry
-            and not state.halted
-            and self._claim_slot(state)
-        ):
-            entry.slotted = True
+        self._takes_start(entry, state)
         return entry
 
     def reserve_many(self, jobs: Iterable[tuple[str | None, bytes, str | None]]) -> list[Run]:
@@ -581,23 +574,14 @@ class Core:
         (or needs none) and has no page to read.  None, changing nothing, if they may
         have, or if `start` would say None: the shell then asks all three.
 
-        An actor's three calls a job, in one.
+        What an actor asks first: the two calls a job before `start`, answered in place.
         """
         state = self._lanes[lane]
-        if (
-            (self.max_concurrency is not None and not state.holding)
-            or state.disk_tail > state.tail
-            or self.stopping
-            or state.halted
-            or not state.fifo
+        if (self.max_concurrency is not None and not state.holding) or (
+            state.disk_tail > state.tail
         ):
             return None
-        head = state.fifo[0]  # `_startable_head`, inlined
-        if not head.durable or head.running or head.skipped:
-            return None
-        head.running = True
-        head.slotted = False  # its slot is the running job's now
-        return head
+        return self.start(lane)
 
     def followers(self, head: Entry) -> list[Entry]:
         """The jobs right behind running *head* that run in its batch (``batch`` in all, at most).
@@ -639,7 +623,10 @@ class Core:
         A head that would wait for a slot is not marked: the mark would
         count an attempt that a crash may cut short before it ever ran.
         """
-        state = self._lanes[entry.lane]
+        return self._takes_start(entry, self._lanes[entry.lane])
+
+    def _takes_start(self, entry: Entry, state: LaneState) -> bool:
+        """`starts_next` for *entry* of lane *state*."""
         if (
             self.stopping
             or entry.spilled
