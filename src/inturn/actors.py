@@ -128,12 +128,31 @@ def decode_failure(exc: Exception) -> DecodeError:
 
 
 def counts_schedule_points(task: trio.lowlevel.Task) -> bool:
-    """Whether trio counts *task*'s schedule points, as ``task._schedule_points``.
+    """Whether trio's *task* has the internals the runtime reads to save work a job.
 
-    It does for `trio.testing.assert_checkpoints`; an actor reads it to tell
-    whether a job yielded.  A trio without it costs a schedule point per job.
+    Its counts of schedule and cancel points (``_schedule_points``,
+    ``_cancel_points``: `trio.testing.assert_checkpoints` reads them): an
+    actor reads the first to tell whether a job yielded.  Its cancel status
+    and runner (``_cancel_status``, ``_runner``): a plain send asks them
+    what `trio.lowlevel.checkpoint_if_cancelled` would (`cancel_pending`),
+    without a coroutine.  A trio without them costs a schedule point per job
+    and a coroutine per send.
     """
-    return hasattr(task, "_schedule_points")
+    return all(
+        hasattr(task, name)
+        for name in ("_schedule_points", "_cancel_points", "_cancel_status", "_runner")
+    ) and hasattr(task._runner, "ki_pending")
+
+
+def cancel_pending(task: trio.lowlevel.Task) -> bool:
+    """Whether `trio.lowlevel.checkpoint_if_cancelled` would raise in *task* now (its own test);
+    if not, count the cancel point it would have been.  Only where `counts_schedule_points`."""
+    if task._cancel_status.effectively_cancelled or (
+        task is task._runner.main_task and task._runner.ki_pending
+    ):
+        return True
+    task._cancel_points += 1
+    return False
 
 
 @attrs.define(eq=False)

@@ -60,7 +60,7 @@ from ._fixes import (
 )
 from ._schedule import PAGE, due_time
 from ._tasks import start_task
-from .actors import BatchHandler, Handler, Runtime, Waiter, describe
+from .actors import BatchHandler, Handler, Runtime, Waiter, cancel_pending, describe
 from .codec import Codec, JSONCodec
 from .core import Core, Entry, Lane, Run
 from .errors import (
@@ -181,7 +181,8 @@ class Supervisor:
         # A plain send to a journal that answers in a call: `_accept`'s steps, written
         # out (the commonest call there is), with no await between the core's
         # reservation and the journal's answer, so nothing can overtake its early start.
-        await trio.lowlevel.checkpoint_if_cancelled()  # as `write` would: `append_now` is none
+        if not runtime.counted or cancel_pending(trio.lowlevel.current_task()):
+            await trio.lowlevel.checkpoint_if_cancelled()  # as `write` would: `append_now` is none
         if runtime.closed:
             self._check_open()
         data = self._encode(payload)

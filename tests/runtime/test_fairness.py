@@ -141,3 +141,37 @@ async def test_accepting_a_job_is_one_schedule_point_on_any_journal(
                 assert task._schedule_points - before == 1
         await sup.wait_idle()
         assert sup.stats().completed == (6 if call == "send_many" else 3)
+
+
+@pytest.mark.parametrize("journal", ["memory", "own", "sqlite"])
+@pytest.mark.parametrize("call", ["send", "submit", "send_many"])
+async def test_accepting_in_a_cancelled_scope_raises_cancelled_and_accepts_nothing(
+    journal: str, call: str, schedule_points: str, tmp_path: Path
+) -> None:
+    """Accepting is a cancellation point before anything is accepted: cancelled, it
+    journals nothing, whether the runtime checks for the cancel itself or trio does."""
+
+    async def handler(job: inturn.Job) -> None:
+        await trio.lowlevel.checkpoint()
+
+    journal_: inturn.Journal = (
+        inturn.MemoryJournal()
+        if journal == "memory"
+        else OwnMemoryJournal()
+        if journal == "own"
+        else inturn.SQLiteJournal(tmp_path / "j.db")
+    )
+    async with inturn.open_supervisor(handler, journal=journal_) as sup:
+        await sup.send("k", 0)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            if call == "send":
+                await sup.send("k", 1)
+            elif call == "submit":
+                await sup.submit(1)
+            else:
+                await sup.send_many([("k", 1)])
+        assert scope.cancelled_caught
+        await sup.wait_idle()
+        assert sup.stats().completed == 1
+        assert await journal_.job(2) is None  # no id was journaled after the first job's
