@@ -732,10 +732,60 @@ class Actor:
                 if not yielded:  # however fast the handler, let other tasks run
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 points = task._schedule_points if counted else 0
-                if runtime.batch is None:
-                    await self._attempt(entry, checked=yielded)
-                else:
+                if runtime.batch is not None:
                     await self._attempt_batch(entry)
+                    yielded = counted and task._schedule_points != points
+                    continue
+                # One attempt, written out here: `_prepare` only when it must await, and
+                # the handler called from this frame (a coroutine a job for the attempt,
+                # and one more frame on every resume of the handler, cost 1% of a no-op job).
+                try:
+                    job = self._job_now(entry, checked=yielded)
+                    if job is None:
+                        job = await self._prepare(entry, checked=yielded)
+                    if job is not None:
+                        result: object = None
+                        try:
+                            if runtime.job_timeout is None:  # `call_handler`, inlined
+                                runtime.running += 1
+                                try:
+                                    result = await runtime.handler(job)
+                                finally:
+                                    runtime.running -= 1  # `ran`, inlined
+                                    if not runtime.running and runtime.nothing_runs is not None:
+                                        runtime.nothing_runs.set()
+                            else:
+                                result = await runtime.call_handler(job)
+                        except Exception as exc:
+                            failed: Exception | None = exc
+                        except BaseException:
+                            if entry.skipped:
+                                raise  # an operator cut it short: the attempt was made
+                            # Shutdown is not the job's fault: give the attempt back (shielded,
+                            # since we are being cancelled) so a restart runs it as the same one.
+                            await runtime.give_back([entry])
+                            raise
+                        else:
+                            failed = None
+                        finally:
+                            if runtime.steps.attempts:  # `ended`'s test, first: once per job
+                                runtime.steps.ended(entry.id)
+                        if (
+                            failed is not None
+                            or runtime.immediate is None
+                            or not self._completed_now(entry, result)
+                        ):
+                            await self._outcome(entry, result, failed)
+                        if self.interrupted:
+                            await trio.lowlevel.checkpoint_if_cancelled()  # the operator's cancel
+                except BaseException:
+                    if entry.running:
+                        core.interrupt(entry)
+                        runtime.check_idle()  # paused while it ran: parked now
+                    raise
+                finally:
+                    if runtime.stop_waiters:  # an operator's skip waits for the attempt to stop
+                        runtime.stopped.unpark_all()
                 yielded = counted and task._schedule_points != points
                 if core.ready:  # others wait for a slot: take turns
                     runtime.start_holding(core.pass_slot(self.lane))
@@ -765,111 +815,110 @@ class Actor:
                 return
             yielded = True  # a send landed meanwhile: serve it
 
-    async def _attempt(self, entry: Entry, *, checked: bool = False) -> None:
-        """Run one attempt of *entry* and carry out its outcome.
+    def _job_now(self, entry: Entry, *, checked: bool) -> Job | None:
+        """The handler's `Job` for started *entry*, if its attempt needs no await first.
 
-        *checked*: nothing was awaited since the core started it, so nothing
-        can have paused or skipped it (`Core.may_run` need not be asked
-        unless this awaits).  The handler is called here, not in a helper
-        coroutine: the actor's task resumes through every frame between its
-        loop and the handler, and a coroutine call per job cost as much
-        again (together, 2% of a no-op job's instructions).
+        Its start is journaled already (with its acceptance, or its lane's
+        last completion), it has attempts left and no backoff to wait out,
+        no fleet lease to renew, and a pause or skip cannot have landed
+        (*checked*: nothing was awaited since the core started it) or did
+        not.  None, changing nothing, otherwise, and for a payload that does
+        not decode: `_prepare` takes it then.
         """
         runtime = self.runtime
+        if (
+            not entry.marked
+            or entry.exhausted
+            or entry.not_before is not None
+            or runtime.fleet is not None
+            or not (checked or runtime.core.may_run(entry))
+        ):
+            return None
         try:
-            if entry.exhausted:
-                error = PermanentError(
-                    f"the process stopped during each of its {entry.attempt} attempts"
-                    if entry.last_error is None
-                    else entry.last_error
-                )
-                await self._carry_out(self._failed(entry, error))
-                return
-            if entry.not_before is not None and entry.not_before > trio.current_time():
-                # Recovered in a backoff: wait out what is left of it first.
-                at, entry.not_before = entry.not_before, None
-                runtime.core.interrupt(entry)
-                runtime.give_slot(self.lane)
-                runtime.log.debug(
-                    "job.retry_scheduled",
-                    key=entry.key,
-                    job_id=entry.id,
-                    attempt=entry.attempt - 1,
-                    at=at,
-                    error=entry.last_error,
-                    recovered=True,
-                )
-                await self._back_off(at)
-                return
-            if not entry.marked:
-                mark = MarkAttempt(entry.id, entry.attempt)
-                checked = False
-                if await runtime.journal.write([mark]):
-                    await self._start_superseded(entry)
-                    return
-                entry.marked = True
-            elif runtime.fleet is not None:
-                # Marked by an earlier write: a member that may have stalled past
-                # its heartbeat since renews it first, or stops (LeaseLost).
-                checked = False
-                await runtime.fleet.journal.hold()
-            if not checked and not runtime.core.may_run(entry):  # paused or skipped meanwhile
-                await self._take_back(entry)
-                return
-            try:  # the `Job` the handler gets (a helper cost a call a job)
-                payload = runtime.codec.decode(entry.data)
-            except Exception as exc:
-                await self._carry_out(self._failed(entry, decode_failure(exc)))
-                return
-            epoch = None if runtime.fleet is None else runtime.fleet.epochs.get(entry.key or "")
-            job = new_job(
-                entry.id, entry.key, payload, entry.attempt, entry.unique, epoch, runtime.steps
+            payload = runtime.codec.decode(entry.data)
+        except Exception:
+            return None
+        # `_handed`, inlined (no fleet here): once per job
+        job = new_job(
+            entry.id, entry.key, payload, entry.attempt, entry.unique, None, runtime.steps
+        )
+        if runtime.debug:
+            runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
+        return job
+
+    async def _prepare(self, entry: Entry, *, checked: bool = False) -> Job | None:
+        """Everything started *entry*'s attempt awaits before its handler; its `Job`.
+
+        None if the attempt ended here: discarded (out of attempts, or its
+        payload does not decode), sleeping out a backoff it was recovered
+        in, or given back (paused or skipped meanwhile, or superseded).
+        *checked* as `_job_now`'s.
+        """
+        runtime = self.runtime
+        if entry.exhausted:
+            error = PermanentError(
+                f"the process stopped during each of its {entry.attempt} attempts"
+                if entry.last_error is None
+                else entry.last_error
             )
-            if runtime.debug:
-                runtime.log.debug(
-                    "job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt
-                )
-            result: object = None
-            try:
-                if runtime.job_timeout is None:  # `call_handler`, inlined: once per job
-                    runtime.running += 1
-                    try:
-                        result = await runtime.handler(job)
-                    finally:
-                        runtime.running -= 1  # `ran`, inlined
-                        if not runtime.running and runtime.nothing_runs is not None:
-                            runtime.nothing_runs.set()
-                else:
-                    result = await runtime.call_handler(job)
-            except Exception as exc:
-                failed: Exception | None = exc
-            except BaseException:
-                if entry.skipped:
-                    raise  # an operator cut it short: the attempt was made
-                # Shutdown is not the job's fault: give the attempt back (shielded,
-                # since we are being cancelled) so a restart runs it as the same one.
-                await runtime.give_back([entry])
-                raise
-            else:
-                failed = None
-            finally:
-                if runtime.steps.attempts:  # `ended`'s test, first: once per job
-                    runtime.steps.ended(entry.id)
-            if failed is None:
-                if runtime.immediate is None or not self._completed_now(entry, result):
-                    await self._complete_one(entry, result)
-            else:
-                await self._carry_out(self._failed(entry, failed))
-            if self.interrupted:
-                await trio.lowlevel.checkpoint_if_cancelled()  # the operator's cancel
-        except BaseException:
-            if entry.running:
-                runtime.core.interrupt(entry)
-                runtime.check_idle()  # paused while it ran: parked now
-            raise
-        finally:
-            if runtime.stop_waiters:  # an operator's skip waits for the attempt to stop
-                runtime.stopped.unpark_all()
+            await self._carry_out(self._failed(entry, error))
+            return None
+        if entry.not_before is not None and entry.not_before > trio.current_time():
+            # Recovered in a backoff: wait out what is left of it first.
+            at, entry.not_before = entry.not_before, None
+            runtime.core.interrupt(entry)
+            runtime.give_slot(self.lane)
+            runtime.log.debug(
+                "job.retry_scheduled",
+                key=entry.key,
+                job_id=entry.id,
+                attempt=entry.attempt - 1,
+                at=at,
+                error=entry.last_error,
+                recovered=True,
+            )
+            await self._back_off(at)
+            return None
+        if not entry.marked:
+            mark = MarkAttempt(entry.id, entry.attempt)
+            checked = False
+            if await runtime.journal.write([mark]):
+                await self._start_superseded(entry)
+                return None
+            entry.marked = True
+        elif runtime.fleet is not None:
+            # Marked by an earlier write: a member that may have stalled past
+            # its heartbeat since renews it first, or stops (LeaseLost).
+            checked = False
+            await runtime.fleet.journal.hold()
+        if not checked and not runtime.core.may_run(entry):  # paused or skipped meanwhile
+            await self._take_back(entry)
+            return None
+        try:
+            payload = runtime.codec.decode(entry.data)
+        except Exception as exc:
+            await self._carry_out(self._failed(entry, decode_failure(exc)))
+            return None
+        return self._handed(entry, payload)
+
+    def _handed(self, entry: Entry, payload: object) -> Job:
+        """The `Job` *entry*'s handler gets, with its decoded *payload*."""
+        runtime = self.runtime
+        epoch = None if runtime.fleet is None else runtime.fleet.epochs.get(entry.key or "")
+        job = new_job(
+            entry.id, entry.key, payload, entry.attempt, entry.unique, epoch, runtime.steps
+        )
+        if runtime.debug:
+            runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
+        return job
+
+    async def _outcome(self, entry: Entry, result: object, failed: Exception | None) -> None:
+        """Carry out how *entry*'s attempt ended: it *failed*, or returned *result* (and the
+        journal did not take its completion in a call, `_completed_now`)."""
+        if failed is None:
+            await self._complete_one(entry, result)
+        else:
+            await self._carry_out(self._failed(entry, failed))
 
     async def _back_off(self, at: float) -> None:
         """Sleep until *at*, the head's next attempt; `retry_now` and `skip` may cut it short."""
@@ -917,13 +966,14 @@ class Actor:
     async def _attempt_batch(self, head: Entry) -> None:
         """Run started *head* and the jobs behind it that join it (`Core.followers`) as one batch."""
         runtime, core = self.runtime, self.runtime.core
-        if head.exhausted or (
+        unrun = head.exhausted or (
             head.not_before is not None and head.not_before > trio.current_time()
-        ):
-            await self._attempt(head)  # it is discarded, or waits out a backoff: unrun, alone
-            return
-        batch = [head, *core.followers(head)]
+        )
+        batch = [head] if unrun else [head, *core.followers(head)]
         try:
+            if unrun:  # it is discarded, or waits out a backoff: alone
+                await self._prepare(head)
+                return
             if not await self._mark(batch):
                 return
             if not core.may_run_batch(batch):  # paused or skipped meanwhile
@@ -931,7 +981,7 @@ class Actor:
                 return
             await self._run_batch(batch)
             if self.interrupted:
-                await trio.lowlevel.checkpoint_if_cancelled()  # see `_attempt`
+                await trio.lowlevel.checkpoint_if_cancelled()  # the operator's cancel (see `run`)
         except BaseException:
             for entry in batch:
                 if entry.running:
@@ -951,7 +1001,7 @@ class Actor:
         runtime = self.runtime
         unmarked = [entry for entry in batch if not entry.marked]
         if not unmarked:
-            if runtime.fleet is not None:  # see `_attempt`
+            if runtime.fleet is not None:  # see `_prepare`
                 await runtime.fleet.journal.hold()
             return True
         marks = [MarkAttempt(entry.id, entry.attempt) for entry in unmarked]
