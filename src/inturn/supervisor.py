@@ -116,6 +116,8 @@ class Supervisor:
         self._halting: dict[str, trio.Event] = {}
         """Keys whose halt an operator's `Halt`, `Resume` or `Revive` being journaled may
         change (`_changing_halt`)."""
+        self._valid_key: str | None = None
+        """The last key `send` validated."""
         self._answered: trio.Event | None = None
         """Set when a write that accepts jobs is answered; made only while a skip waits for
         one (`_skip`)."""
@@ -166,7 +168,8 @@ class Supervisor:
         raises `SupervisorClosed` with the job already in the journal, where
         the next supervisor opened on it finds it.
         """
-        key = validate_key(key)
+        if type(key) is not str or key != self._valid_key:  # a producer often repeats one
+            key = self._valid_key = validate_key(key)
         if self._parking_writes:
             return await self._yield_unless_parked(
                 self._accept(key, payload, unique, unique_for, delay, at)

@@ -13,7 +13,7 @@ from hypothesis import given, strategies as st
 
 import inturn
 from inturn.journal import StoredJob
-from inturn.keys import MAX_KEY_BYTES
+from inturn.keys import MAX_KEY_BYTES, validate_key
 
 Call = Callable[[inturn.Supervisor], Awaitable[object]]
 
@@ -239,6 +239,59 @@ def test_send_accepts_exactly_the_keys_that_obey_the_rules(key: str) -> None:
                     await sup.send(key, None)
                 assert journal.unfinished() == []
                 assert await sup.submit(None) == 1  # the refused send took no id
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+
+
+class Key(str):
+    """A str subclass, as an application might define for its ids."""
+
+    __slots__ = ()
+
+
+class EqualsAll(str):
+    """A str subclass that claims to equal every str."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    __hash__ = str.__hash__
+
+
+# Valid keys, invalid ones, and str subclasses of either (one that equals everything).
+sent_keys = st.sampled_from(
+    ["a", "b", "", "a\x00", "a\ud800", Key("a"), Key(""), EqualsAll("a"), EqualsAll("")]
+)
+
+
+@given(st.lists(sent_keys, max_size=8))
+def test_sends_in_a_row_check_each_key_whatever_came_before(keys: list[str]) -> None:
+    """Each send of a row judges its own key (send remembers the last key it validated, to
+    skip a repeat): refused as `validate_key` refuses it, else journaled as a plain str."""
+    journal = inturn.MemoryJournal()
+    accepted: list[str] = []
+
+    async def main() -> None:
+        with trio.CancelScope() as scope:
+            async with inturn.open_supervisor(block, journal=journal) as sup:
+                for key in keys:
+                    try:
+                        expected = validate_key(key)
+                    except (TypeError, inturn.InvalidKey) as exc:
+                        with pytest.raises(type(exc)):
+                            await sup.send(key, None)
+                    else:
+                        await sup.send(key, None)
+                        accepted.append(expected)
+                stored = [job.key for job in journal.unfinished()]
+                assert stored == accepted
+                assert all(type(key) is str for key in stored)
+                scope.cancel()
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
