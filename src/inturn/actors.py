@@ -734,58 +734,58 @@ class Actor:
                 points = task._schedule_points if counted else 0
                 if runtime.batch is not None:
                     await self._attempt_batch(entry)
-                    yielded = counted and task._schedule_points != points
-                    continue
-                # One attempt, written out here: `_prepare` only when it must await, and
-                # the handler called from this frame (a coroutine a job for the attempt,
-                # and one more frame on every resume of the handler, cost 1% of a no-op job).
-                try:
-                    job = self._job_now(entry, checked=yielded)
-                    if job is None:
-                        job = await self._prepare(entry, checked=yielded)
-                    if job is not None:
-                        result: object = None
-                        try:
-                            if runtime.job_timeout is None:  # `call_handler`, inlined
-                                runtime.running += 1
-                                try:
-                                    result = await runtime.handler(job)
-                                finally:
-                                    runtime.running -= 1  # `ran`, inlined
-                                    if not runtime.running and runtime.nothing_runs is not None:
-                                        runtime.nothing_runs.set()
+                else:
+                    # One attempt, written out here: `_prepare` only when it must await, and
+                    # the handler called from this frame (a coroutine a job for the attempt,
+                    # and one more frame on every resume of the handler, cost 1% of a no-op job).
+                    try:
+                        job = self._job_now(entry, checked=yielded)
+                        if job is None:
+                            job = await self._prepare(entry, checked=yielded)
+                        if job is not None:
+                            result: object = None
+                            try:
+                                if runtime.job_timeout is None:  # `call_handler`, inlined
+                                    runtime.running += 1
+                                    try:
+                                        result = await runtime.handler(job)
+                                    finally:
+                                        runtime.running -= 1  # `ran`, inlined
+                                        if not runtime.running and runtime.nothing_runs is not None:
+                                            runtime.nothing_runs.set()
+                                else:
+                                    result = await runtime.call_handler(job)
+                            except Exception as exc:
+                                failed: Exception | None = exc
+                            except BaseException:
+                                if entry.skipped:
+                                    raise  # an operator cut it short: the attempt was made
+                                # Shutdown is not the job's fault: give the attempt back
+                                # (shielded, since we are being cancelled) so a restart
+                                # runs it as the same one.
+                                await runtime.give_back([entry])
+                                raise
                             else:
-                                result = await runtime.call_handler(job)
-                        except Exception as exc:
-                            failed: Exception | None = exc
-                        except BaseException:
-                            if entry.skipped:
-                                raise  # an operator cut it short: the attempt was made
-                            # Shutdown is not the job's fault: give the attempt back (shielded,
-                            # since we are being cancelled) so a restart runs it as the same one.
-                            await runtime.give_back([entry])
-                            raise
-                        else:
-                            failed = None
-                        finally:
-                            if runtime.steps.attempts:  # `ended`'s test, first: once per job
-                                runtime.steps.ended(entry.id)
-                        if (
-                            failed is not None
-                            or runtime.immediate is None
-                            or not self._completed_now(entry, result)
-                        ):
-                            await self._outcome(entry, result, failed)
-                        if self.interrupted:
-                            await trio.lowlevel.checkpoint_if_cancelled()  # the operator's cancel
-                except BaseException:
-                    if entry.running:
-                        core.interrupt(entry)
-                        runtime.check_idle()  # paused while it ran: parked now
-                    raise
-                finally:
-                    if runtime.stop_waiters:  # an operator's skip waits for the attempt to stop
-                        runtime.stopped.unpark_all()
+                                failed = None
+                            finally:
+                                if runtime.steps.attempts:  # `ended`'s test, first: once per job
+                                    runtime.steps.ended(entry.id)
+                            if (
+                                failed is not None
+                                or runtime.immediate is None
+                                or not self._completed_now(entry, result)
+                            ):
+                                await self._outcome(entry, result, failed)
+                            if self.interrupted:  # the operator's cancel ends the attempt
+                                await trio.lowlevel.checkpoint_if_cancelled()
+                    except BaseException:
+                        if entry.running:
+                            core.interrupt(entry)
+                            runtime.check_idle()  # paused while it ran: parked now
+                        raise
+                    finally:
+                        if runtime.stop_waiters:  # a skip waits for the attempt to stop
+                            runtime.stopped.unpark_all()
                 yielded = counted and task._schedule_points != points
                 if core.ready:  # others wait for a slot: take turns
                     runtime.start_holding(core.pass_slot(self.lane))

@@ -135,6 +135,32 @@ async def test_max_concurrency_does_not_let_a_long_backlog_starve_other_keys(
     assert [call.start for call in calls["hog"]] == [0.0, 2.0, 3.0, 4.0, 5.0]
 
 
+async def test_max_concurrency_does_not_let_a_long_backlog_starve_other_keys_in_batches(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """With a batch handler too, a key with a backlog gives up its slot after each batch."""
+    batches: list[tuple[float, str, list[object]]] = []
+
+    async def handler(jobs: list[inturn.Job]) -> None:
+        batches.append((trio.current_time(), str(jobs[0].key), [job.payload for job in jobs]))
+        await trio.sleep(1)
+
+    async with inturn.open_supervisor(handler, max_concurrency=1, batch=2) as sup:
+        await sup.send("hog", 0)
+        await trio.testing.wait_all_tasks_blocked()  # hog's first batch holds the slot
+        for n in range(1, 5):
+            await sup.send("hog", n)
+        await sup.send("other", 0)
+        await sup.wait_idle()
+
+    assert batches == [
+        (0.0, "hog", [0]),
+        (1.0, "other", [0]),
+        (2.0, "hog", [1, 2]),
+        (3.0, "hog", [3, 4]),
+    ]
+
+
 async def test_a_job_in_backoff_does_not_hold_a_concurrency_slot(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
