@@ -820,10 +820,10 @@ class Actor:
 
         Its start is journaled already (with its acceptance, or its lane's
         last completion), it has attempts left and no backoff to wait out,
-        no fleet lease to renew, and a pause or skip cannot have landed
-        (*checked*: nothing was awaited since the core started it) or did
-        not.  None, changing nothing, otherwise, and for a payload that does
-        not decode: `_prepare` takes it then.
+        no fleet lease to renew, and no pause or skip stops it: nothing was
+        awaited since the core started it (*checked*), or `Core.may_run`
+        says so.  None, changing nothing, otherwise, and for a payload that
+        does not decode: `_prepare` takes it then.
         """
         runtime = self.runtime
         if (
