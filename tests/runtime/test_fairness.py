@@ -102,76 +102,62 @@ class OwnMemoryJournal(inturn.MemoryJournal):
     """A journal of the application's own whose writes never yield either."""
 
 
-@pytest.mark.parametrize("journal", ["memory", "own", "sqlite"])
+@pytest.fixture(params=["memory", "own", "sqlite"])
+def any_journal(request: pytest.FixtureRequest, tmp_path: Path) -> inturn.Journal:
+    """The memory journal, one of the application's own, and SQLite."""
+    if request.param == "memory":
+        return inturn.MemoryJournal()
+    if request.param == "own":
+        return OwnMemoryJournal()
+    return inturn.SQLiteJournal(tmp_path / "j.db")
+
+
+async def yields(job: inturn.Job) -> None:
+    await trio.lowlevel.checkpoint()
+
+
+async def accept(sup: inturn.Supervisor, call: str, n: int) -> None:
+    """Accept payload *n* for key ``"k"`` by *call*: one job, or two in one `send_many`."""
+    if call == "send":
+        await sup.send("k", n)
+    elif call == "submit":
+        await sup.submit(n)
+    else:
+        await sup.send_many([("k", n), ("k", n)])
+
+
 @pytest.mark.parametrize("call", ["send", "submit", "send_many"])
 async def test_accepting_a_job_is_one_schedule_point_on_any_journal(
-    journal: str, call: str, schedule_points: str, tmp_path: Path
+    any_journal: inturn.Journal, call: str, schedule_points: str
 ) -> None:
     """The memory journal never yields, so accepting yields after its write; a
     durable journal's write parks until committed, which is the schedule point
     already: a second one would cost every durable send a task step.  A journal
     the runtime does not know is asked by trio's count."""
-
-    async def handler(job: inturn.Job) -> None:
-        await trio.lowlevel.checkpoint()
-
-    journal_: inturn.Journal = (
-        inturn.MemoryJournal()
-        if journal == "memory"
-        else OwnMemoryJournal()
-        if journal == "own"
-        else inturn.SQLiteJournal(tmp_path / "j.db")
-    )
-    async with inturn.open_supervisor(handler, journal=journal_) as sup:
-
-        async def accept(n: int) -> None:
-            if call == "send":
-                await sup.send("k", n)
-            elif call == "submit":
-                await sup.submit(n)
-            else:
-                await sup.send_many([("k", n), ("k", n)])
-
+    async with inturn.open_supervisor(yields, journal=any_journal) as sup:
         task = trio.lowlevel.current_task()
         for n in range(3):
             before = task._schedule_points
             with trio.testing.assert_checkpoints():
-                await accept(n)
+                await accept(sup, call, n)
             if schedule_points == "counted":
                 assert task._schedule_points - before == 1
         await sup.wait_idle()
         assert sup.stats().completed == (6 if call == "send_many" else 3)
 
 
-@pytest.mark.parametrize("journal", ["memory", "own", "sqlite"])
 @pytest.mark.parametrize("call", ["send", "submit", "send_many"])
 async def test_accepting_in_a_cancelled_scope_raises_cancelled_and_accepts_nothing(
-    journal: str, call: str, schedule_points: str, tmp_path: Path
+    any_journal: inturn.Journal, call: str, schedule_points: str
 ) -> None:
     """Accepting is a cancellation point before anything is accepted: cancelled, it
     journals nothing, whether the runtime checks for the cancel itself or trio does."""
-
-    async def handler(job: inturn.Job) -> None:
-        await trio.lowlevel.checkpoint()
-
-    journal_: inturn.Journal = (
-        inturn.MemoryJournal()
-        if journal == "memory"
-        else OwnMemoryJournal()
-        if journal == "own"
-        else inturn.SQLiteJournal(tmp_path / "j.db")
-    )
-    async with inturn.open_supervisor(handler, journal=journal_) as sup:
+    async with inturn.open_supervisor(yields, journal=any_journal) as sup:
         await sup.send("k", 0)
         with trio.CancelScope() as scope:
             scope.cancel()
-            if call == "send":
-                await sup.send("k", 1)
-            elif call == "submit":
-                await sup.submit(1)
-            else:
-                await sup.send_many([("k", 1)])
+            await accept(sup, call, 1)
         assert scope.cancelled_caught
         await sup.wait_idle()
         assert sup.stats().completed == 1
-        assert await journal_.job(2) is None  # no id was journaled after the first job's
+        assert await any_journal.job(2) is None  # no id was journaled after the first job's
