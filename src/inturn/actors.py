@@ -127,26 +127,46 @@ def decode_failure(exc: Exception) -> DecodeError:
     return error
 
 
+def _trio_run_context() -> Any:
+    """Where `trio.lowlevel.current_task` reads the task from; None if trio moved it."""
+    try:
+        from trio._core._run import GLOBAL_RUN_CONTEXT
+    except ImportError:  # pragma: no cover (then `counts_schedule_points` says no)
+        return None
+    return GLOBAL_RUN_CONTEXT
+
+
+_run_context = _trio_run_context()
+
+
 def counts_schedule_points(task: trio.lowlevel.Task) -> bool:
     """Whether trio's *task* has the internals the runtime reads to save work a job.
 
     Its counts of schedule and cancel points (``_schedule_points``,
     ``_cancel_points``: `trio.testing.assert_checkpoints` reads them): an
     actor reads the first to tell whether a job yielded.  Its cancel status
-    and runner (``_cancel_status``, ``_runner``): a plain send asks them
-    what `trio.lowlevel.checkpoint_if_cancelled` would (`cancel_pending`),
-    without a coroutine.  A trio without them costs a schedule point per job
-    and a coroutine per send.
+    and runner (``_cancel_status``, ``_runner``), and the run context that
+    `trio.lowlevel.current_task` reads it from: a plain send asks them what
+    `trio.lowlevel.checkpoint_if_cancelled` would (`cancel_pending`), without
+    a coroutine.  A trio without them costs a schedule point per job and a
+    coroutine per send.
     """
-    return all(
-        hasattr(task, name)
-        for name in ("_schedule_points", "_cancel_points", "_cancel_status", "_runner")
-    ) and hasattr(task._runner, "ki_pending")
+    return (
+        all(
+            hasattr(task, name)
+            for name in ("_schedule_points", "_cancel_points", "_cancel_status", "_runner")
+        )
+        and hasattr(task._runner, "ki_pending")
+        and getattr(_run_context, "task", None) is task
+    )
 
 
-def cancel_pending(task: trio.lowlevel.Task) -> bool:
-    """Whether `trio.lowlevel.checkpoint_if_cancelled` would raise in *task* now (its own test);
-    if not, count the cancel point it would have been.  Only where `counts_schedule_points`."""
+def cancel_pending() -> bool:
+    """Whether `trio.lowlevel.checkpoint_if_cancelled` would raise in the current task now (its
+    own test); if not, count the cancel point it would have been.  Only where
+    `counts_schedule_points`: the task is read as `trio.lowlevel.current_task` reads it, less
+    its check that there is one (a call and a ``try``)."""
+    task = _run_context.task
     if task._cancel_status.effectively_cancelled or (
         task is task._runner.main_task and task._runner.ki_pending
     ):
@@ -1185,7 +1205,7 @@ class Actor:
     def _completed(self, entry: Entry, result: object) -> None:
         """Journaled *entry* completed with *result*: the core and its ``ask`` learn it."""
         runtime = self.runtime
-        runtime.core.complete(entry)
+        runtime.core.complete_head(entry)
         if runtime.debug:
             runtime.log.debug(
                 "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt

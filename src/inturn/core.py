@@ -63,7 +63,17 @@ from typing import Literal
 
 import attrs
 
-from ._entries import Backoff, Discarding, Entry, Lane, LaneState, Outcome, Page, Run
+from ._entries import (
+    Backoff,
+    Discarding,
+    Entry,
+    Lane,
+    LaneState,
+    Outcome,
+    Page,
+    Run,
+    new_entry,
+)
 from .errors import DecodeError, Snooze
 from .jobs import Stats
 from .journal.records import Backlog, Recovery, StoredJob
@@ -121,8 +131,7 @@ class Core:
         with `DuplicateError`, and the shell then calls `retract`.
         """
         job_id = self.next_id
-        # Positional, with its lane given: cheaper (the lane's factory is a call).
-        entry = Entry(job_id, job_id, key, data, unique, job_id if key is None else key)
+        entry = new_entry(job_id, job_id, key, data, unique, job_id if key is None else key)
         self.next_id = job_id + 1
         self._place(entry, self._lane(entry.lane))
         return entry
@@ -133,7 +142,7 @@ class Core:
         A plain send's two calls, with its lane looked up once.
         """
         job_id = self.next_id
-        entry = Entry(job_id, job_id, key, data, None, key)
+        entry = new_entry(job_id, job_id, key, data, None, key)
         self.next_id = job_id + 1
         state = self._lanes.get(key)  # `_lane`, inlined
         if state is None:
@@ -174,7 +183,7 @@ class Core:
             ):
                 run.spilled += 1
             else:  # `_buffer`, inlined; one key string for the run, not one a job
-                entry = Entry(job_id, job_id, run_key, data, unique, run.lane)
+                entry = new_entry(job_id, job_id, run_key, data, unique, run.lane)
                 fifo.append(entry)
                 state.tail = job_id
                 self._buffered += 1
@@ -540,7 +549,9 @@ class Core:
             if stored.attempts or stored.error is not None or stored.retry_at is not None:
                 entry = self._recovered(stored, place)
             else:  # never started: `_recovered`'s entry, built here (once per job paged in)
-                entry = Entry(stored.id, place, stored.key, stored.data, stored.unique, page.key)
+                entry = new_entry(
+                    stored.id, place, stored.key, stored.data, stored.unique, page.key
+                )
                 entry.durable = True
             if state.skipped is not None and stored.id in state.skipped:
                 self._unmark(state, stored.id)
@@ -581,7 +592,11 @@ class Core:
             state.disk_tail > state.tail
         ):
             return None
-        return self.start(lane)
+        head = self._startable_head(state)
+        if head is not None:  # `start`'s two lines, inlined: once per job
+            head.running = True
+            head.slotted = False
+        return head
 
     def followers(self, head: Entry) -> list[Entry]:
         """The jobs right behind running *head* that run in its batch (``batch`` in all, at most).
@@ -808,12 +823,14 @@ class Core:
         They are the running head of their lane and, for a batch, the jobs
         right behind it, in order: all leave the FIFO at once.
         """
-        if len(entries) != 1:
-            self._finish(*entries)
-            self._completed += len(entries)
+        if len(entries) == 1:
+            self.complete_head(entries[0])
             return
-        # `_finish` of a head alone, inlined: once per job
-        [head] = entries
+        self._finish(*entries)
+        self._completed += len(entries)
+
+    def complete_head(self, head: Entry) -> None:
+        """`complete` of running *head* alone: `_finish`, inlined, for the commonest case."""
         fifo = self._lanes[head.lane].fifo
         assert fifo[0] is head, "only the head of its lane finishes"
         assert head.running, "only a running job finishes"
@@ -1130,7 +1147,7 @@ class Core:
         lane = job_id if key is None else key
         if place is None:
             place = stored.place
-        entry = Entry(job_id, place, key, stored.data, stored.unique, lane)
+        entry = new_entry(job_id, place, key, stored.data, stored.unique, lane)
         entry.durable = True
         if stored.attempts >= self.retry.max_attempts:
             entry.attempt, entry.exhausted = stored.attempts, True

@@ -184,7 +184,7 @@ class Supervisor:
         # A plain send to a journal that answers in a call: `_accept`'s steps, written
         # out (the commonest call there is), with no await between the core's
         # reservation and the journal's answer, so nothing can overtake its early start.
-        if not runtime.counted or cancel_pending(trio.lowlevel.current_task()):
+        if not runtime.counted or cancel_pending():
             await trio.lowlevel.checkpoint_if_cancelled()  # as `write` would: `append_now` is none
         if runtime.closed:
             self._check_open()
@@ -201,7 +201,12 @@ class Supervisor:
             give_back, free = core.early_start_answered(entry, marked=marked)
             assert not give_back, "no halt could land between the start and its answer"
             runtime.start_holding(free)
-        self._commit(entry)
+        if core.commit(entry):  # `_commit`, inlined: once per send
+            runtime.spawn(entry.lane)
+        elif entry.lane in runtime.lingering:
+            runtime.wake(entry.lane)
+        if runtime.debug:
+            runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
         if self._answered is not None:  # `_answer_skips`, inlined: once per send
             self._answer_skips()
         await schedule_point()

@@ -276,10 +276,9 @@ class MemoryJournal:
             return None
         if now is not None:
             check_now(now)
-        clock = time.time() if now is None else now
         if self._expiry:
-            self._expire(clock)
-        self._forget(job_id, clock)
+            self._expire(time.time() if now is None else now)
+        self._forget(job_id, now)
         return behind is None or self._started(behind, attempt)
 
     async def aclose(self) -> None:
@@ -871,13 +870,14 @@ class MemoryJournal:
                     sorted(ids, key=lambda job_id: self._jobs[job_id].place(job_id))
                 )
 
-    def _forget(self, job_id: int, now: float) -> _Row:
-        """Job *job_id* finished: it holds its unique key no more, or for its window only."""
+    def _forget(self, job_id: int, now: float | None) -> _Row:
+        """Job *job_id* finished (at *now*, or the clock's time): it holds its unique key no
+        more, or for its window only."""
         job = self._jobs.pop(job_id)
         if job.unique is not None:
             del self._unique[job.unique]
             if job.unique_for is not None:
-                until = now + job.unique_for
+                until = (time.time() if now is None else now) + job.unique_for
                 self._reserved[job.unique] = (job_id, until)
                 heapq.heappush(self._expiry, (until, job.unique))
         if job_id in self._scheduled:
