@@ -931,9 +931,14 @@ class Core:
         short and waits for it to stop.  Then the shell journals its discard
         and calls `skipped` (or `unskip`, if the journal refused).
         """
-        state = self._lanes.get(job_id if key is None else key)
+        lane = job_id if key is None else key
+        state = self._lanes.get(lane)
         if state is None:
-            return None
+            if job_id not in self._reviving:
+                return None
+            # A dead letter being requeued on a key the core holds nothing of: the
+            # lane holds the mark for `revive`, which would run the job otherwise.
+            state = self._lanes[lane] = LaneState()
         entry = self._in_memory(state, job_id)
         if entry is not None:
             entry.skipped = True
@@ -983,6 +988,8 @@ class Core:
         entry = self._in_memory(state, job_id)
         if entry is not None:
             entry.skipped = False
+        else:
+            self._drop_if_unused(job_id if key is None else key, state)
 
     @staticmethod
     def _in_memory(state: LaneState, job_id: int) -> Entry | None:
@@ -1237,5 +1244,5 @@ class Core:
         self._pending -= 1
 
     def _drop_if_unused(self, lane: Lane, state: LaneState) -> None:
-        if not (state.size or state.attached or state.halted or state.holding):
+        if not (state.size or state.attached or state.halted or state.holding or state.skipped):
             del self._lanes[lane]

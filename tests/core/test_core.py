@@ -821,3 +821,40 @@ def test_a_batchs_buffered_jobs_of_one_key_share_its_key_string() -> None:
     assert keyless.entries[0].key is None
     assert keyless.entries[0].lane == keyless.first
     assert other.entries[0].key == "other"
+
+
+def test_a_skip_of_a_job_being_revived_on_a_key_the_core_forgot_marks_it() -> None:
+    """A dead letter's `Revive` is being journaled for a key whose lane retired: an
+    operator's skip of it leaves a mark that `revive` finds, so the job never starts (the
+    skip found no lane and marked nothing: the revived job ran).  Once discarded, or once
+    the journal refuses the discard, the lane is gone again."""
+    core = make_core()
+    core.reviving(1)
+    assert core.lanes() == 0
+    assert core.skip(1, "k") is None
+    assert core.accepting(1, "k", 1)
+    assert core.revive(StoredJob(id=1, key="k", data=b"{}", attempts=1)) is True
+    assert core.start("k") is None  # passed by: skipped
+    core.skipped(1, "k", 1)
+    assert core.try_retire("k")
+    assert core.lanes() == 0
+
+    core.reviving(2)
+    assert core.skip(2, "k") is None
+    core.revive_refused(2)
+    core.unskip(2, "k")  # its discard was superseded: it is a dead letter still
+    assert core.lanes() == 0
+
+    core.reviving(3)
+    assert core.skip(3, "k") is None
+    core.unskip(9, "k")  # another job's skip called off: the lane keeps 3's mark
+    assert core.revive(StoredJob(id=3, key="k", data=b"{}", attempts=1)) is True
+    assert core.start("k") is None
+
+
+def test_a_skip_of_a_job_the_core_does_not_hold_marks_nothing() -> None:
+    """An unfinished job of a key the core holds nothing of, and not being revived: the
+    skip keeps no lane for it (its discard is all there is to do)."""
+    core = make_core()
+    assert core.skip(5, "k") is None
+    assert core.lanes() == 0

@@ -950,6 +950,39 @@ async def test_skip_of_a_dead_letter_whose_head_requeue_is_not_answered_yet_disc
     assert (stats.queued, stats.running, stats.completed, stats.discarded) == (0, 0, 1, 2)
 
 
+async def test_skip_of_a_retired_key_s_dead_letter_whose_head_requeue_is_not_answered_yet_discards_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """As above, for a key whose actor retired: the core holds nothing of it when the
+    skip lands, and the skip is still recorded for the revived job (it ran again, 2 runs
+    in 3: the skip found no lane to mark it in)."""
+    journal = answer_held(Revive)
+    recorder = Recorder(Script())
+    with trio.fail_after(GUARD):
+        async with inturn.open_supervisor(recorder, journal=journal, retry=NO_RETRY) as sup:
+            dead = await sup.send("k", "bad")
+            after = await sup.send("k", "after")
+            await sup.wait_idle()
+            await trio.sleep(2.0)  # past idle_timeout (1.0): the key retired
+            assert sup.stats().actors == 0
+            async with trio.open_nursery() as nursery:
+
+                async def requeue() -> None:
+                    assert await sup.requeue(dead, head=True) == dead
+
+                nursery.start_soon(requeue)
+                await journal.holding.wait()  # unfinished in the journal; not answered yet
+                nursery.start_soon(sup.skip, dead)
+                await trio.testing.wait_all_tasks_blocked()
+                journal.release.set()
+            await sup.wait_idle()
+            stats = sup.stats()
+            dead_letters = [(info.id, info.last_error) for info in await sup.dead_letters()]
+    assert dead_letters == [(dead, SKIPPED)]
+    assert ran(recorder) == [dead, after]
+    assert (stats.queued, stats.running, stats.completed, stats.discarded) == (0, 0, 1, 2)
+
+
 async def test_skip_of_a_job_sent_as_the_supervisor_stops_raises_supervisor_closed(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
