@@ -24,12 +24,12 @@ is spare: activating a key costs a wake-up, not a task).  The actor loops:
    in place;
 5. with nothing to start, give up its slot (unless its head's start is
    marked) and *linger* (`Runtime.linger`): the actor ends, its worker goes
-   back to the pool at once, and the lane keeps nothing here but its
-   deadline; a ``send`` gets it an actor and a task again (`Runtime.wake`),
-   and when `IdleReaper` (one timer for all lingering lanes and spare
-   workers) says ``idle_timeout`` passed, the core decides whether the lane
-   retires (`Runtime.retire`: ``Core.try_retire``, synchronous, so no
-   ``send`` can slip between the check and the exit).
+   back to the pool at once, and a lane left with nothing leaves the core
+   (``Core.try_retire``, synchronous, so no ``send`` can slip between the
+   check and the exit): it keeps nothing but its deadline here.  A ``send``
+   gets it an actor and a task again (`Runtime.spawn`, `Runtime.wake`), and
+   when `IdleReaper` (one timer for all lingering lanes and spare workers)
+   says ``idle_timeout`` passed, it is gone (`Runtime.retire`).
 
 A spare worker waits ``idle_timeout`` for another actor, then exits; at
 close, spare workers are woken to exit rather than cancelled.  So tasks
@@ -207,8 +207,9 @@ class Runtime:
     """Lanes with an actor: running, or about to get a task."""
     lingering: dict[Lane, float] = attrs.field(factory=dict)
     """Lanes with nothing to run now, and when their linger ends (inf: until a send wakes
-    them).  No `Actor` each: a lingering lane is its core state and this deadline, since
-    a million keys seen once linger together for ``idle_timeout``."""
+    them).  A lingering lane is this deadline and no more (no `Actor`, and no state in the
+    core unless a send to it is being journaled), since a million keys seen once linger
+    together for ``idle_timeout``."""
     waiters: dict[int, Waiter] = attrs.field(factory=dict)
     running: int = 0
     closed: bool = False
@@ -292,9 +293,17 @@ class Runtime:
             self.spawn(lane)
 
     def spawn(self, lane: Lane) -> None:
-        """Start an actor task for *lane*; or leave it waiting for a slot (`Core.take_slot`)."""
+        """Start an actor task for *lane*; or leave it waiting for a slot (`Core.take_slot`).
+
+        The core attached *lane* just now: if it lingers, it left the core then (`linger`),
+        and this wakes it.
+        """
+        woken = bool(self.lingering) and self.lingering.pop(lane, None) is not None
         if self.core.take_slot(lane):
-            self._start(lane)
+            if woken:
+                self._resume(lane)
+            else:
+                self._start(lane)
 
     def start_holding(self, lane: Lane | None) -> None:
         """Start a task for *lane*, which the core just gave a slot (if any lane)."""
@@ -323,20 +332,36 @@ class Runtime:
 
     def linger(self, actor: Actor, seconds: float = math.inf) -> None:
         """*actor* has nothing to run and ends: its lane waits for work with no actor, and
-        `wake` gives it one again, or after *seconds* `retire` decides its fate."""
+        `wake` gives it one again, or after *seconds* `retire` decides its fate.
+
+        A lane left with nothing at all leaves the core at once (`Core.try_retire`):
+        lingering, it is a deadline here and nothing more (what a million keys seen
+        once hold for ``idle_timeout``), and a send gives it a new actor as to a key
+        never seen (`spawn`).  One whose next job is still being journaled stays,
+        for that send to wake.
+        """
         lane = actor.lane
         del self.actors[lane]
         if seconds == math.inf:
             self.lingering[lane] = seconds
         else:
-            self.lingering[lane] = deadline = trio.current_time() + seconds
-            self.reaper.add(deadline, lane)
+            self._linger_until(lane, trio.current_time() + seconds)
+            self.core.try_retire(lane)
+
+    def _linger_until(self, lane: Lane, deadline: float) -> None:
+        self.lingering[lane] = deadline
+        self.reaper.add(deadline, lane)
 
     def retire(self, lane: Lane) -> None:
         """Lingering *lane*'s deadline passed (taken out of `lingering`): it retires, or
         runs again."""
         core = self.core
-        if core.keeps_while_halted(lane):
+        if not core.is_attached(lane):  # it left the core when it began to linger
+            if core.awaits_commit(lane):
+                self.lingering[lane] = math.inf  # until that send's answer wakes it
+            else:
+                self.log.debug("actor.exited", key=key_of(lane))
+        elif core.keeps_while_halted(lane):
             self._resume(lane)  # its actor gives them back, then retires
         elif core.try_retire(lane):
             self.log.debug("actor.exited", key=key_of(lane))
@@ -357,8 +382,14 @@ class Runtime:
     def wake(self, lane: Lane) -> None:
         """New work may be startable in *lane*: a lingering lane gets an actor (a running
         one will see the work)."""
-        if self.lingering.pop(lane, None) is not None:
+        deadline = self.lingering.get(lane)
+        if deadline is None:
+            return
+        if self.core.is_attached(lane):
+            del self.lingering[lane]
             self._resume(lane)
+        elif deadline == math.inf:  # held for a send that was refused: it lingers anew
+            self._linger_until(lane, trio.current_time() + self.idle_timeout)
 
     def _resume(self, lane: Lane) -> None:
         """Lingering *lane* (taken out of `lingering`) has work: it gets an actor again."""

@@ -1090,6 +1090,17 @@ class Core:
         self._drop_if_unused(lane, state)
         return True
 
+    def is_attached(self, lane: Lane) -> bool:
+        """Whether *lane* has an actor, or waits for one (`try_retire` detaches it)."""
+        state = self._lanes.get(lane)
+        return state is not None and state.attached
+
+    def awaits_commit(self, lane: Lane) -> bool:
+        """Whether detached *lane* holds jobs reserved and not yet committed: it gets an
+        actor once the first is (`commit`), unless it is halted."""
+        state = self._lanes.get(lane)
+        return state is not None and not state.attached and not state.halted and state.size > 0
+
     def keeps_while_halted(self, lane: Lane) -> bool:
         """Whether lingering *lane*, halted, still holds a slot or a start marked early.
 

@@ -446,7 +446,7 @@ class Supervisor:
     def stats(self) -> Stats:
         """A snapshot of the supervisor's counters."""
         runtime = self._runtime
-        # A lingering key counts as one actor: its lane's state stands for it.
+        # A lingering key counts as one actor: its deadline stands for it.
         actors = len(runtime.actors) + len(runtime.lingering)
         return runtime.core.stats(actors=actors, running=runtime.running)
 

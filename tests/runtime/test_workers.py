@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import math
 
+import structlog
 import trio
 import trio.testing
 
@@ -71,20 +72,27 @@ def live_actors(sup: inturn.Supervisor) -> int:
 
 
 async def test_a_lingering_key_holds_no_actor_object(mock_clock: trio.testing.MockClock) -> None:
-    """Keys idle after their jobs linger as their lane state and deadline only: no `Actor`
-    each (a million keys seen once linger together), and a send still gets one again."""
+    """Keys idle after their jobs linger as their deadline only: no `Actor` and no lane
+    state in the core each (a million keys seen once linger together), and a send still
+    wakes one, in order, as the same actor (no second spawn)."""
     recorder = Recorder()
-    async with inturn.open_supervisor(recorder, idle_timeout=IDLE) as sup:
-        for n in range(20):
-            await sup.send(f"k{n}", n)
-        await trio.testing.wait_all_tasks_blocked()
-        assert sup.stats().actors == 20  # each lingering key counts as one
-        assert live_actors(sup) == 0
+    with structlog.testing.capture_logs() as logs:
+        async with inturn.open_supervisor(recorder, idle_timeout=IDLE) as sup:
+            for n in range(20):
+                await sup.send(f"k{n}", n)
+            await trio.testing.wait_all_tasks_blocked()
+            assert sup.stats().actors == 20  # each lingering key counts as one
+            assert live_actors(sup) == 0
+            assert sup._runtime.core.lanes() == 0
 
-        await sup.send("k3", "again")
-        await sup.wait_idle()
-        assert [call.job.payload for call in recorder.by_key()["k3"]] == [3, "again"]
-        assert live_actors(sup) == 0
+            await sup.send("k3", "again")
+            await sup.wait_idle()
+            assert [call.job.payload for call in recorder.by_key()["k3"]] == [3, "again"]
+            assert sup.stats().actors == 20
+            assert live_actors(sup) == 0
+            assert sup._runtime.core.lanes() == 0
+    spawned = [event["key"] for event in logs if event["event"] == "actor.spawned"]
+    assert sorted(spawned) == sorted(f"k{n}" for n in range(20))
     recorder.assert_sequential()
 
 
