@@ -27,9 +27,10 @@ when it falls due (`promote`), so it runs behind whatever its lane holds
 then.  Until due, a scheduled job lives in the journal only; the core counts
 it (`schedule`, `scheduled`, `unschedule`) so that `idle` waits for it.
 
-A lane's state exists only while it holds entries, is halted, or has an
-actor attached; `try_retire` drops it, so a million keys seen once leave
-nothing behind.
+A lane's state exists only while it holds entries, is halted, holds an
+operator's skip mark, or has an actor attached; `try_retire` drops it the
+moment its actor has nothing to run (the shell times the key's linger
+itself), so a million keys seen once leave nothing behind.
 
 Memory stays bounded however long a backlog grows: a key's FIFO holds at most
 ``window`` entries, and all FIFOs together about ``max_buffered`` (always
@@ -1078,9 +1079,10 @@ class Core:
     def try_retire(self, lane: Lane) -> bool:
         """Detach *lane*'s actor if it has nothing to run; True if it must exit.
 
-        Called when the actor found nothing to start and waited long enough.
-        Being synchronous, it cannot race a ``send``: that lands before this
-        call (and the actor stays) or after it (and spawns a fresh actor).
+        Called when the actor found nothing to start (and again when its
+        linger ends, if it could not retire then).  Being synchronous, it
+        cannot race a ``send``: that lands before this call (and the actor
+        stays) or after it (and the lane gets an actor as a new one would).
         """
         state = self._lanes[lane]
         assert state.attached
