@@ -728,8 +728,9 @@ class Actor:
     """Runs one lane's jobs, one at a time, in order, in a `Worker`'s task.
 
     With nothing to run it ends and its lane *lingers* for ``idle_timeout``
-    with no actor and no task (`Runtime.linger`): a send gets it a new actor
-    (`Runtime.wake`), or `IdleReaper` retires the lane.  Resuming a parked
+    with no actor, no task and (left with nothing) no state in the core
+    (`Runtime.linger`): a send gets it a new actor (`Runtime.spawn`, or
+    `Runtime.wake`), or `IdleReaper` ends its linger.  Resuming a parked
     task only for it to retire cost a task step per key seen once, which the
     bare design, whose task exits when its channel is empty, never takes.
     """
