@@ -954,8 +954,9 @@ async def test_skip_of_a_retired_key_s_dead_letter_whose_head_requeue_is_not_ans
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """As above, for a key whose actor retired: the core holds nothing of it when the
-    skip lands, and the skip is still recorded for the revived job (it ran again, 2 runs
-    in 3: the skip found no lane to mark it in)."""
+    skip lands, and the skip is still recorded for the revived job (the skip found no
+    lane to mark it in, and the job ran again in 3 runs of 10, as trio ordered the
+    tasks; `tests/core/test_core.py` holds the core to it every time)."""
     journal = answer_held(Revive)
     recorder = Recorder(Script())
     with trio.fail_after(GUARD):
