@@ -982,7 +982,8 @@ class Core:
 
     def unskip(self, job_id: int, key: str | None) -> None:
         """The journal refused to discard skipped *job_id*: it may run after all."""
-        state = self._lanes.get(job_id if key is None else key)
+        lane = job_id if key is None else key
+        state = self._lanes.get(lane)
         if state is None:
             return
         self._unmark(state, job_id)
@@ -990,7 +991,7 @@ class Core:
         if entry is not None:
             entry.skipped = False
         else:
-            self._drop_if_unused(job_id if key is None else key, state)
+            self._drop_if_unused(lane, state)
 
     @staticmethod
     def _in_memory(state: LaneState, job_id: int) -> Entry | None:
