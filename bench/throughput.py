@@ -8,6 +8,7 @@
     python bench/throughput.py --batches       # only the batch rows
     python bench/throughput.py --latency       # only the latency rows
     python bench/throughput.py --gc-threshold 10000  # a tuned collector, for every side
+    python bench/throughput.py --floor         # also the floor design (what a journal costs)
 
 A *shape* is a number of keys and a number of jobs per key.  A run sends
 ``keys x per_key`` jobs round-robin over fresh keys (each key gets its next
@@ -23,6 +24,11 @@ checkpoint per job.  ``pooled`` is the same design with a pool of parked
 worker tasks that take keys from a ready queue (activating a key spawns no
 task): the stronger baseline.  Neither has a journal, codec,
 retries, unique keys, stats or idle linger: they are ceilings, not rivals.
+``floor`` (with ``--floor``) is the minimal design plus only the work no
+journaled design can skip: the payload through ``JSONCodec`` both ways, a row
+stored and deleted, its attempt counted, a ``Job`` built for a handler
+coroutine.  It has no order of its own beyond the channel, no retries, halts,
+operators, stats or logs: how close any journaled runtime can come.
 
 inturn runs with its defaults (``MemoryJournal``, JSON codec,
 ``idle_timeout=1.0``), a no-op handler that awaits one checkpoint, and a
@@ -193,6 +199,56 @@ async def run_pooled(shape: Shape) -> None:
             send.send_nowait(n)
             await trio.lowlevel.checkpoint()
         ready.close()  # wakes the parked workers to exit (cheaper than cancelling them)
+
+
+class FloorRow:
+    """The floor design's journal row: a job's key, encoded payload and attempts made."""
+
+    __slots__ = ("attempt", "data", "key")
+
+    def __init__(self, key: str, data: bytes) -> None:
+        self.key, self.data, self.attempt = key, data, 0
+
+
+class FloorJob:
+    """What the floor design hands its handler, as inturn hands a `Job`."""
+
+    __slots__ = ("attempt", "id", "key", "payload")
+
+    def __init__(self, job_id: int, key: str, payload: object, attempt: int) -> None:
+        self.id, self.key, self.payload, self.attempt = job_id, key, payload, attempt
+
+
+async def run_floor(shape: Shape) -> None:
+    codec = inturn.JSONCodec()
+    channels: dict[str, trio.MemorySendChannel[int]] = {}
+    rows: dict[int, FloorRow] = {}  # the journal: every accepted job until it is done
+
+    async def handler(job: FloorJob) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def actor(key: str, receive: trio.MemoryReceiveChannel[int]) -> None:
+        while True:
+            try:
+                job_id = receive.receive_nowait()
+            except trio.WouldBlock:
+                del channels[key]
+                return
+            row = rows[job_id]
+            row.attempt += 1
+            await handler(FloorJob(job_id, key, codec.decode(row.data), row.attempt))
+            del rows[job_id]
+
+    async with trio.open_nursery() as nursery:
+        for job_id, key in enumerate(shape.sequence()):
+            rows[job_id] = FloorRow(key, codec.encode(job_id))
+            send = channels.get(key)
+            if send is None:
+                send, receive = trio.open_memory_channel[int](math.inf)
+                channels[key] = send
+                nursery.start_soon(actor, key, receive)
+            send.send_nowait(job_id)
+            await trio.lowlevel.checkpoint()
 
 
 def inturn_side(module: ModuleType, idle_timeout: float = 1.0) -> Run:
@@ -653,6 +709,9 @@ def main() -> None:
     parser.add_argument("--shapes", help="only these cells, as 100x20,10000x6")
     parser.add_argument("--against", type=Path, help="a src/ dir with another inturn to run too")
     parser.add_argument("--sweep-only", action="store_true", help="skip the memory figures")
+    parser.add_argument(
+        "--floor", action="store_true", help="also run the floor design (see above)"
+    )
     parser.add_argument("--batches", action="store_true", help="only the batch rows")
     parser.add_argument("--latency", action="store_true", help="only the latency rows")
     parser.add_argument(
@@ -698,6 +757,8 @@ def main() -> None:
         "pooled": run_pooled,
         "inturn": inturn_side(inturn),
     }
+    if args.floor:
+        sides["floor"] = run_floor
     against = load_inturn(args.against) if args.against else None
     if against is not None:
         sides["against"] = inturn_side(against)
@@ -709,6 +770,7 @@ def main() -> None:
             "batch": inturn_chunked(inturn, 100),
             "chunked": minimal_backlog(chunked=True),
             "backlog": minimal_backlog(chunked=False),
+            "floor": run_floor,
         }
         run = {**sides, **batch_sides}[side]
         one(run, Shape(int(keys), int(per_key), jobs), args.callgrind)
@@ -726,6 +788,8 @@ def main() -> None:
         table(f"{name}: jobs/s by CPU time (median)", grid, rate(times, name, jobs))
     inturns = ["inturn", "against"] if args.against else ["inturn"]
     pairs = [(side, baseline) for side in inturns for baseline in ("minimal", "pooled")]
+    if args.floor:
+        pairs += [("floor", "minimal"), ("inturn", "floor")]
     for side, baseline in [*pairs, ("pooled", "minimal")]:
         table(
             f"{side}/{baseline}, CPU / wall time ratio (median)",
