@@ -710,7 +710,9 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="a src/ dir with another inturn to run too")
     parser.add_argument("--sweep-only", action="store_true", help="skip the memory figures")
     parser.add_argument(
-        "--floor", action="store_true", help="also run the floor design (see above)"
+        "--floor",
+        action="store_true",
+        help="also run the floor design: minimal plus a codec, a journal row and a Job a job",
     )
     parser.add_argument("--batches", action="store_true", help="only the batch rows")
     parser.add_argument("--latency", action="store_true", help="only the latency rows")
