@@ -220,6 +220,8 @@ class FloorJob:
 
 
 async def run_floor(shape: Shape) -> None:
+    # `run_minimal` and `minimal_actor` written out again with the floor's work added,
+    # not shared through a helper: a call a job more would be measured on both sides.
     codec = inturn.JSONCodec()
     channels: dict[str, trio.MemorySendChannel[int]] = {}
     rows: dict[int, FloorRow] = {}  # the journal: every accepted job until it is done
