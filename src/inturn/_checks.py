@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from typing import Final
 
@@ -11,6 +13,7 @@ __all__ = [
     "MAX_STEP_NAME",
     "MAX_UNIQUE_FOR",
     "check_count",
+    "check_handler",
     "check_number",
     "check_step",
 ]
@@ -68,3 +71,28 @@ def check_step(name: object, fn: object) -> None:
         raise ValueError(f"a step name must be 1 to {MAX_STEP_NAME} characters, not {len(name)}")
     if not callable(fn):
         raise TypeError(f"a step's function must be callable, not {type(fn).__name__}")
+
+
+def check_handler(handler: object) -> None:
+    """Raise TypeError unless *handler* is an async callable: an ``async def`` function, a
+    `functools.partial` of one, or an object whose ``__call__`` is one.
+
+    A plain ``def`` handler would fail every attempt with a `TypeError` from the
+    ``await``, through every retry into the dead letters: refused at open instead.
+    Not run in a worker thread on the user's behalf: a thread cannot be
+    cancelled, so a skip or a ``job_timeout`` could not stop it, and a job's
+    ``step`` is awaited.  A wrapper that returns a coroutine from a ``def`` is
+    refused too: it is written with ``async def`` (and ``await``) instead.
+    """
+    if not callable(handler):
+        raise TypeError(f"handler must be an async callable, not {type(handler).__name__}")
+    function: object = handler
+    while isinstance(function, functools.partial):
+        function = function.func
+    method = type(function).__call__  # an object's ``__call__``; a function's says nothing
+    if not (inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(method)):
+        raise TypeError(
+            f"handler must be an async function (async def), not {type(handler).__name__}"
+            f" {getattr(handler, '__qualname__', '')!r}; for blocking work, call it from one:"
+            " `async def handler(job): return await trio.to_thread.run_sync(work, job)`"
+        )

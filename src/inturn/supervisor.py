@@ -47,7 +47,7 @@ from typing import Literal, NoReturn, TypeVar, cast, final
 import attrs
 import trio
 
-from ._checks import MAX_COUNT, MAX_PAYLOAD, check_count, check_number
+from ._checks import MAX_COUNT, MAX_PAYLOAD, check_count, check_handler, check_number
 from ._claims import one_at_a_time, until_unclaimed
 from ._fixes import (
     SKIPPED_TEXT,
@@ -1423,14 +1423,14 @@ async def open_supervisor(
             logged and ignored.
 
     Raises:
-        TypeError, ValueError: an argument is invalid (before anything starts).
+        TypeError, ValueError: an argument is invalid (before anything starts);
+            a handler that is not an ``async def`` function is a TypeError.
 
     Exceptions from the ``async with`` body, and a runtime error escalated
     beyond the restart budget, come out as themselves, not wrapped in an
     exception group, unless there are several.
     """
-    if not callable(handler):
-        raise TypeError(f"handler must be an async callable, not {handler!r}")
+    check_handler(handler)
     if retry is None:
         retry = Retry()
     elif not isinstance(retry, Retry):

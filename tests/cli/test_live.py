@@ -146,8 +146,10 @@ def test_two_supervisors_on_one_file_stay_refused(tmp_path: Path) -> None:
                 sys.executable,
                 "-c",
                 "import trio, inturn\n"
+                "async def noop(job):\n"
+                "    pass\n"
                 "async def main():\n"
-                f"    async with inturn.open_supervisor(print, journal=inturn.SQLiteJournal({str(worker.db)!r})):\n"
+                f"    async with inturn.open_supervisor(noop, journal=inturn.SQLiteJournal({str(worker.db)!r})):\n"
                 "        pass\n"
                 "try:\n"
                 "    trio.run(main)\n"

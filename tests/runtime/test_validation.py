@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -14,6 +15,7 @@ from hypothesis import given, strategies as st
 import inturn
 from inturn.journal import StoredJob
 from inturn.keys import MAX_KEY_BYTES, validate_key
+from inturn.testing import Recorder
 
 Call = Callable[[inturn.Supervisor], Awaitable[object]]
 
@@ -303,8 +305,28 @@ async def noop(job: inturn.Job) -> None:
     await trio.lowlevel.checkpoint()
 
 
+class SyncCallable:
+    def __call__(self, job: inturn.Job) -> None:
+        pass
+
+
+class AsyncCallable:
+    async def __call__(self, job: inturn.Job) -> str:
+        await trio.lowlevel.checkpoint()
+        return f"ran {job.id}"
+
+
+async def tagged(tag: str, job: inturn.Job) -> str:
+    await trio.lowlevel.checkpoint()
+    return f"{tag} {job.id}"
+
+
 BAD_OPTIONS: dict[str, tuple[dict[str, object], type[Exception]]] = {
     "handler-not-callable": ({"handler": "nope"}, TypeError),
+    "handler-a-plain-def": ({"handler": lambda job: None}, TypeError),
+    "handler-a-sync-partial": ({"handler": functools.partial(print, "job")}, TypeError),
+    "handler-a-builtin": ({"handler": print}, TypeError),
+    "handler-a-sync-callable-object": ({"handler": SyncCallable()}, TypeError),
     "retry-not-a-retry": ({"retry": {"max_attempts": 3}}, TypeError),
     "idle-timeout-negative": ({"idle_timeout": -1.0}, ValueError),
     "idle-timeout-nan": ({"idle_timeout": math.nan}, ValueError),
@@ -376,6 +398,29 @@ async def test_boundary_open_supervisor_arguments_are_accepted(
 ) -> None:
     """Values at the edge of each option's range are valid, and jobs run with them."""
     async with inturn.open_supervisor(noop, **options) as sup:  # type: ignore[arg-type]
+        await sup.send("k", None)
+        await sup.wait_idle()
+        assert sup.stats().completed == 1
+
+
+async def test_a_sync_handler_is_refused_with_a_message_that_says_what_to_write() -> None:
+    """A plain ``def`` handler would fail every attempt into the dead letters: refused at open."""
+
+    def apply(job: inturn.Job) -> None:
+        pass
+
+    with pytest.raises(TypeError, match=r"async def.*to_thread"):
+        async with inturn.open_supervisor(apply):  # type: ignore[arg-type]
+            pytest.fail("the body must not run")
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [noop, AsyncCallable(), functools.partial(tagged, "tag"), Recorder(noop)],
+    ids=["async-def", "async-callable-object", "partial-of-async-def", "recorder"],
+)
+async def test_every_shape_of_async_handler_is_accepted(handler: object) -> None:
+    async with inturn.open_supervisor(handler) as sup:  # type: ignore[arg-type]
         await sup.send("k", None)
         await sup.wait_idle()
         assert sup.stats().completed == 1
