@@ -40,10 +40,12 @@ The journal decides races with other writers: a change it *superseded*
 halted) comes back from ``write``, and the actor lets the job go
 (``Core.superseded``) or takes the start back instead of failing.
 
-Fairness: the memory journal does not yield, so an actor with a backlog
-yields after a job itself, unless the job yielded (trio counted a schedule
-point of its task while it ran).  One that waited for work has yielded
-already.
+Fairness: the memory journal does not yield, and a handler need not, so an
+actor with a backlog yields between two jobs itself (a schedule point,
+`trio.lowlevel.cancel_shielded_checkpoint`).  One that waited for work has
+yielded already.  It cannot tell whether the handler yielded: trio counts a
+task's schedule points, but only in private attributes, which inturn does not
+read.
 
 The journal is written *before* the core is told, so a failed write leaves
 the job unfinished in both: the actor crashes, `Runtime` restarts it (the job
@@ -76,7 +78,7 @@ from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
 from .errors import BatchError, DecodeError, JournalError, LeaseLost, PermanentError
 from .events import Logger, debug_is_off, exception_text, logs_debug
 from .jobs import Job, new_job
-from .journal import Complete, Discard, Journal, MarkAttempt, MemoryJournal
+from .journal import Complete, Discard, Journal, MarkAttempt
 from .journal.records import Retrying
 
 if TYPE_CHECKING:
@@ -125,54 +127,6 @@ def decode_failure(exc: Exception) -> DecodeError:
     error = DecodeError(f"cannot decode payload: the codec raised {type(exc).__qualname__}")
     error.__cause__ = exc  # as ``raise ... from exc``
     return error
-
-
-def _trio_run_context() -> Any:
-    """Where `trio.lowlevel.current_task` reads the task from; None if trio moved it."""
-    try:
-        from trio._core._run import GLOBAL_RUN_CONTEXT
-    except ImportError:  # pragma: no cover (then `counts_schedule_points` says no)
-        return None
-    return GLOBAL_RUN_CONTEXT
-
-
-_run_context = _trio_run_context()
-
-
-def counts_schedule_points(task: trio.lowlevel.Task) -> bool:
-    """Whether trio's *task* has the internals the runtime reads to save work a job.
-
-    Its counts of schedule and cancel points (``_schedule_points``,
-    ``_cancel_points``: `trio.testing.assert_checkpoints` reads them): an
-    actor reads the first to tell whether a job yielded.  Its cancel status
-    and runner (``_cancel_status``, ``_runner``), and the run context that
-    `trio.lowlevel.current_task` reads it from: a plain send asks them what
-    `trio.lowlevel.checkpoint_if_cancelled` would (`cancel_pending`), without
-    a coroutine.  A trio without them costs a schedule point per job and a
-    coroutine per send.
-    """
-    return (
-        all(
-            hasattr(task, name)
-            for name in ("_schedule_points", "_cancel_points", "_cancel_status", "_runner")
-        )
-        and hasattr(task._runner, "ki_pending")
-        and getattr(_run_context, "task", None) is task
-    )
-
-
-def cancel_pending() -> bool:
-    """Whether `trio.lowlevel.checkpoint_if_cancelled` would raise in the current task now (its
-    own test); if not, count the cancel point it would have been.  Only where
-    `counts_schedule_points`: the task is read as `trio.lowlevel.current_task` reads it, less
-    its check that there is one (a call and a ``try``)."""
-    task = _run_context.task
-    if task._cancel_status.effectively_cancelled or (
-        task is task._runner.main_task and task._runner.ki_pending
-    ):
-        return True
-    task._cancel_points += 1
-    return False
 
 
 @attrs.define(eq=False)
@@ -226,16 +180,6 @@ class Runtime:
             takes_self=True,
         )
     )
-    counted: bool = False
-    """Trio counts a task's schedule points (`counts_schedule_points`): checked once, at start."""
-    immediate: MemoryJournal | None = attrs.field(
-        default=attrs.Factory(
-            lambda self: self.journal if type(self.journal) is MemoryJournal else None,
-            takes_self=True,
-        )
-    )
-    """`journal`, if it answers the commonest writes in a call (`MemoryJournal.append_now`,
-    ``complete_now``): a plain send and a completion then take no coroutine."""
     schedule: Schedule = attrs.field(factory=Schedule)
     steps: StepLog = attrs.field(
         default=attrs.Factory(
@@ -287,7 +231,6 @@ class Runtime:
     def start(self, nursery: trio.Nursery, lanes: list[Lane]) -> None:
         """Run in *nursery*: the idle reaper, and an actor for each of *lanes*."""
         self.nursery = nursery
-        self.counted = counts_schedule_points(trio.lowlevel.current_task())
         start_task(nursery, self.reaper.run, name="inturn.idle_reaper")
         for lane in lanes:
             self.spawn(lane)
@@ -758,145 +701,107 @@ class Actor:
         (`Supervisor.skip`) or a backoff (`Supervisor.retry_now`); the
         `Worker` then runs the actor again in a fresh one.
         """
-        core = self.runtime.core
-        fleet = self.runtime.fleet
-        # A keyless lane holds one job: nothing will follow it, so don't linger;
-        # nor does a fleet member's key, which another member may send to.
-        linger = self.runtime.idle_timeout if isinstance(self.lane, str) and not fleet else 0.0
-        yielded = True  # a schedule point since the last job: spawned, or woken
-        runtime = self.runtime
-        task = trio.lowlevel.current_task()
-        counted = runtime.counted  # else every job is followed by a schedule point
-        # The loop is written out here, not in a helper coroutine: one more
-        # frame on every resume of the task cost 3-5% of a no-op job.
+        runtime, core = self.runtime, self.runtime.core
+        yielded = True  # spawned or woken: other tasks ran since the lane's last job
         while True:
-            entry = core.start_at_once(self.lane)  # the common case: the three steps below
+            if not core.take_slot(self.lane):
+                del runtime.actors[self.lane]
+                runtime.log.debug("actor.queued", key=self.key)
+                return  # a worker serves the lane when a slot frees
+            page = core.page(self.lane)
+            if page is not None:
+                core.paged(page, await runtime.journal.load(page.key, page.after, page.limit))
+            entry = core.start(self.lane)
             if entry is None:
-                if not core.take_slot(self.lane):
-                    del runtime.actors[self.lane]
-                    runtime.log.debug("actor.queued", key=self.key)
-                    return  # a worker serves the lane when a slot frees
-                page = core.page(self.lane)
-                if page is not None:
-                    core.paged(page, await runtime.journal.load(page.key, page.after, page.limit))
-                entry = core.start(self.lane)
-            if entry is not None:
-                if not yielded:  # however fast the handler, let other tasks run
-                    await trio.lowlevel.cancel_shielded_checkpoint()
-                points = task._schedule_points if counted else 0
-                if runtime.batch is not None:
-                    await self._attempt_batch(entry)
-                else:
-                    # One attempt, written out here: `_prepare` only when it must await, and
-                    # the handler called from this frame (a coroutine a job for the attempt,
-                    # and one more frame on every resume of the handler, cost 1% of a no-op job).
-                    try:
-                        job = self._job_now(entry, checked=yielded)
-                        if job is None:
-                            job = await self._prepare(entry, checked=yielded)
-                        if job is not None:
-                            result: object = None
-                            try:
-                                if runtime.job_timeout is None:  # `call_handler`, inlined
-                                    runtime.running += 1
-                                    try:
-                                        result = await runtime.handler(job)
-                                    finally:
-                                        runtime.running -= 1  # `ran`, inlined
-                                        if not runtime.running and runtime.nothing_runs is not None:
-                                            runtime.nothing_runs.set()
-                                else:
-                                    result = await runtime.call_handler(job)
-                            except Exception as exc:
-                                failed: Exception | None = exc
-                            except BaseException:
-                                if entry.skipped:
-                                    raise  # an operator cut it short: the attempt was made
-                                # Shutdown is not the job's fault: give the attempt back
-                                # (shielded, since we are being cancelled) so a restart
-                                # runs it as the same one.
-                                await runtime.give_back([entry])
-                                raise
-                            else:
-                                failed = None
-                            finally:
-                                if runtime.steps.attempts:  # `ended`'s test, first: once per job
-                                    runtime.steps.ended(entry.id)
-                            if (
-                                failed is not None
-                                or runtime.immediate is None
-                                or not self._completed_now(entry, result)
-                            ):
-                                await self._outcome(entry, result, failed)
-                            if self.interrupted:  # the operator's cancel ends the attempt
-                                await trio.lowlevel.checkpoint_if_cancelled()
-                    except BaseException:
-                        if entry.running:
-                            core.interrupt(entry)
-                            runtime.check_idle()  # paused while it ran: parked now
-                        raise
-                    finally:
-                        if runtime.stop_waiters:  # a skip waits for the attempt to stop
-                            runtime.stopped.unpark_all()
-                yielded = counted and task._schedule_points != points
-                if core.ready:  # others wait for a slot: take turns
-                    runtime.start_holding(core.pass_slot(self.lane))
-                continue
-            overtaken = core.take_back_mark(self.lane)  # before the slot goes
-            runtime.give_slot(self.lane)
-            if overtaken is not None:
-                await runtime.give_back([overtaken])
-                yielded = True
-                continue  # a resume may have landed meanwhile, its wake-up missed: look again
-            if not core.is_halted(self.lane) and linger > 0:
-                runtime.linger(self, linger)
-                return  # its worker goes back to the pool: a send gets the lane a new actor
-            if fleet is not None and isinstance(self.lane, str) and not core.stopping:
-                if await fleet.let_go(self.lane):  # the journal released the key
-                    runtime.exited(self)
+                if await self._rest():
                     return
                 yielded = True
-                continue  # jobs came meanwhile: page them in
-            if core.try_retire(self.lane):
+                continue
+            if not yielded:  # however fast the handler, let other tasks run between jobs
+                await trio.lowlevel.cancel_shielded_checkpoint()
+            if runtime.batch is None:
+                await self._attempt(entry, checked=yielded)
+            else:
+                await self._attempt_batch(entry)
+            yielded = False
+            if core.ready:  # others wait for a slot: take turns
+                runtime.start_holding(core.pass_slot(self.lane))
+
+    async def _rest(self) -> bool:
+        """The lane has nothing to start: True if the actor ends; False to look again.
+
+        It gives its slot up, and takes back a start marked early that
+        something overtook; then it lingers, lets the fleet have its key,
+        or retires, as the lane allows.
+        """
+        runtime, core, fleet = self.runtime, self.runtime.core, self.runtime.fleet
+        overtaken = core.take_back_mark(self.lane)  # before the slot goes
+        runtime.give_slot(self.lane)
+        if overtaken is not None:
+            await runtime.give_back([overtaken])
+            return False  # a resume may have landed meanwhile, its wake-up missed
+        # A keyless lane holds one job: nothing will follow it, so it doesn't linger;
+        # nor does a fleet member's key, which another member may send to.
+        lingers = self.key is not None and fleet is None and runtime.idle_timeout > 0
+        if lingers and not core.is_halted(self.lane):
+            runtime.linger(self, runtime.idle_timeout)
+            return True  # its worker goes back to the pool: a send gets it a new actor
+        if fleet is not None and self.key is not None and not core.stopping:
+            if await fleet.let_go(self.key):  # the journal released the key
                 runtime.exited(self)
-                if fleet is not None:
-                    fleet.retired()  # a keyless job's lane
-                return
-            if not core.has_work(self.lane):
-                runtime.linger(self)  # the head is still being journaled: its send wakes the lane
-                return
-            yielded = True  # a send landed meanwhile: serve it
+                return True
+            return False  # jobs came meanwhile: page them in
+        if core.try_retire(self.lane):
+            runtime.exited(self)
+            if fleet is not None:
+                fleet.retired()  # a keyless job's lane
+            return True
+        if not core.has_work(self.lane):
+            runtime.linger(self)  # the head is still being journaled: its send wakes the lane
+            return True
+        return False  # a send landed meanwhile: serve it
 
-    def _job_now(self, entry: Entry, *, checked: bool) -> Job | None:
-        """The handler's `Job` for started *entry*, if its attempt needs no await first.
+    async def _attempt(self, entry: Entry, *, checked: bool) -> None:
+        """Run started *entry*'s attempt and carry out its outcome.
 
-        Its start is journaled already (with its acceptance, or its lane's
-        last completion), it has attempts left and no backoff to wait out,
-        no fleet lease to renew, and no pause or skip stops it: nothing was
-        awaited since the core started it (*checked*), or `Core.may_run`
-        says so.  None, changing nothing, otherwise, and for a payload that
-        does not decode: `_prepare` takes it then.
+        *checked*: nothing was awaited since the core started it.
         """
         runtime = self.runtime
-        if (
-            not entry.marked
-            or entry.exhausted
-            or entry.not_before is not None
-            or runtime.fleet is not None
-            or not (checked or runtime.core.may_run(entry))
-        ):
-            return None
         try:
-            payload = runtime.codec.decode(entry.data)
-        except Exception:
-            return None
-        # `_handed`, inlined (no fleet here): once per job
-        job = new_job(
-            entry.id, entry.key, payload, entry.attempt, entry.unique, None, runtime.steps
-        )
-        if runtime.debug:
-            runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
-        return job
+            job = await self._prepare(entry, checked=checked)
+            if job is None:
+                return
+            result: object = None
+            try:
+                result = await runtime.call_handler(job)
+            except Exception as exc:
+                failed: Exception | None = exc
+            except BaseException:
+                if entry.skipped:
+                    raise  # an operator cut it short: the attempt was made
+                # Shutdown is not the job's fault: give the attempt back
+                # (shielded, since we are being cancelled) so a restart
+                # runs it as the same one.
+                await runtime.give_back([entry])
+                raise
+            else:
+                failed = None
+            finally:
+                runtime.steps.ended(entry.id)
+            if failed is None:
+                await self._complete([entry], [result])
+            else:
+                await self._carry_out(self._failed(entry, failed))
+            if self.interrupted:  # the operator's cancel ends the attempt
+                await trio.lowlevel.checkpoint_if_cancelled()
+        except BaseException:
+            if entry.running:
+                runtime.core.interrupt(entry)
+                runtime.check_idle()  # paused while it ran: parked now
+            raise
+        finally:
+            if runtime.stop_waiters:  # a skip waits for the attempt to stop
+                runtime.stopped.unpark_all()
 
     async def _prepare(self, entry: Entry, *, checked: bool = False) -> Job | None:
         """Everything started *entry*'s attempt awaits before its handler; its `Job`.
@@ -904,7 +809,8 @@ class Actor:
         None if the attempt ended here: discarded (out of attempts, or its
         payload does not decode), sleeping out a backoff it was recovered
         in, or given back (paused or skipped meanwhile, or superseded).
-        *checked* as `_job_now`'s.
+        *checked*: nothing was awaited since the core started it, so no
+        pause or skip can have landed (else `Core.may_run` is asked).
         """
         runtime = self.runtime
         if entry.exhausted:
@@ -963,14 +869,6 @@ class Actor:
         if runtime.debug:
             runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
         return job
-
-    async def _outcome(self, entry: Entry, result: object, failed: Exception | None) -> None:
-        """Carry out how *entry*'s attempt ended: it *failed*, or returned *result* (and the
-        journal did not take its completion in a call, `_completed_now`)."""
-        if failed is None:
-            await self._complete_one(entry, result)
-        else:
-            await self._carry_out(self._failed(entry, failed))
 
     async def _back_off(self, at: float) -> None:
         """Sleep until *at*, the head's next attempt; `retry_now` and `skip` may cut it short."""
@@ -1191,69 +1089,6 @@ class Actor:
             for entry, result in zip(done, results, strict=True):
                 runtime.answer(entry.id, result)
         runtime.check_idle()
-
-    async def _complete_one(self, entry: Entry, result: object) -> None:
-        """`_complete` for one job outside a fleet, the usual case: the same steps, written out."""
-        runtime, core = self.runtime, self.runtime.core
-        if runtime.fleet is not None:
-            await self._complete([entry], [result])
-            return
-        successor = core.successor(entry)
-        complete = Complete(entry.id)
-        changes: list[Change] = [complete]
-        if successor is not None:
-            changes.append(MarkAttempt(successor.id, successor.attempt))
-        now = None if entry.unique is None else runtime.unix_now()  # see `_complete`
-        if self.interrupted:  # `_written` asks too; asked here, a job saves its frame
-            superseded = await self._written(runtime.journal.write(changes, now=now))
-        else:
-            superseded = await runtime.journal.write(changes, now=now)
-        if successor is not None and changes[-1] not in superseded:
-            successor.marked = True
-        if superseded and complete in superseded:  # another writer finished it first
-            self._superseded(entry, "job.superseded")
-            runtime.check_idle()
-        else:
-            self._completed(entry, result)
-
-    def _completed_now(self, entry: Entry, result: object) -> bool:
-        """`_complete_one` in a call, for a journal that answers in one (`Runtime.immediate`):
-        False, having changed nothing, if it declines (the job is gone from it)."""
-        runtime, core, journal = self.runtime, self.runtime.core, self.runtime.immediate
-        assert journal is not None
-        successor = core.successor(entry)
-        now = None if entry.unique is None else runtime.unix_now()  # see `_complete`
-        if successor is None:
-            answer = journal.complete_now(entry.id, now=now)
-        else:
-            answer = journal.complete_now(entry.id, successor.id, successor.attempt, now=now)
-            if answer:
-                successor.marked = True
-        if answer is None:
-            return False
-        core.complete_head(entry)  # `_completed`, inlined: once per job
-        if runtime.debug:
-            runtime.log.debug(
-                "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
-            )
-        if runtime.waiters:
-            runtime.answer(entry.id, result)
-        if runtime.idle_waiters:  # `check_idle`'s first test, first
-            runtime.check_idle()
-        return True
-
-    def _completed(self, entry: Entry, result: object) -> None:
-        """Journaled *entry* completed with *result*: the core and its ``ask`` learn it."""
-        runtime = self.runtime
-        runtime.core.complete_head(entry)
-        if runtime.debug:
-            runtime.log.debug(
-                "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
-            )
-        if runtime.waiters:
-            runtime.answer(entry.id, result)
-        if runtime.idle_waiters:  # `check_idle`'s first test, first: once per job
-            runtime.check_idle()
 
     async def _batch_failed(self, batch: list[Entry], error: Exception) -> None:
         """The handler raised *error* for *batch*: one job failed (`BatchError`), or all of it."""

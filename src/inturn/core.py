@@ -137,21 +137,6 @@ class Core:
         self._place(entry, self._lane(entry.lane))
         return entry
 
-    def reserve_to_start(self, key: str, data: bytes) -> Entry:
-        """`reserve`, then `starts_next`, in one call: ``entry.slotted`` is the answer.
-
-        A plain send's two calls, with its lane looked up once.
-        """
-        job_id = self.next_id
-        entry = new_entry(job_id, job_id, key, data, None, key)
-        self.next_id = job_id + 1
-        state = self._lanes.get(key)  # `_lane`, inlined
-        if state is None:
-            state = self._lanes[key] = LaneState()
-        self._place(entry, state)
-        self._takes_start(entry, state)
-        return entry
-
     def reserve_many(self, jobs: Iterable[tuple[str | None, bytes, str | None]]) -> list[Run]:
         """`reserve` each of *jobs* (``(key, data, unique)``), in order: a batch in one call.
 
@@ -579,24 +564,6 @@ class Core:
         if head is not None:
             head.running = True
             head.slotted = False  # its slot is the running job's now
-        return head
-
-    def start_at_once(self, lane: Lane) -> Entry | None:
-        """`start`, when `take_slot` and `page` have nothing to do: *lane* holds a slot
-        (or needs none) and has no page to read.  None, changing nothing, if they may
-        have, or if `start` would say None: the shell then asks all three.
-
-        What an actor asks first: the two calls a job before `start`, answered in place.
-        """
-        state = self._lanes[lane]
-        if (self.max_concurrency is not None and not state.holding) or (
-            state.disk_tail > state.tail
-        ):
-            return None
-        head = self._startable_head(state)
-        if head is not None:  # `start`'s two lines, inlined: once per job
-            head.running = True
-            head.slotted = False
         return head
 
     def followers(self, head: Entry) -> list[Entry]:

@@ -40,7 +40,7 @@ import datetime
 import math
 import random as _random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Literal, NoReturn, TypeVar, cast, final
 
@@ -60,7 +60,7 @@ from ._fixes import (
 )
 from ._schedule import PAGE, due_time
 from ._tasks import start_task
-from .actors import BatchHandler, Handler, Runtime, Waiter, cancel_pending, describe
+from .actors import BatchHandler, Handler, Runtime, Waiter, describe
 from .codec import Codec, JSONCodec
 from .core import Core, Entry, Lane, Run
 from .errors import (
@@ -107,10 +107,6 @@ class Supervisor:
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
-        self._parking_writes = runtime.counted and type(runtime.journal) is not MemoryJournal
-        """Accepting reads trio's count of the sender's schedule points (`_yield_unless_parked`):
-        this journal's writes may park the sender, as every durable one's do;
-        the memory journal's never do."""
         self._skipping: dict[int, trio.Event] = {}
         """Skips under way, by job id."""
         self._halting: dict[str, trio.Event] = {}
@@ -170,47 +166,9 @@ class Supervisor:
         """
         if type(key) is not str or key != self._valid_key:  # a producer often repeats one
             key = self._valid_key = validate_key(key)
-        if self._parking_writes:
-            return await self._yield_unless_parked(
-                self._accept(key, payload, unique, unique_for, delay, at)
-            )
-        runtime = self._runtime
-        journal = runtime.immediate
-        plain = unique is None and unique_for is None and delay is None and at is None
-        if journal is None or not plain:
-            job_id = await self._accept(key, payload, unique, unique_for, delay, at)
-            await schedule_point()
-            return job_id
-        # A plain send to a journal that answers in a call: `_accept`'s steps, written
-        # out (the commonest call there is), with no await between the core's
-        # reservation and the journal's answer, so nothing can overtake its early start.
-        if not runtime.counted or cancel_pending():
-            await trio.lowlevel.checkpoint_if_cancelled()  # as `write` would: `append_now` is none
-        if runtime.closed:
-            self._check_open()
-        data = self._encode(payload)
-        core = runtime.core
-        entry = core.reserve_to_start(key, data)
-        starts = entry.slotted
-        try:
-            marked = journal.append_now(entry.id, key, data, entry.attempt if starts else 0)
-        except BaseException:
-            self._refused(entry)
-            raise
-        if starts:
-            give_back, free = core.early_start_answered(entry, marked=marked)
-            assert not give_back, "no halt could land between the start and its answer"
-            runtime.start_holding(free)
-        if core.commit(entry):  # `_commit`, inlined: once per send
-            runtime.spawn(entry.lane)
-        elif entry.lane in runtime.lingering:
-            runtime.wake(entry.lane)
-        if runtime.debug:
-            runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
-        if self._answered is not None:  # `_answer_skips`, inlined: once per send
-            self._answer_skips()
+        job_id = await self._accept(key, payload, unique, unique_for, delay, at)
         await schedule_point()
-        return entry.id
+        return job_id
 
     async def send_many(self, jobs: Iterable[tuple[str, object] | Item]) -> list[int]:
         """Accept several sequenced jobs at once, all or none, in one journal write.
@@ -309,12 +267,8 @@ class Supervisor:
                     later.append(self._scheduled(key, data, unique, unique_for, due))
                     ids.append(later[-1].job_id)
             batch = now_due
-        journaling = self._journal_new(runs, batch, windows, later, uniques=bool(first))
-        if self._parking_writes:
-            await self._yield_unless_parked(journaling)
-        else:
-            await journaling
-            await schedule_point()
+        await self._journal_new(runs, batch, windows, later, uniques=bool(first))
+        await schedule_point()
         return ids
 
     async def submit(
@@ -331,10 +285,6 @@ class Supervisor:
         *unique*, *unique_for*, *delay* and *at* are `send`'s.  Raises the same
         errors as `send`.
         """
-        if self._parking_writes:
-            return await self._yield_unless_parked(
-                self._accept(None, payload, unique, unique_for, delay, at)
-            )
         job_id = await self._accept(None, payload, unique, unique_for, delay, at)
         await schedule_point()
         return job_id
@@ -985,22 +935,6 @@ class Supervisor:
         """
         return one_at_a_time(self._halting, key)
 
-    async def _yield_unless_parked(self, accepting: Awaitable[_T]) -> _T:
-        """Await *accepting* (`_accept`, `_journal_new`), then a schedule point only if its
-        write took none.
-
-        A durable journal's write parks until the job is committed: the
-        caller has yielded then, and yielding again cost every durable send a
-        task step.  Only for `_parking_writes`: reading trio's count costs a
-        memory journal's send more than it saves.
-        """
-        task = trio.lowlevel.current_task()
-        points = task._schedule_points
-        result = await accepting
-        if task._schedule_points == points:
-            await schedule_point()
-        return result
-
     async def _accept(
         self,
         key: str | None,
@@ -1028,46 +962,10 @@ class Supervisor:
             append = self._scheduled(key, data, unique, window, due)
             await self._journal_new([], [], later=[append], uniques=unique is not None)
             return append.job_id
-        # `_journal_new` for one job, written out here: a third of a single
-        # send's calls went to the general case's loops, and a coroutine call
-        # per send to a helper.
-        core = runtime.core
-        entry = core.reserve(key, data, unique)
-        append = Append(entry.id, key, data, unique, window)
-        mark = MarkAttempt(entry.id, entry.attempt) if core.starts_next(entry) else None
-        changes: list[Change] = [append] if mark is None else [append, mark]
-        now = None if unique is None else runtime.unix_now()  # else the journal's clock
-        try:
-            superseded = await runtime.journal.write(changes, now=now)
-        except BaseException:
-            self._refused(entry)
-            raise
-        if runtime.closed:  # see `_check_journaled`
-            self._answer_skips()
-            if mark is not None and mark not in superseded:
-                await runtime.give_back([entry])
-            raise SupervisorClosed(
-                f"the supervisor stopped while job {entry.id} was journaled;"
-                " it runs when the journal is opened again"
-            )
-        give_back = False
-        if mark is not None:
-            give_back, free = core.early_start_answered(entry, marked=mark not in superseded)
-            runtime.start_holding(free)
-        self._commit(entry)
-        if self._answered is not None:  # `_answer_skips`, inlined: once per send
-            self._answer_skips()
-        if give_back:
-            await runtime.give_back([entry])
-        return entry.id
-
-    def _refused(self, entry: Entry) -> None:
-        """The journal refused reserved *entry* (or its write was cut short): forget it."""
-        runtime = self._runtime
-        runtime.start_holding(runtime.core.retract(entry))
-        runtime.wake(entry.lane)  # its actor may be waiting on this head
-        runtime.check_idle()
-        self._answer_skips()
+        job = (key, data, unique)
+        runs = runtime.core.reserve_many([job])
+        await self._journal_new(runs, [job], [window], uniques=unique is not None)
+        return runs[0].first
 
     def _scheduled(
         self, key: str | None, data: bytes, unique: str | None, window: float | None, due: float
@@ -1153,7 +1051,7 @@ class Supervisor:
     async def _journal_new(
         self,
         runs: list[Run],
-        jobs: Sequence[tuple[str, bytes, str | None]],
+        jobs: Sequence[tuple[str | None, bytes, str | None]],
         windows: Sequence[float | None] = (),
         later: Sequence[Append] = (),
         *,

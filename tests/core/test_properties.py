@@ -22,13 +22,6 @@ outcomes = st.sampled_from(["ok", "fail", "interrupt"])
 
 
 def start(core: Core, lane: Lane) -> Entry | None:
-    """`Core.start` as an actor asks for it: `Core.start_at_once` first, which must start
-    the same head, or decline having changed nothing."""
-    before = _lanes_of(core), core.stats(actors=0, running=0)
-    entry = core.start_at_once(lane)
-    if entry is not None:
-        return entry
-    assert (_lanes_of(core), core.stats(actors=0, running=0)) == before
     return core.start(lane)
 
 
@@ -511,42 +504,3 @@ def test_reserve_many_and_commit_many_do_what_reserve_and_commit_do_one_by_one(
     # one answer per run of a lane's jobs: the run's first job's, as commit gave it
     runs = [answer for n, answer in enumerate(answers) if n == 0 or answers[n - 1][0] != answer[0]]
     assert lanes == runs
-
-
-@settings(max_examples=300)
-@given(
-    before=st.lists(keys, max_size=12),
-    key=st.sampled_from(["a", "b", "c"]),
-    halted=st.booleans(),
-    stopping=st.booleans(),
-    max_buffered=st.integers(min_value=1, max_value=40),
-    max_concurrency=st.sampled_from([None, 1, 2]),
-)
-def test_reserve_to_start_does_what_reserve_and_starts_next_do(
-    before: list[str | None],
-    key: str,
-    halted: bool,
-    stopping: bool,
-    max_buffered: int,
-    max_concurrency: int | None,
-) -> None:
-    """A plain send's one call against its two, on lanes with queued, spilled, halted,
-    slotted and unslotted jobs."""
-    cores = [
-        twin_core(before, halted=halted, max_buffered=max_buffered, max_concurrency=max_concurrency)
-        for _ in range(2)
-    ]
-    for core in cores:
-        if stopping:
-            core.stop()
-    two_calls, one_call = cores
-    entry = two_calls.reserve(key, b"1")
-    starts = two_calls.starts_next(entry)
-    fused = one_call.reserve_to_start(key, b"1")
-    assert (fused.id, fused.spilled, fused.slotted) == (entry.id, entry.spilled, starts)
-    assert _lanes_of(one_call) == _lanes_of(two_calls)
-    assert one_call.stats(actors=0, running=0) == two_calls.stats(actors=0, running=0)
-    slots = [
-        (core._free, {lane: state.holding for lane, state in core._lanes.items()}) for core in cores
-    ]
-    assert slots[0] == slots[1]  # the same slots taken, and left
