@@ -61,9 +61,9 @@ from __future__ import annotations
 import math
 import traceback
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar, assert_never
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar, assert_never
 
 import attrs
 import structlog
@@ -73,6 +73,7 @@ from ._claims import one_at_a_time
 from ._schedule import Schedule
 from ._steps import StepLog
 from ._tasks import start_task
+from ._workers import REAPER_SLACK, IdleReaper, Worker
 from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
 from .errors import BatchError, DecodeError, JournalError, LeaseLost, PermanentError
@@ -82,18 +83,13 @@ from .journal import Complete, Discard, Journal, MarkAttempt
 from .journal.records import Retrying
 
 if TYPE_CHECKING:
-    from .fleet import Fleet
-    from .journal.records import Change
+    from .journal.records import Change, FleetChange
 
 
 Handler: TypeAlias = Callable[[Job], Awaitable[object]]
 BatchHandler: TypeAlias = Callable[[list[Job]], Awaitable[object]]
 _T = TypeVar("_T")
 
-
-REAPER_SLACK: Final = 1 / 16
-"""An idle actor or spare task may exit up to this fraction of ``idle_timeout`` early, so
-that the keys going idle in that span cost `IdleReaper` one wake-up, not one each."""
 
 MAX_ERROR_TEXT: Final = 4000
 """Characters of an error's text a journal keeps: a huge message must not bloat every row."""
@@ -127,6 +123,35 @@ def decode_failure(exc: Exception) -> DecodeError:
     error = DecodeError(f"cannot decode payload: the codec raised {type(exc).__qualname__}")
     error.__cause__ = exc  # as ``raise ... from exc``
     return error
+
+
+class _Holds(Protocol):
+    async def hold(self) -> None: ...
+
+
+class FleetPart(Protocol):
+    """What the actors ask of their supervisor's part of a fleet (`inturn.fleet.Fleet`).
+
+    A protocol, so that the actors need not import the fleet, which drives them.
+    """
+
+    epochs: dict[str, int]
+    """Each owned key's fencing token."""
+    poll_interval: float
+
+    @property
+    def dry(self) -> bool: ...
+
+    @property
+    def journal(self) -> _Holds: ...
+
+    async def complete_last(
+        self, entries: Sequence[Entry], now: float | None
+    ) -> Sequence[FleetChange]: ...
+
+    async def let_go(self, key: str) -> bool: ...
+
+    def retired(self) -> None: ...
 
 
 @attrs.define(eq=False)
@@ -168,7 +193,7 @@ class Runtime:
     running: int = 0
     closed: bool = False
     escalated: BaseException | None = None
-    fleet: Fleet | None = None
+    fleet: FleetPart | None = None
     """This supervisor's part of a fleet (see `inturn.fleet`); None when it holds its journal alone."""
     spare: dict[Worker, None] = attrs.field(factory=dict)
     """Worker tasks parked until a lane needs one, oldest first (an ordered set)."""
@@ -522,151 +547,6 @@ class Runtime:
 
 
 @attrs.define(eq=False)
-class IdleReaper:
-    """Times out lingering lanes and spare workers: one timer for all of them, not one each.
-
-    Every one waits the same *timeout*, so deadlines arrive in the order
-    they went idle and a FIFO of deadlines (with one of the lanes beside it:
-    a tuple each cost 64 bytes per lingering key) is already sorted.  A lane
-    woken since, or lingering to a later deadline, turns its entry here
-    stale (its deadline in *runtime*'s ``lingering`` is another, or gone).
-    Spare workers need no entry: *spare* holds them oldest first, each with
-    the time it parked (`Worker.since`), so the first one's deadline is the
-    next (a worker parks after every job of a key that goes idle: an entry
-    each cost as much as the lane's).
-
-    At the first deadline it also expires those due within *slack* seconds:
-    one wake-up for the many keys that went idle in that span, not one each
-    (at a key seen once, that wake-up was a task switch per job).  Early, not
-    late: no lane lingers past its ``idle_timeout``.
-    """
-
-    timeout: float
-    slack: float
-    spare: dict[Worker, None]
-    runtime: Runtime
-    _deadlines: deque[float] = attrs.field(factory=deque)
-    _lanes: deque[Lane] = attrs.field(factory=deque)
-    """Whose each of `_deadlines` is."""
-    _added: trio.Event = attrs.field(factory=trio.Event)
-
-    def add(self, deadline: float, lane: Lane) -> None:
-        self._deadlines.append(deadline)
-        self._lanes.append(lane)
-        self._added.set()
-
-    def spare_added(self) -> None:
-        """A worker parked where none was spare: its deadline may be the only one."""
-        self._added.set()
-
-    async def run(self) -> None:
-        deadlines, lanes, spare, timeout = self._deadlines, self._lanes, self.spare, self.timeout
-        lingering = self.runtime.lingering
-        while True:
-            # Most entries went stale long before their deadline (a busy key is
-            # woken again and again): drop them without sleeping.
-            while deadlines and lingering.get(lanes[0]) != deadlines[0]:
-                deadlines.popleft()
-                lanes.popleft()
-            first = deadlines[0] if deadlines else math.inf
-            if spare:  # no later than an actor's: it parked after that one went idle
-                first = min(first, next(iter(spare)).since + timeout)
-            if first == math.inf:
-                self._added = trio.Event()
-                await self._added.wait()
-                continue
-            await trio.sleep_until(first)
-            now = trio.current_time() + self.slack
-            while deadlines and deadlines[0] <= now:
-                lane = lanes.popleft()
-                if lingering.get(lane) == deadlines.popleft():  # not woken since
-                    del lingering[lane]
-                    self.runtime.retire(lane)
-            while spare:
-                worker = next(iter(spare))
-                if worker.since + timeout > now:
-                    break
-                del spare[worker]
-                worker.give(None)
-
-
-@attrs.define(eq=False)
-class Worker:
-    """A task that serves one lane's `Actor` after another; between them, spare.
-
-    A spare worker parks until `Runtime.serve` hands it an actor, or
-    ``idle_timeout`` passes (`IdleReaper`) and it exits.
-    """
-
-    runtime: Runtime
-    since: float = 0.0
-    """When it last parked as a spare worker (`IdleReaper` times it out from then)."""
-    _next: Actor | None = None
-    _parked: trio.lowlevel.Task | None = None
-
-    async def run(self, actor: Actor | None) -> None:
-        """Serve *actor*, then the actors given to the task while it is spare.
-
-        In one cancel scope for all of them, not one each (a scope costs
-        about as much as a checkpoint), until an operator cancels it through
-        the actor it serves (`Actor.interruptible`): that actor goes on in a
-        fresh scope.  A cancel that lands as its actor ends, meant for it, is
-        left behind with the scope before another actor runs.
-        """
-        while actor is not None:
-            with trio.CancelScope() as scope:
-                while actor is not None:
-                    actor.interruptible, actor.interrupted = scope, False
-                    try:
-                        await actor.run()
-                    except Exception as exc:
-                        crash: Exception | None = exc
-                    else:
-                        crash = None
-                    if crash is not None:  # restarted outside the handler: nothing chains
-                        await self.runtime.supervise(actor, crash)
-                        crash = None
-                    actor.interruptible = None
-                    actor = None  # ended: a parked worker keeps no actor (nor its lane) alive
-                    if not scope.cancel_called:  # else the cancel was meant for the one that ended
-                        actor = await self._wait_for_actor()
-            if actor is None and scope.cancel_called:
-                actor = await self._wait_for_actor()
-
-    @trio.lowlevel.enable_ki_protection
-    async def _wait_for_actor(self) -> Actor | None:
-        """Park as a spare worker; the actor to run next, or None to exit."""
-        runtime = self.runtime
-        if runtime.closed:
-            return None
-        self.since = trio.current_time()
-        if not runtime.spare:
-            runtime.reaper.spare_added()
-        runtime.spare[self] = None
-        self._parked = trio.lowlevel.current_task()
-        await trio.lowlevel.wait_task_rescheduled(self._abort_wait)
-        actor, self._next = self._next, None
-        return actor
-
-    def _abort_wait(self, raise_cancel: object) -> trio.lowlevel.Abort:
-        self._parked = None
-        self.runtime.spare.pop(self, None)
-        return trio.lowlevel.Abort.SUCCEEDED
-
-    def give(self, actor: Actor | None) -> None:
-        """Run *actor* next (taken from the spare ones already); None: exit."""
-        self._unpark(actor)
-
-    @trio.lowlevel.enable_ki_protection
-    def _unpark(self, actor: Actor | None) -> None:
-        task = self._parked
-        if task is not None:
-            self._parked = None
-            self._next = actor
-            trio.lowlevel.reschedule(task)
-
-
-@attrs.define(eq=False)
 class Actor:
     """Runs one lane's jobs, one at a time, in order, in a `Worker`'s task.
 
@@ -693,6 +573,10 @@ class Actor:
     @property
     def key(self) -> str | None:
         return key_of(self.lane)
+
+    async def supervise(self, crash: Exception) -> None:
+        """It crashed with *crash*: its runtime restarts it, or escalates (`Runtime.supervise`)."""
+        await self.runtime.supervise(self, crash)
 
     async def run(self) -> None:
         """Serve the lane until the core lets the actor retire, in `interruptible`.

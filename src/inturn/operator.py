@@ -189,12 +189,13 @@ async def operate(
             max_restarts=0,
             restart_window=1.0,
         )
+        fleet = None
         if getattr(journal, "fleet", False) is True:
             # A fleet member that claims nothing: every fix goes straight to the
             # journal, which decides its race with the key's owner.
-            runtime.fleet = Fleet(runtime, cast(FleetJournal, journal), capacity=0)
+            fleet = runtime.fleet = Fleet(runtime, cast(FleetJournal, journal), capacity=0)
         try:
-            yield Operator(Supervisor(runtime), live=False)
+            yield Operator(Supervisor(runtime, fleet), live=False)
         finally:
             runtime.close()
     finally:

@@ -105,8 +105,11 @@ class Supervisor:
     Made by `open_supervisor`; valid inside its ``async with`` block.
     """
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, fleet: Fleet | None) -> None:
         self._runtime = runtime
+        self._fleet = fleet
+        """This supervisor's part of a fleet (``runtime.fleet`` too); None when it holds its
+        journal alone."""
         self._skipping: dict[int, trio.Event] = {}
         """Skips under way, by job id."""
         self._halting: dict[str, trio.Event] = {}
@@ -234,8 +237,8 @@ class Supervisor:
         if not batch:
             await trio.lowlevel.checkpoint()
             return []
-        if runtime.fleet is not None:
-            ids = await runtime.fleet.new_ids(len(batch))
+        if self._fleet is not None:
+            ids = await self._fleet.new_ids(len(batch))
             appends = [
                 Append(job_id, key, data, unique, *extras.get(position, (None, None)))
                 for position, (job_id, (key, data, unique)) in enumerate(
@@ -243,7 +246,7 @@ class Supervisor:
                 )
             ]
             uniques = any(append.unique is not None for append in appends)
-            await runtime.fleet.append(appends, now=now if uniques else None)
+            await self._fleet.append(appends, now=now if uniques else None)
             await schedule_point()
             return ids
         core = runtime.core
@@ -309,7 +312,7 @@ class Supervisor:
         still runs: it was accepted.
         """
         key = validate_key(key)
-        if self._runtime.fleet is not None:
+        if self._fleet is not None:
             raise NotImplementedError(
                 "ask() on a fleet member: another member may run the job, and its result"
                 " stays there; use send() and a result store of your own"
@@ -376,8 +379,8 @@ class Supervisor:
         key = validate_key(key)
         self._check_open()
         runtime = self._runtime
-        if runtime.fleet is not None and not runtime.fleet.owns(key):
-            await runtime.fleet.fix([Resume(key)])  # a halted key is nobody's: claimable now
+        if self._fleet is not None and not self._fleet.owns(key):
+            await self._fleet.fix([Resume(key)])  # a halted key is nobody's: claimable now
             runtime.log.info("key.resumed", key=key)
             await schedule_point()
             return
@@ -508,7 +511,7 @@ class Supervisor:
         self._check_open()
         journal = self._runtime.journal
         info = await requeue_check(journal, job_id)
-        if self._runtime.fleet is not None:
+        if self._fleet is not None:
             return await self._fleet_requeue(info, head=head)
         if head:
             return await self._revive(info)
@@ -525,7 +528,7 @@ class Supervisor:
 
         The owner, if any, finds the job when it next runs dry (`Fleet.let_go`).
         """
-        fleet = self._runtime.fleet
+        fleet = self._fleet
         assert fleet is not None
         if head:
             change: Change = Revive(info.id, resume=info.key is not None)
@@ -642,9 +645,9 @@ class Supervisor:
         # One skip of a job at a time; the next one sees its outcome.
         async with one_at_a_time(self._skipping, checked):
             info = await skip_check(runtime.journal, checked)
-            if runtime.fleet is not None and (
+            if self._fleet is not None and (
                 info.state == "scheduled"  # in no key's sequence: nobody's
-                or not runtime.fleet.owns(info.id if info.key is None else info.key)
+                or not self._fleet.owns(info.id if info.key is None else info.key)
             ):
                 await self._fleet_skip(info)
                 return
@@ -661,8 +664,8 @@ class Supervisor:
         running attempt is not cut short, as it is on the key's own member.
         """
         runtime = self._runtime
-        assert runtime.fleet is not None
-        if await runtime.fleet.fix([Discard(info.id, SKIPPED_TEXT)]):
+        assert self._fleet is not None
+        if await self._fleet.fix([Discard(info.id, SKIPPED_TEXT)]):
             await skip_check(runtime.journal, info.id)  # say what it is now
             raise JobStateError(info.id, "dead", "another writer discarded it first")
         runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
@@ -749,7 +752,7 @@ class Supervisor:
         key = validate_key(key)
         self._check_open()
         runtime = self._runtime
-        if runtime.fleet is not None and not runtime.fleet.owns(key):
+        if self._fleet is not None and not self._fleet.owns(key):
             raise NotImplementedError(
                 "retry_now cuts a backoff short in the fleet member that owns the key only;"
                 " call it there"
@@ -778,13 +781,13 @@ class Supervisor:
         key = validate_key(key)
         self._check_open()
         runtime = self._runtime
-        if runtime.fleet is not None and not runtime.fleet.owns(key):
+        if self._fleet is not None and not self._fleet.owns(key):
             journal = runtime.journal
             if not await journal.jobs(key, limit=1) and not await journal.scheduled(
                 key=key, limit=1
             ):
                 raise KeyNotFound(key)
-            await runtime.fleet.fix([Halt(key)])  # its owner starts nothing more
+            await self._fleet.fix([Halt(key)])  # its owner starts nothing more
             runtime.log.info("key.paused", key=key)
             await schedule_point()
             return
@@ -950,13 +953,13 @@ class Supervisor:
         window = validate_unique_for(unique_for, unique)
         due = None if delay is None and at is None else due_time(delay, at, runtime.unix_now())
         data = self._encode(payload)
-        if runtime.fleet is not None:  # the journal places it; its key's owner runs it
-            [job_id] = await runtime.fleet.new_ids(1)
+        if self._fleet is not None:  # the journal places it; its key's owner runs it
+            [job_id] = await self._fleet.new_ids(1)
             append = Append(
                 job_id=job_id, key=key, data=data, unique=unique, unique_for=window, due_at=due
             )
             uniques = unique is not None
-            await runtime.fleet.append([append], now=runtime.unix_now() if uniques else None)
+            await self._fleet.append([append], now=runtime.unix_now() if uniques else None)
             return job_id
         if due is not None:
             append = self._scheduled(key, data, unique, window, due)
@@ -996,8 +999,8 @@ class Supervisor:
                     now = runtime.unix_now()
                     # (a hand-made row may lack its due time: due at once)
                     due = [info for info in found if info.due_at is None or info.due_at <= now]
-                    if due and runtime.fleet is not None:
-                        await runtime.fleet.promote(due)
+                    if due and self._fleet is not None:
+                        await self._fleet.promote(due)
                     elif due:
                         await self._promote(due)
             except Exception as exc:
@@ -1402,8 +1405,9 @@ async def open_supervisor(
         errors: list[BaseException] = []
         try:
             async with trio.open_nursery() as nursery:
+                fleet = None
                 if getattr(journal, "fleet", False) is True:
-                    runtime.fleet = Fleet(
+                    fleet = runtime.fleet = Fleet(
                         runtime,
                         cast(FleetJournal, journal),
                         capacity=capacity_for(max_concurrency),
@@ -1411,10 +1415,10 @@ async def open_supervisor(
                         # Its starts marked in the claim, unless a slot could keep one waiting.
                         mark_below=retry.max_attempts if max_concurrency is None else None,
                     )
-                    start_task(nursery, runtime.fleet.run, name="inturn.fleet")
+                    start_task(nursery, fleet.run, name="inturn.fleet")
                 runtime.start(nursery, lanes)
-                supervisor = Supervisor(runtime)
-                if runtime.fleet is None and callable(getattr(journal, "commands", None)):
+                supervisor = Supervisor(runtime, fleet)
+                if fleet is None and callable(getattr(journal, "commands", None)):
                     start_task(nursery, supervisor.serve_commands, name="inturn.commands")
                 start_task(nursery, supervisor.run_schedule, name="inturn.schedule")
                 yield supervisor

@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 import inturn
-from inturn.actors import REAPER_SLACK
+from inturn._workers import REAPER_SLACK
 from inturn.journal import Append, Change
 from inturn.testing import FaultyJournal, Recorder
 

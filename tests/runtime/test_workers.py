@@ -16,7 +16,8 @@ import trio
 import trio.testing
 
 import inturn
-from inturn.actors import REAPER_SLACK, Actor
+from inturn._workers import REAPER_SLACK
+from inturn.actors import Actor
 from inturn.testing import Recorder
 
 IDLE = 1.0
