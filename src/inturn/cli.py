@@ -16,7 +16,9 @@ so an empty or foreign file is refused instead of being made a journal.
 
 Errors have one boundary, `main`: an `InturnError` or an `OSError` becomes a
 one-line message on stderr and an exit code (0 done, 1 nothing matched, 2
-usage or journal error); anything else is a bug and keeps its traceback.
+usage or journal error, 130 interrupted); anything else is a bug and keeps its
+traceback.  A fix interrupted while it waits for a supervisor's answer says
+what became of its command: withdrawn (nothing changed), or already taken.
 
 ``--json`` prints what the human tables show as JSON on stdout: `KeyInfo`
 and `JobInfo` objects with their own field names, Unix times and seconds as
@@ -79,6 +81,8 @@ NOTHING: Final = 1
 """Nothing matched: no such job or key, an empty listing, nothing to purge."""
 ERROR: Final = 2
 """Bad usage, or the journal refused: missing, not a journal, locked, wrong state."""
+INTERRUPTED: Final = 130
+"""Ctrl-C: the shell's 128 + SIGINT."""
 
 STATUS_KEYS: Final = 10
 """How many of the most blocked keys ``status`` lists."""
@@ -483,7 +487,7 @@ See and fix an inturn journal: a file (a SQLiteJournal) or a postgresql:// URI
 a supervisor runs; requeue, skip, pause, resume and purge change it: while a
 supervisor runs on it (in any process), each fix is sent through the journal
 to that supervisor, which carries it out.
-Exit status: 0 done, 1 nothing matched, 2 usage or journal error."""
+Exit status: 0 done, 1 nothing matched, 2 usage or journal error, 130 interrupted."""
 
 
 def _parser() -> _Parser:
@@ -601,8 +605,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ERROR
     except (InturnError, OSError) as exc:
         return _fail(str(exc), ERROR)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+    except KeyboardInterrupt as exc:  # a fix waiting for its answer notes what became of it
+        return _fail(": ".join(["interrupted", *getattr(exc, "__notes__", ())]), INTERRUPTED)
 
 
 def _fail(message: str, code: int) -> int:

@@ -21,14 +21,6 @@ from .test_end_to_end import ROOT, inturn_command
 TIMEOUT = 60.0
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, ...]:
-    """The journal, as the command line names it: a file, or a URI and its schema."""
-    if request.param == "sqlite":
-        return (str(tmp_path / "jobs.db"),)
-    return (request.getfixturevalue("pg_dsn"), "--schema", request.getfixturevalue("pg_schema"))
-
-
 class Worker:
     """``python -m tests.cli.live_worker`` and what it logged."""
 

@@ -316,10 +316,14 @@ class MemoryJournal:
         self._next_command += 1
         self._commands[command_id] = attrs.evolve(command, id=command_id)
         self._arrived.set()
-        with trio.move_on_after(timeout):
-            while command_id not in self._answers:
-                await self._answered.wait()
-            return self._answers.pop(command_id)
+        try:
+            with trio.move_on_after(timeout):
+                while command_id not in self._answers:
+                    await self._answered.wait()
+                return self._answers.pop(command_id)
+        except BaseException:  # cancelled or interrupted: a command given up on is withdrawn
+            self._commands.pop(command_id, None)
+            raise
         if self._commands.pop(command_id, None) is not None:
             raise JournalError(
                 f"no supervisor took the command within {timeout:g} s: nothing was changed"
