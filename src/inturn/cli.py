@@ -215,6 +215,9 @@ def _status(args: argparse.Namespace) -> int:
         after = page[-1].id
     ages = [info.head_age for info in keys if info.head_age is not None]
     totals = {
+        # Every key the table draws from: with unfinished jobs, or halted (a key a
+        # discard halted may have none left); "keys with work" alone fell short of it.
+        "keys": len(keys),
         "keys_with_work": sum(1 for info in keys if info.queued),
         "queued": sum(info.queued for info in keys),
         "running": sum(1 for info in keys if info.head_state == "running"),
@@ -234,6 +237,7 @@ def _status(args: argparse.Namespace) -> int:
     _table(
         None,
         [
+            ["keys", str(totals["keys"])],
             ["keys with work", str(totals["keys_with_work"])],
             ["queued jobs", str(totals["queued"])],
             ["running", str(totals["running"])],
@@ -245,7 +249,10 @@ def _status(args: argparse.Namespace) -> int:
     )
     _out()
     if worst:
-        _out(f"MOST BLOCKED KEYS (blocked first, oldest head first; at most {STATUS_KEYS})")
+        _out(
+            f"MOST BLOCKED KEYS ({len(worst)} of {_counted(len(keys), 'key', 'keys')};"
+            " blocked first, oldest head first)"
+        )
         _keys_table(worst, now)
     else:
         _out("no keys with work")
@@ -319,6 +326,10 @@ def _print_jobs(
     if not shown:
         raise _Failed(none, NOTHING)
     return OK
+
+
+def _counted(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
 
 
 def _note(message: str) -> None:
