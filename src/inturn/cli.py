@@ -47,6 +47,7 @@ import inturn
 
 from ._cli_text import (
     blocked as _blocked,
+    counted,
     dead_table as _dead_table,
     format_age,
     job_json,
@@ -250,7 +251,7 @@ def _status(args: argparse.Namespace) -> int:
     _out()
     if worst:
         _out(
-            f"MOST BLOCKED KEYS ({len(worst)} of {_counted(len(keys), 'key', 'keys')};"
+            f"MOST BLOCKED KEYS ({len(worst)} of {counted(len(keys), 'key', 'keys')};"
             " blocked first, oldest head first)"
         )
         _keys_table(worst, now)
@@ -270,7 +271,7 @@ def _keys(args: argparse.Namespace) -> int:
     elif keys:
         _keys_table(keys, now)
     if more:
-        _note(f"showing the first {args.limit} keys; --limit N shows more")
+        _note(f"showing {_first(args.limit, 'key', 'keys')}; --limit N shows more")
     if not keys:
         raise _Failed("no keys with work" if state is None else f"no {state} keys", NOTHING)
     return OK
@@ -292,44 +293,52 @@ def _show(args: argparse.Namespace) -> int:
 def _dead(args: argparse.Namespace) -> int:
     of = "" if args.key is None else f" of key {args.key!r}"
     found = _reader(args).dead_letters(key=args.key, limit=args.limit + 1)
-    return _print_jobs(args, found, _dead_table, "dead letters", f"no dead letters{of}")
+    return _print_jobs(
+        args, found, _dead_table, ("dead letter", "dead letters"), f"no dead letters{of}"
+    )
 
 
 def _jobs(args: argparse.Namespace) -> int:
     key = validate_key(args.key)  # InvalidKey: exit 2, one line
     found = _reader(args).jobs(key, limit=args.limit + 1)
-    return _print_jobs(args, found, _queue_table, "jobs", f"no unfinished jobs of key {key!r}")
+    return _print_jobs(
+        args, found, _queue_table, ("job", "jobs"), f"no unfinished jobs of key {key!r}"
+    )
 
 
 def _scheduled(args: argparse.Namespace) -> int:
     key = None if args.key is None else validate_key(args.key)
     of = "" if key is None else f" of key {key!r}"
     found = _reader(args).scheduled(key=key, limit=args.limit + 1)
-    return _print_jobs(args, found, _scheduled_table, "scheduled jobs", f"no scheduled jobs{of}")
+    return _print_jobs(
+        args, found, _scheduled_table, ("scheduled job", "scheduled jobs"), f"no scheduled jobs{of}"
+    )
 
 
 def _print_jobs(
     args: argparse.Namespace,
     found: list[JobInfo],
     table: Callable[[Sequence[JobInfo], float], None],
-    what: str,
+    what: tuple[str, str],
     none: str,
 ) -> int:
-    """Print up to ``args.limit`` of *found* (read with one more, to know if there are more)."""
+    """Print up to ``args.limit`` of *found* (read with one more, to know if there are more);
+    *what* names one of them and several."""
     more, shown = len(found) > args.limit, found[: args.limit]
     if args.json:
         _json([job_json(info) for info in shown])
     elif shown:
         table(shown, time.time())
     if more:
-        _note(f"showing the first {args.limit} {what}; --limit N shows more")
+        _note(f"showing {_first(args.limit, *what)}; --limit N shows more")
     if not shown:
         raise _Failed(none, NOTHING)
     return OK
 
 
-def _counted(count: int, one: str, many: str) -> str:
-    return f"{count} {one if count == 1 else many}"
+def _first(count: int, one: str, many: str) -> str:
+    """The first *count* of a listing, as the note on a cut one says it."""
+    return f"the first {one} only" if count == 1 else f"the first {count} {many}"
 
 
 def _note(message: str) -> None:
@@ -485,8 +494,8 @@ def _purge(args: argparse.Namespace) -> int:
     if not purged:
         raise _Failed(f"no dead letters discarded more than {args.older_than} ago", NOTHING)
     if not args.json:
-        letters = "dead letter" if purged == 1 else "dead letters"
-        _out(f"purged {purged} {letters} discarded more than {args.older_than} ago")
+        letters = counted(purged, "dead letter", "dead letters")
+        _out(f"purged {letters} discarded more than {args.older_than} ago")
     return OK
 
 

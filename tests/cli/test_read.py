@@ -306,6 +306,23 @@ def test_keys_limit_shows_the_first_n_and_says_there_are_more(cli: Cli, scenario
     assert cli("keys", scenario.path, "--limit", "3").err == ""
 
 
+@pytest.mark.parametrize(
+    ("command", "note"),
+    [
+        (["keys"], "showing the first key only"),
+        (["jobs", "a"], "showing the first job only"),
+        (["dead"], "showing the first dead letter only"),
+    ],
+)
+def test_a_limit_of_one_says_so_in_the_singular(
+    cli: Cli, scenario: Scenario, command: list[str], note: str
+) -> None:
+    """--limit 1 with more to show: "the first key only", not "the first 1 keys"."""
+    result = cli(command[0], scenario.path, *command[1:], "--limit", "1")
+    assert result.code == 0
+    assert result.err == f"inturn: {note}; --limit N shows more\n"
+
+
 def test_keys_json_is_a_list_of_key_objects(cli: Cli, scenario: Scenario) -> None:
     """--json: the same keys as the reader's, with every KeyInfo field."""
     result = cli("keys", scenario.path, "--json")
