@@ -824,6 +824,10 @@ class MemoryJournal:
                     now,
                 )
                 self._jobs[new_id].steps = letter.steps  # the steps it made go with it
+                key = letter.key
+                reason = None if key is None else self._halted.get(key)
+                if key is not None and reason is not None and reason[0] == job_id:
+                    self._halted[key] = (new_id, reason[1])  # names the job it becomes
             case Revive(job_id=job_id, resume=resume):
                 self._revive(job_id)
                 letter = self._jobs[job_id]
