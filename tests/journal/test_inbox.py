@@ -7,6 +7,8 @@ every journal, and the withdrawal's race with a supervisor taking the command.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import trio
 import trio.testing
@@ -104,3 +106,26 @@ async def test_a_cancelled_wait_says_what_became_of_the_command(
             raise
     assert scope.cancelled_caught
     assert notes == [told]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "error"),
+    [(-1.0, ValueError), (0.0, ValueError), (math.nan, ValueError), ("5", TypeError)],
+)
+async def test_a_bad_timeout_is_refused_before_anything_is_queued(
+    make_journal: MakeJournal,
+    autojump_clock: trio.testing.MockClock,
+    seconds: object,
+    error: type[Exception],
+) -> None:
+    """submit's timeout is a number of seconds > 0: anything else raises, and no command waits."""
+    holder = make_journal()
+    await holder.open()
+    try:
+        with pytest.raises(error, match="timeout must be"):
+            await make_journal().submit(Command(verb="pause", key="k"), timeout=seconds)  # type: ignore[arg-type]
+        with trio.move_on_after(10.0):
+            taken = await holder.commands()
+            pytest.fail(f"refused, yet queued: {taken}")
+    finally:
+        await holder.aclose()

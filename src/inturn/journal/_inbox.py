@@ -26,11 +26,12 @@ from typing import Final, Literal, TypeVar
 
 import trio
 
+from .._checks import check_number
 from ..errors import JournalError
 from ._thread import off_thread
 from .records import Answer, Command
 
-__all__ = ["await_answer"]
+__all__ = ["await_answer", "check_timeout"]
 
 _POLL: Final = 0.02
 """Seconds between two looks for the answer."""
@@ -57,6 +58,7 @@ async def await_answer(
         KeyboardInterrupt, trio.Cancelled: as they came, with a note saying
             what became of the command.
     """
+    check_timeout(timeout)
     command_id = await off_thread(submit, command)
     stopped: BaseException | None = None
     try:
@@ -83,6 +85,13 @@ async def await_answer(
         f"{describe}: the supervisor took the command but did not answer within"
         f" {timeout:g} s; it may still be carried out"
     )
+
+
+def check_timeout(timeout: object) -> None:
+    """Raise TypeError or ValueError unless *timeout* is a number of seconds > 0."""
+    check_number("timeout", timeout)
+    if not timeout > 0:  # type: ignore[operator]
+        raise ValueError(f"timeout must be a number of seconds > 0, not {timeout!r}")
 
 
 async def _give_up(

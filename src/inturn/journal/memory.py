@@ -19,6 +19,7 @@ import trio
 
 from ..errors import DuplicateError, JournalError, JournalLocked
 from ..info import JobInfo, JobState, KeyFilter, KeyInfo
+from ._inbox import check_timeout
 from ._reads import (
     check_dead_letters,
     check_job_id,
@@ -309,6 +310,7 @@ class MemoryJournal:
         self._answered = trio.Event()
 
     async def submit(self, command: Command, *, timeout: float) -> Answer:  # noqa: ASYNC109 (not a deadline: the supervisor's time to take it, or it is withdrawn)
+        check_timeout(timeout)
         await trio.lowlevel.checkpoint_if_cancelled()
         if not self._is_open:
             raise JournalError("no supervisor holds this MemoryJournal to take the command")
