@@ -129,3 +129,27 @@ async def test_a_bad_timeout_is_refused_before_anything_is_queued(
             pytest.fail(f"refused, yet queued: {taken}")
     finally:
         await holder.aclose()
+
+
+async def test_a_wait_cancelled_as_its_answer_comes_says_it_was_carried_out(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Stopped while the answer is on its way in: the answer is read (and gone from the
+    inbox), so the cancellation says the command was carried out rather than nothing."""
+    token = trio.lowlevel.current_trio_token()
+    notes: list[str] = []
+    with trio.CancelScope() as scope:
+
+        class CancelledAsAnswered(Inbox):
+            def answered(self, command_id: int) -> Answer | None:
+                trio.from_thread.run_sync(scope.cancel, trio_token=token)
+                return Answer(result=None)
+
+        try:
+            await CancelledAsAnswered().wait(within=1000.0)
+            await trio.lowlevel.checkpoint()  # where the cancellation lands, unannotated
+        except trio.Cancelled as exc:
+            notes.extend(getattr(exc, "__notes__", []))
+            raise
+    assert scope.cancelled_caught
+    assert notes == ["inbox: the supervisor had already carried the command out"]

@@ -60,6 +60,7 @@ async def await_answer(
     """
     check_timeout(timeout)
     command_id = await off_thread(submit, command)
+    answer: Answer | None = None
     stopped: BaseException | None = None
     try:
         with trio.move_on_after(timeout):
@@ -67,9 +68,15 @@ async def await_answer(
                 answer := await off_thread(answered, command_id)
             ) is None:
                 await trio.sleep(_POLL)
-            return answer
     except BaseException as exc:  # cancelled or interrupted: the command must not outlive the wait
         stopped = exc
+    if answer is not None:  # read, so deleted: what came meanwhile must say so
+        try:
+            await trio.lowlevel.checkpoint()  # where it lands, not at the caller's next one
+        except BaseException as exc:
+            exc.add_note(f"{describe}: {_told(answer)}")
+            raise
+        return answer
     fate, interrupt = await _give_up(command_id, withdraw=withdraw, answered=answered)
     stopped = stopped or interrupt
     if stopped is not None:
