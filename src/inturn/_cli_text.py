@@ -77,6 +77,11 @@ def format_age(seconds: float) -> str:
     return f"{secs}s"
 
 
+def counted(count: int, one: str, many: str) -> str:
+    """*count* and its noun, *one* or *many* as it needs: ``1 key``, ``3 keys``."""
+    return f"{count} {one if count == 1 else many}"
+
+
 def since(when: float, now: float) -> str:
     return f"{format_age(now - when)} ago"
 
@@ -272,7 +277,7 @@ def show_job(info: JobInfo, now: float, steps: Sequence[tuple[str, bytes]] = ())
     if info.stopped_during is not None:
         rows.append(("stopped", f"the process stopped during attempt {info.stopped_during}"))
     if steps:  # names and sizes: a result may hold what the payload does
-        done = ", ".join(f"{name} ({len(data)} bytes)" for name, data in steps)
+        done = ", ".join(f"{name} ({counted(len(data), 'byte', 'bytes')})" for name, data in steps)
         rows.append(("steps done", done))
     data = data_fields(info.data)
     if data["data_encoding"] == "utf-8":

@@ -28,6 +28,7 @@ from .journal import (
     Journal,
     MarkAttempt,
     Purge,
+    Requeue,
     Resume,
     Retrying,
     Revive,
@@ -349,21 +350,22 @@ class OperatorReadsConformance:
                 await session.reopen()
 
     async def test_keys_name_the_discard_that_halted_a_key(self, journal: Journal) -> None:
-        """A Discard(halt=True) records its job and error on the key (halted_by, halt_error); the first one stays while the key is halted, over a pause's none; a Halt records none; Resume and Revive(resume=True) clear it, Revive alone does not."""
+        """A Discard(halt=True) records its job and error on the key (halted_by, halt_error); the first one stays while the key is halted, over a pause's none; a Halt records none; Resume and Revive(resume=True) clear it, Revive alone does not; a Requeue of that job moves it to the new job."""
 
         def why(info: KeyInfo | None) -> tuple[bool, int | None, str | None] | None:
             return None if info is None else (info.halted, info.halted_by, info.halt_error)
 
         async def halts() -> dict[str, tuple[bool, int | None, str | None] | None]:
             found = {info.key: info for info in await journal.keys(now=_NOW)}
-            return {key: why(found.get(key)) for key in ("a", "b", "c", "p")}
+            return {key: why(found.get(key)) for key in ("a", "b", "c", "p", "r")}
 
         async with _session(journal) as session:
             await session.open()
             await journal.write(
-                [Append(job_id=n, key=key, data=b"") for n, key in enumerate("aabcpp", start=1)]
+                [Append(job_id=n, key=key, data=b"") for n, key in enumerate("aabcpprr", start=1)]
             )
             await journal.write([Discard(1, "ValueError: one", halt=True), Halt("a")])
+            await journal.write([Discard(7, "ValueError: seven", halt=True)])
             await journal.write([Discard(3, "ValueError: three")])  # no halt: b has no jobs left
             await journal.write([Halt("c"), Halt("p")])
             await journal.write([Discard(5, "ValueError: five", halt=True)])  # paused first
@@ -372,6 +374,7 @@ class OperatorReadsConformance:
                 "b": None,
                 "c": (True, None, None),
                 "p": (True, 5, "ValueError: five"),
+                "r": (True, 7, "ValueError: seven"),
             }
             for when in ("as written", "after a reopen"):
                 _expect(await halts(), expected, f"keys (halted, halted_by, halt_error) {when}")
@@ -391,10 +394,16 @@ class OperatorReadsConformance:
             await journal.write([Revive(5), Resume("c")])
             expected.update(c=(False, None, None))
             _expect(await halts(), expected, "after a second halting discard and a Revive")
+            await journal.write([Requeue(7, new_id=9)])  # the halt names the job it became
+            expected.update(r=(True, 9, "ValueError: seven"))
             await journal.write([Revive(1, resume=True), Resume("p"), Halt("p")])
             expected.update(a=(False, None, None), p=(True, None, None))
             for when in ("as written", "after a reopen"):
-                _expect(await halts(), expected, f"after Revive(resume=True), Resume, Halt {when}")
+                _expect(
+                    await halts(),
+                    expected,
+                    f"after a Requeue, Revive(resume=True), Resume, Halt {when}",
+                )
                 await session.reopen()
 
     async def test_keys_filters_by_the_state_of_the_head_and_halts(self, journal: Journal) -> None:

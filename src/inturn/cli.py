@@ -16,7 +16,9 @@ so an empty or foreign file is refused instead of being made a journal.
 
 Errors have one boundary, `main`: an `InturnError` or an `OSError` becomes a
 one-line message on stderr and an exit code (0 done, 1 nothing matched, 2
-usage or journal error); anything else is a bug and keeps its traceback.
+usage or journal error, 130 interrupted); anything else is a bug and keeps its
+traceback.  A fix interrupted while it waits for a supervisor's answer says
+what became of its command: withdrawn (nothing changed), or already taken.
 
 ``--json`` prints what the human tables show as JSON on stdout: `KeyInfo`
 and `JobInfo` objects with their own field names, Unix times and seconds as
@@ -45,6 +47,7 @@ import inturn
 
 from ._cli_text import (
     blocked as _blocked,
+    counted,
     dead_table as _dead_table,
     format_age,
     job_json,
@@ -79,6 +82,8 @@ NOTHING: Final = 1
 """Nothing matched: no such job or key, an empty listing, nothing to purge."""
 ERROR: Final = 2
 """Bad usage, or the journal refused: missing, not a journal, locked, wrong state."""
+INTERRUPTED: Final = 130
+"""Ctrl-C: the shell's 128 + SIGINT."""
 
 STATUS_KEYS: Final = 10
 """How many of the most blocked keys ``status`` lists."""
@@ -211,6 +216,9 @@ def _status(args: argparse.Namespace) -> int:
         after = page[-1].id
     ages = [info.head_age for info in keys if info.head_age is not None]
     totals = {
+        # Every key the table draws from: with unfinished jobs, or halted (a key a
+        # discard halted may have none left); "keys with work" alone fell short of it.
+        "keys": len(keys),
         "keys_with_work": sum(1 for info in keys if info.queued),
         "queued": sum(info.queued for info in keys),
         "running": sum(1 for info in keys if info.head_state == "running"),
@@ -230,6 +238,7 @@ def _status(args: argparse.Namespace) -> int:
     _table(
         None,
         [
+            ["keys", str(totals["keys"])],
             ["keys with work", str(totals["keys_with_work"])],
             ["queued jobs", str(totals["queued"])],
             ["running", str(totals["running"])],
@@ -241,7 +250,10 @@ def _status(args: argparse.Namespace) -> int:
     )
     _out()
     if worst:
-        _out(f"MOST BLOCKED KEYS (blocked first, oldest head first; at most {STATUS_KEYS})")
+        _out(
+            f"MOST BLOCKED KEYS ({len(worst)} of {counted(len(keys), 'key', 'keys')};"
+            " blocked first, oldest head first)"
+        )
         _keys_table(worst, now)
     else:
         _out("no keys with work")
@@ -259,7 +271,7 @@ def _keys(args: argparse.Namespace) -> int:
     elif keys:
         _keys_table(keys, now)
     if more:
-        _note(f"showing the first {args.limit} keys; --limit N shows more")
+        _note(f"showing {_first(args.limit, 'key', 'keys')}; --limit N shows more")
     if not keys:
         raise _Failed("no keys with work" if state is None else f"no {state} keys", NOTHING)
     return OK
@@ -281,40 +293,52 @@ def _show(args: argparse.Namespace) -> int:
 def _dead(args: argparse.Namespace) -> int:
     of = "" if args.key is None else f" of key {args.key!r}"
     found = _reader(args).dead_letters(key=args.key, limit=args.limit + 1)
-    return _print_jobs(args, found, _dead_table, "dead letters", f"no dead letters{of}")
+    return _print_jobs(
+        args, found, _dead_table, ("dead letter", "dead letters"), f"no dead letters{of}"
+    )
 
 
 def _jobs(args: argparse.Namespace) -> int:
     key = validate_key(args.key)  # InvalidKey: exit 2, one line
     found = _reader(args).jobs(key, limit=args.limit + 1)
-    return _print_jobs(args, found, _queue_table, "jobs", f"no unfinished jobs of key {key!r}")
+    return _print_jobs(
+        args, found, _queue_table, ("job", "jobs"), f"no unfinished jobs of key {key!r}"
+    )
 
 
 def _scheduled(args: argparse.Namespace) -> int:
     key = None if args.key is None else validate_key(args.key)
     of = "" if key is None else f" of key {key!r}"
     found = _reader(args).scheduled(key=key, limit=args.limit + 1)
-    return _print_jobs(args, found, _scheduled_table, "scheduled jobs", f"no scheduled jobs{of}")
+    return _print_jobs(
+        args, found, _scheduled_table, ("scheduled job", "scheduled jobs"), f"no scheduled jobs{of}"
+    )
 
 
 def _print_jobs(
     args: argparse.Namespace,
     found: list[JobInfo],
     table: Callable[[Sequence[JobInfo], float], None],
-    what: str,
+    what: tuple[str, str],
     none: str,
 ) -> int:
-    """Print up to ``args.limit`` of *found* (read with one more, to know if there are more)."""
+    """Print up to ``args.limit`` of *found* (read with one more, to know if there are more);
+    *what* names one of them and several."""
     more, shown = len(found) > args.limit, found[: args.limit]
     if args.json:
         _json([job_json(info) for info in shown])
     elif shown:
         table(shown, time.time())
     if more:
-        _note(f"showing the first {args.limit} {what}; --limit N shows more")
+        _note(f"showing {_first(args.limit, *what)}; --limit N shows more")
     if not shown:
         raise _Failed(none, NOTHING)
     return OK
+
+
+def _first(count: int, one: str, many: str) -> str:
+    """The first *count* of a listing, as the note on a cut one says it."""
+    return f"the first {one} only" if count == 1 else f"the first {count} {many}"
 
 
 def _note(message: str) -> None:
@@ -470,8 +494,8 @@ def _purge(args: argparse.Namespace) -> int:
     if not purged:
         raise _Failed(f"no dead letters discarded more than {args.older_than} ago", NOTHING)
     if not args.json:
-        letters = "dead letter" if purged == 1 else "dead letters"
-        _out(f"purged {purged} {letters} discarded more than {args.older_than} ago")
+        letters = counted(purged, "dead letter", "dead letters")
+        _out(f"purged {letters} discarded more than {args.older_than} ago")
     return OK
 
 
@@ -483,7 +507,7 @@ See and fix an inturn journal: a file (a SQLiteJournal) or a postgresql:// URI
 a supervisor runs; requeue, skip, pause, resume and purge change it: while a
 supervisor runs on it (in any process), each fix is sent through the journal
 to that supervisor, which carries it out.
-Exit status: 0 done, 1 nothing matched, 2 usage or journal error."""
+Exit status: 0 done, 1 nothing matched, 2 usage or journal error, 130 interrupted."""
 
 
 def _parser() -> _Parser:
@@ -601,8 +625,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return ERROR
     except (InturnError, OSError) as exc:
         return _fail(str(exc), ERROR)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+    except KeyboardInterrupt as exc:  # a fix waiting for its answer notes what became of it
+        return _fail(": ".join(["interrupted", *getattr(exc, "__notes__", ())]), INTERRUPTED)
 
 
 def _fail(message: str, code: int) -> int:

@@ -77,9 +77,10 @@ class KeyInfo:
     last_error: str | None
     """The text of the head's last failure, if any."""
     halted_by: int | None = None
-    """The job whose discard halted the key (its dead letter, unless requeued
-    or purged since): None if the key is not halted, or was halted by an
-    operator's pause (or before inturn recorded halts)."""
+    """The job whose discard halted the key: its dead letter, or the job it
+    became if requeued at the tail since (gone if purged).  None if the key is
+    not halted, or was halted by an operator's pause (or before inturn
+    recorded halts)."""
     halt_error: str | None = None
     """That job's error, as its dead letter kept it: why the key is halted."""
     owner: str | None = None

@@ -46,3 +46,11 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
 @pytest.fixture
 def scenario(tmp_path: Path) -> Scenario:
     return build(tmp_path / "jobs.db")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, ...]:
+    """The journal, as the command line names it: a file, or a URI and its schema."""
+    if request.param == "sqlite":
+        return (str(tmp_path / "jobs.db"),)
+    return (request.getfixturevalue("pg_dsn"), "--schema", request.getfixturevalue("pg_schema"))

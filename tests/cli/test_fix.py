@@ -13,6 +13,7 @@ from inturn.journal import SQLiteReader
 
 from .conftest import Cli
 from .scenario import Scenario, build_dead
+from .test_read import column
 
 
 def snapshot(path: Path) -> object:
@@ -92,6 +93,22 @@ def test_requeue_puts_a_dead_letter_at_the_tail_of_its_key(cli: Cli, scenario: S
     assert (info.key, info.state, info.attempts, info.data) == ("c", "queued", 0, b'"boom"')
     [c] = [key for key in reader.keys(now=time.time()) if key.key == "c"]
     assert (c.head_job_id, c.queued, c.halted) == (scenario.held, 2, True)  # still halted
+
+
+def test_a_key_halted_by_a_requeued_job_names_the_job_it_became(
+    cli: Cli, scenario: Scenario
+) -> None:
+    """The key stays halted, and says so by the job's new id, which show finds (issue 45,
+    defect 5: it named the old id, which nothing finds any more)."""
+    new_id = scenario.behind[1] + 1
+    assert cli("requeue", scenario.path, scenario.dead).code == 0
+    result = cli("keys", scenario.path, "--halted")
+    assert column(result.out, "KEY") == ["c", "d"]
+    assert column(result.out, "STATE")[0] == f"halted by job {new_id}"
+    assert column(result.out, "LAST ERROR")[0].endswith("Boom: card declined")  # why, still
+    [c, _] = json.loads(cli("keys", scenario.path, "--halted", "--json").out)
+    assert (c["halted_by"], c["head_job_id"]) == (new_id, scenario.held)
+    assert cli("show", scenario.path, new_id).code == 0
 
 
 def test_requeue_several_ids_each_once(cli: Cli, tmp_path: Path) -> None:

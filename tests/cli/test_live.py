@@ -4,6 +4,7 @@ carries it out with its own methods (issue 8, defect 9)."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -21,18 +22,12 @@ from .test_end_to_end import ROOT, inturn_command
 TIMEOUT = 60.0
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, ...]:
-    """The journal, as the command line names it: a file, or a URI and its schema."""
-    if request.param == "sqlite":
-        return (str(tmp_path / "jobs.db"),)
-    return (request.getfixturevalue("pg_dsn"), "--schema", request.getfixturevalue("pg_schema"))
-
-
 class Worker:
     """``python -m tests.cli.live_worker`` and what it logged."""
 
-    def __init__(self, tmp_path: Path, target: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self, tmp_path: Path, target: tuple[str, ...] | None = None, *options: str
+    ) -> None:
         self.db, self.folder = tmp_path / "jobs.db", tmp_path
         self.target = target or (str(self.db),)
         if len(self.target) == 3:
@@ -44,7 +39,7 @@ class Worker:
             worker_args = [str(self.db), str(tmp_path)]
         self.errors = (tmp_path / "worker.err").open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.cli.live_worker", *worker_args],
+            [sys.executable, "-m", "tests.cli.live_worker", *worker_args, *options],
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=self.errors,
@@ -164,3 +159,33 @@ def test_two_supervisors_on_one_file_stay_refused(tmp_path: Path) -> None:
         assert second.stdout.startswith("locked:"), second
     finally:
         worker.kill()
+
+
+def test_status_after_a_kill_counts_the_keys_its_table_lists(
+    tmp_path: Path, target: tuple[str, ...]
+) -> None:
+    """A service killed while two keys run and a discard halted a third, which has no job
+    left: status's totals count the three keys its table lists (issue 45, defect 5)."""
+    worker = Worker(tmp_path, target, "--halt")
+    try:
+        worker.wait_for("start", 1)
+        worker.wait_for("start", 3)
+        deadline = time.monotonic() + TIMEOUT
+        while [info.key for info in worker.reader.keys(state="halted", now=0.0)] != ["b"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        worker.kill()
+    status = inturn_command(*worker.command("status", "--json"))
+    assert (status.returncode, status.stderr) == (0, ""), status
+    shown = json.loads(status.stdout)
+    listed = [info["key"] for info in shown["most_blocked"]]
+    assert sorted(listed) == ["a", "b", "c"]
+    assert (shown["totals"]["keys"], shown["totals"]["keys_with_work"]) == (3, 2)
+    status = inturn_command(*worker.command("status"))
+    totals, table = status.stdout.split("\n\n")
+    counted = {line.rsplit(maxsplit=1)[0]: line.split()[-1] for line in totals.splitlines()}
+    title, _, *rows = table.splitlines()  # the title, the header, a row per key
+    assert counted["keys"] == "3" == str(len(rows))
+    assert counted["keys with work"] == "2"
+    assert title.startswith("MOST BLOCKED KEYS (3 of 3 keys")

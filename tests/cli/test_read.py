@@ -44,14 +44,16 @@ def column(out: str, name: str) -> list[str]:
 
 
 def test_status_prints_totals_then_the_most_blocked_keys(cli: Cli, scenario: Scenario) -> None:
-    """Totals count the keys with work, their jobs, heads by state, halted keys, dead
-    letters; the keys follow blocked first, oldest head first, a key without jobs last."""
+    """Totals count the keys (every one the table draws from: a halted key may have no
+    job), those with work, their jobs, heads by state, halted keys, dead letters; the
+    keys follow blocked first, oldest head first, a key without jobs last."""
     result = cli("status", scenario.path)
     assert result.code == 0
     assert result.err == ""
     totals, keys = result.out.split("\n\n")
     lines = totals.splitlines()
     assert [line.split("  ")[0] for line in lines] == [
+        "keys",
         "keys with work",
         "queued jobs",
         "running",
@@ -61,13 +63,13 @@ def test_status_prints_totals_then_the_most_blocked_keys(cli: Cli, scenario: Sce
         "oldest head age",
     ]
     values = [line.split()[-1] for line in lines]
-    assert values[:6] == ["2", "4", "0", "1", "2", "2"]
-    assert values[6].endswith("s") or values[6].endswith("m")  # an age, e.g. "0s"
+    assert values[:7] == ["3", "2", "4", "0", "1", "2", "2"]
+    assert values[7].endswith("s") or values[7].endswith("m")  # an age, e.g. "0s"
     # the table is aligned: every total's value starts in the same column
     assert len({line.index(line.split()[-1]) for line in lines}) == 1
 
     title, table = keys.split("\n", 1)
-    assert title.startswith("MOST BLOCKED KEYS")
+    assert title == "MOST BLOCKED KEYS (3 of 3 keys; blocked first, oldest head first)"
     assert column(table, "KEY") == ["c", "a", "d"]
     assert column(table, "STATE") == [
         f"halted by job {scenario.dead}",  # the job whose discard halted it
@@ -92,6 +94,7 @@ def test_status_json_has_the_totals_and_key_objects(cli: Cli, scenario: Scenario
     assert isinstance(age, float)
     assert age >= 0
     assert status["totals"] == {
+        "keys": 3,
         "keys_with_work": 2,
         "queued": 4,
         "running": 0,
@@ -301,6 +304,23 @@ def test_keys_limit_shows_the_first_n_and_says_there_are_more(cli: Cli, scenario
     assert column(result.out, "KEY") == ["c", "a"]
     assert result.err == "inturn: showing the first 2 keys; --limit N shows more\n"
     assert cli("keys", scenario.path, "--limit", "3").err == ""
+
+
+@pytest.mark.parametrize(
+    ("command", "note"),
+    [
+        (["keys"], "showing the first key only"),
+        (["jobs", "a"], "showing the first job only"),
+        (["dead"], "showing the first dead letter only"),
+    ],
+)
+def test_a_limit_of_one_says_so_in_the_singular(
+    cli: Cli, scenario: Scenario, command: list[str], note: str
+) -> None:
+    """--limit 1 with more to show: "the first key only", not "the first 1 keys"."""
+    result = cli(command[0], scenario.path, *command[1:], "--limit", "1")
+    assert result.code == 0
+    assert result.err == f"inturn: {note}; --limit N shows more\n"
 
 
 def test_keys_json_is_a_list_of_key_objects(cli: Cli, scenario: Scenario) -> None:

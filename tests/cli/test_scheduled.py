@@ -49,6 +49,9 @@ def test_scheduled_lists_jobs_earliest_due_first(cli: Cli, tmp_path: Path) -> No
         cli("scheduled", path, "--key", "nobody").err
         == "inturn: no scheduled jobs of key 'nobody'\n"
     )
+    assert cli("scheduled", path, "--limit", "1").err == (
+        "inturn: showing the first scheduled job only; --limit N shows more\n"
+    )
 
 
 def test_show_gives_a_scheduled_jobs_due_time_and_skip_cancels_it(cli: Cli, tmp_path: Path) -> None:

@@ -193,7 +193,8 @@ class Journal(Protocol):
 
         Raises `JournalError` when no supervisor takes it within *timeout*
         seconds (it is withdrawn: nothing changed), or takes it and does not
-        answer in time (it may still be carried out).
+        answer in time (it may still be carried out).  A wait cancelled or
+        interrupted withdraws the command as well, unless it was taken.
         """
         ...
 

@@ -19,6 +19,7 @@ import trio
 
 from ..errors import DuplicateError, JournalError, JournalLocked
 from ..info import JobInfo, JobState, KeyFilter, KeyInfo
+from ._inbox import check_timeout
 from ._reads import (
     check_dead_letters,
     check_job_id,
@@ -309,6 +310,7 @@ class MemoryJournal:
         self._answered = trio.Event()
 
     async def submit(self, command: Command, *, timeout: float) -> Answer:  # noqa: ASYNC109 (not a deadline: the supervisor's time to take it, or it is withdrawn)
+        check_timeout(timeout)
         await trio.lowlevel.checkpoint_if_cancelled()
         if not self._is_open:
             raise JournalError("no supervisor holds this MemoryJournal to take the command")
@@ -316,10 +318,14 @@ class MemoryJournal:
         self._next_command += 1
         self._commands[command_id] = attrs.evolve(command, id=command_id)
         self._arrived.set()
-        with trio.move_on_after(timeout):
-            while command_id not in self._answers:
-                await self._answered.wait()
-            return self._answers.pop(command_id)
+        try:
+            with trio.move_on_after(timeout):
+                while command_id not in self._answers:
+                    await self._answered.wait()
+                return self._answers.pop(command_id)
+        except BaseException:  # cancelled or interrupted: a command given up on is withdrawn
+            self._commands.pop(command_id, None)
+            raise
         if self._commands.pop(command_id, None) is not None:
             raise JournalError(
                 f"no supervisor took the command within {timeout:g} s: nothing was changed"
@@ -820,6 +826,10 @@ class MemoryJournal:
                     now,
                 )
                 self._jobs[new_id].steps = letter.steps  # the steps it made go with it
+                key = letter.key
+                reason = None if key is None else self._halted.get(key)
+                if key is not None and reason is not None and reason[0] == job_id:
+                    self._halted[key] = (new_id, reason[1])  # names the job it becomes
             case Revive(job_id=job_id, resume=resume):
                 self._revive(job_id)
                 letter = self._jobs[job_id]

@@ -1022,6 +1022,10 @@ def _apply(
             ).rowcount
             if not inserted:
                 _refuse_duplicate(connection, dead[0])
+            connection.execute(  # a halt its discard caused names the job it becomes
+                "UPDATE halted SET job_id = %s WHERE key = %s AND job_id = %s",
+                (change.new_id, dead[1], change.job_id),
+            )
             connection.execute("DELETE FROM jobs WHERE id = %s", (change.job_id,))
             connection.execute(  # the steps it made go with it
                 "UPDATE steps SET job_id = %s WHERE job_id = %s", (change.new_id, change.job_id)

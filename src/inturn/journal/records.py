@@ -165,8 +165,9 @@ class Requeue:
 
     One step: the dead letter is gone and the new job holds its key, data,
     unique key and window (`DuplicateError` if another job reserves that key
-    now; its own reservation passes to the new job).  *new_id* follows the
-    rule of an `Append`'s id.
+    now; its own reservation passes to the new job), and a halt its discard
+    caused names the new job (``halted_by``).  *new_id* follows the rule of an
+    `Append`'s id.
     """
 
     job_id: int

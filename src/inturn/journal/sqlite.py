@@ -958,6 +958,11 @@ def _apply(
             except sqlite3.IntegrityError:
                 _refuse_duplicate(cursor, letter[0])
                 raise
+            cursor.execute(  # a halt its discard caused names the job it becomes
+                "UPDATE halted SET job_id = ? WHERE job_id = ?"
+                " AND key = (SELECT key FROM main.jobs WHERE id = ?)",
+                (change.new_id, change.job_id, change.job_id),
+            )
             cursor.execute("DELETE FROM main.jobs WHERE id = ?", (change.job_id,))
             cursor.execute(  # the steps it made go with it
                 "UPDATE steps SET job_id = ? WHERE job_id = ?", (change.new_id, change.job_id)
