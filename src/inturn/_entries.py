@@ -14,8 +14,11 @@ from typing import TypeAlias
 
 import attrs
 
+from .journal.records import Change, Release
+
 __all__ = [
     "Backoff",
+    "Completion",
     "Discarding",
     "Entry",
     "Lane",
@@ -126,22 +129,48 @@ class Run:
 
 @attrs.frozen
 class Backoff:
-    """*entry* failed with *error* and keeps its place; its next attempt runs at trio time *at*."""
+    """*entry* failed with *error* and keeps its place; its next attempt runs at trio time *at*.
+
+    Journal *changes* first (a `Retrying` that says why and until when; a
+    snooze gives its attempt back first), then tell the core (`Core.backoff`).
+    """
 
     entry: Entry
     at: float
     error: BaseException
+    text: str
+    """*error* as the journal keeps it."""
+    changes: tuple[Change, ...]
     snooze: bool = False
     """A `Snooze`: the attempt is given back, not used up."""
 
 
 @attrs.frozen
 class Discarding:
-    """*entry* is given up after *error*; *halt* says whether its key parks."""
+    """*entry* is given up after *error*; *halt* says whether its key parks.
+
+    Journal *changes* (its `Discard`), then tell the core (`Core.discard`).
+    """
 
     entry: Entry
     error: BaseException
     halt: bool
+    text: str
+    """What the dead letter keeps: *error*'s text, or the failure that used up its attempts."""
+    changes: tuple[Change, ...]
+
+
+@attrs.frozen
+class Completion:
+    """Journal *changes* to complete jobs (one, or a batch's first ones): each one's
+    `Complete`, then the start of the *successor* that may run next; with them a
+    fleet member's *release* of the key, when nothing will run next.  Then tell
+    the core (`Core.completed`) which of them the journal superseded."""
+
+    batch: tuple[Entry, ...]
+    changes: tuple[Change, ...]
+    successor: Entry | None
+    release: Release | None
 
 
 Outcome: TypeAlias = Backoff | Discarding

@@ -59,11 +59,10 @@ giving back the attempt the handler did not finish.
 from __future__ import annotations
 
 import math
-import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, TypeVar, assert_never
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias, TypeVar, assert_never
 
 import attrs
 import structlog
@@ -76,14 +75,13 @@ from ._tasks import start_task
 from ._workers import REAPER_SLACK, IdleReaper, Worker
 from .codec import Codec
 from .core import Backoff, Core, Discarding, Entry, Lane, Outcome
-from .errors import BatchError, DecodeError, JournalError, LeaseLost, PermanentError
+from .errors import BatchError, DecodeError, JournalError, LeaseLost, PermanentError, describe
 from .events import Logger, debug_is_off, exception_text, logs_debug
 from .jobs import Job, new_job
-from .journal import Complete, Discard, Journal, MarkAttempt
-from .journal.records import Retrying
+from .journal import Journal
 
 if TYPE_CHECKING:
-    from .journal.records import Change, FleetChange
+    from .journal.records import Change, FleetChange, Release
 
 
 Handler: TypeAlias = Callable[[Job], Awaitable[object]]
@@ -91,26 +89,9 @@ BatchHandler: TypeAlias = Callable[[list[Job]], Awaitable[object]]
 _T = TypeVar("_T")
 
 
-MAX_ERROR_TEXT: Final = 4000
-"""Characters of an error's text a journal keeps: a huge message must not bloat every row."""
-
-
 def key_of(lane: Lane) -> str | None:
     """*lane*'s sequence key; None for a keyless job's lane (its job id)."""
     return lane if isinstance(lane, str) else None
-
-
-def describe(error: BaseException) -> str:
-    """The text a dead letter keeps for *error*: what every journal can store.
-
-    No NUL (PostgreSQL refuses it in text) and no lone surrogate (not UTF-8),
-    each shown escaped; cut to `MAX_ERROR_TEXT` characters.
-    """
-    text = "".join(traceback.format_exception_only(error)).strip()
-    text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
-    if len(text) > MAX_ERROR_TEXT:
-        text = text[: MAX_ERROR_TEXT - 1] + "…"
-    return text
 
 
 def decode_failure(exc: Exception) -> DecodeError:
@@ -146,7 +127,7 @@ class FleetPart(Protocol):
     def journal(self) -> _Holds: ...
 
     async def complete_last(
-        self, entries: Sequence[Entry], now: float | None
+        self, changes: Sequence[Change], release: Release, now: float | None
     ) -> Sequence[FleetChange]: ...
 
     async def let_go(self, key: str) -> bool: ...
@@ -423,9 +404,7 @@ class Runtime:
             return
         with trio.CancelScope(shield=True):
             try:
-                await self.journal.write(
-                    [MarkAttempt(entry.id, entry.attempt - 1) for entry in entries]
-                )
+                await self.journal.write(self.core.give_back(entries))
             except Exception as exc:
                 # Text, not exc_info: a renderer would show this frame's locals (the entries' data).
                 error, exception = describe(exc), exception_text(exc)
@@ -696,19 +675,12 @@ class Actor:
         *checked*: nothing was awaited since the core started it, so no
         pause or skip can have landed (else `Core.may_run` is asked).
         """
-        runtime = self.runtime
+        runtime, core = self.runtime, self.runtime.core
         if entry.exhausted:
-            error = PermanentError(
-                f"the process stopped during each of its {entry.attempt} attempts"
-                if entry.last_error is None
-                else entry.last_error
-            )
-            await self._carry_out(self._failed(entry, error))
+            await self._carry_out(core.given_up(entry))
             return None
-        if entry.not_before is not None and entry.not_before > trio.current_time():
-            # Recovered in a backoff: wait out what is left of it first.
-            at, entry.not_before = entry.not_before, None
-            runtime.core.interrupt(entry)
+        at = core.recovered_wait(entry, trio.current_time())
+        if at is not None:  # recovered in a backoff: wait out what is left of it first
             runtime.give_slot(self.lane)
             runtime.log.debug(
                 "job.retry_scheduled",
@@ -721,19 +693,18 @@ class Actor:
             )
             await self._back_off(at)
             return None
-        if not entry.marked:
-            mark = MarkAttempt(entry.id, entry.attempt)
+        marks = core.start_marks([entry])
+        if marks:
             checked = False
-            if await runtime.journal.write([mark]):
+            if core.marks_written([entry], await runtime.journal.write(marks)):
                 await self._start_superseded(entry)
                 return None
-            entry.marked = True
         elif runtime.fleet is not None:
             # Marked by an earlier write: a member that may have stalled past
             # its heartbeat since renews it first, or stops (LeaseLost).
             checked = False
             await runtime.fleet.journal.hold()
-        if not checked and not runtime.core.may_run(entry):  # paused or skipped meanwhile
+        if not checked and not core.may_run(entry):  # paused or skipped meanwhile
             await self._take_back(entry)
             return None
         try:
@@ -786,8 +757,12 @@ class Actor:
 
     def _superseded(self, entry: Entry, event: str) -> None:
         """Another writer finished *entry* first: it is gone from here too."""
+        self.runtime.core.superseded(entry)
+        self._let_go(entry, event)
+
+    def _let_go(self, entry: Entry, event: str) -> None:
+        """The core forgot *entry*, which another writer finished first: say so."""
         runtime = self.runtime
-        runtime.core.superseded(entry)
         runtime.log.info(event, key=entry.key, job_id=entry.id)
         runtime.finished(entry.id, error=PermanentError("finished by another writer"))
 
@@ -800,12 +775,10 @@ class Actor:
     async def _attempt_batch(self, head: Entry) -> None:
         """Run started *head* and the jobs behind it that join it (`Core.followers`) as one batch."""
         runtime, core = self.runtime, self.runtime.core
-        unrun = head.exhausted or (
-            head.not_before is not None and head.not_before > trio.current_time()
-        )
-        batch = [head] if unrun else [head, *core.followers(head)]
+        joined = core.batch_of(head, trio.current_time())
+        batch = [head] if joined is None else joined
         try:
-            if unrun:  # it is discarded, or waits out a backoff: alone
+            if joined is None:  # it is discarded, or waits out a backoff: alone
                 await self._prepare(head)
                 return
             if not await self._mark(batch):
@@ -832,21 +805,15 @@ class Actor:
         False if the journal refused one (another writer finished it, or
         halted the key): then none of them runs now.
         """
-        runtime = self.runtime
-        unmarked = [entry for entry in batch if not entry.marked]
-        if not unmarked:
+        runtime, core = self.runtime, self.runtime.core
+        marks = core.start_marks(batch)
+        if not marks:
             if runtime.fleet is not None:  # see `_prepare`
                 await runtime.fleet.journal.hold()
             return True
-        marks = [MarkAttempt(entry.id, entry.attempt) for entry in unmarked]
-        superseded = await runtime.journal.write(marks)
-        if not superseded:
-            for entry in unmarked:
-                entry.marked = True
+        refused = core.marks_written(batch, await runtime.journal.write(marks))
+        if not refused:
             return True
-        for entry, mark in zip(unmarked, marks, strict=True):
-            entry.marked = mark not in superseded
-        refused = [entry for entry in unmarked if not entry.marked]
         await self._take_back(*[entry for entry in batch if entry.marked])
         for entry in batch:
             if entry.running and entry not in refused:
@@ -926,52 +893,27 @@ class Actor:
         runtime, core = self.runtime, self.runtime.core
         if not batch:
             return
-        head = batch[0]
-        successor = core.successor(head, len(batch)) if then_start else None
-        changes: list[Change] = [Complete(entry.id) for entry in batch]
-        uniques = False
-        for entry in batch:  # a loop, not any(): a generator costs more than the test
-            if entry.unique is not None:
-                uniques = True
-                break
-        if successor is not None:
-            changes.append(MarkAttempt(successor.id, successor.attempt))
-        # The journal's clock (None) is cheaper to read; a unique key's window
-        # passes in the time the handlers see.
-        now = runtime.unix_now() if uniques else None
-        if (
-            runtime.fleet is not None
-            and then_start
-            and successor is None
-            and core.runs_dry(head, len(batch))
-        ):
+        completion = core.completion(batch, then_start=then_start)
+        now = runtime.unix_now()
+        if completion.release is not None:
             # A fleet member hands the key back in the same transaction,
             # unless a job came for it meanwhile.
-            written = runtime.fleet.complete_last(batch, now)
+            assert runtime.fleet is not None
+            written = runtime.fleet.complete_last(completion.changes, completion.release, now)
         else:
-            written = runtime.journal.write(changes, now=now)
-        superseded = await self._written(written)
-        if successor is not None and changes[-1] not in superseded:
-            successor.marked = True
-        done = batch
-        if superseded:  # another writer finished some first: they go, and the rest complete
-            done, kept = [], []
-            for entry, change, result in zip(batch, changes, results, strict=False):
-                if change in superseded:
-                    self._superseded(entry, "job.superseded")
-                else:
-                    done.append(entry)
-                    kept.append(result)
-            results = kept
-        core.complete(*done)
+            written = runtime.journal.write(completion.changes, now=now)
+        done, gone = core.completed(completion, await self._written(written))
+        for entry in gone:  # another writer finished it first
+            self._let_go(entry, "job.superseded")
         if len(done) == 1 or logs_debug(runtime.log):  # a batch skips its no-op calls
             for entry in done:
                 runtime.log.debug(
                     "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
                 )
         if runtime.waiters:
-            for entry, result in zip(done, results, strict=True):
-                runtime.answer(entry.id, result)
+            for entry, result in zip(batch, results, strict=True):
+                if entry in done:
+                    runtime.answer(entry.id, result)
         runtime.check_idle()
 
     async def _batch_failed(self, batch: list[Entry], error: Exception) -> None:
@@ -997,15 +939,12 @@ class Actor:
         if fate == "returned":
             await self._take_back(*rest)
         elif fate == "spent":
-            text = describe(error)
             for entry in rest:
-                core.spent(entry, text)
+                core.spent(entry, outcome.text)
         await self._carry_out(outcome)
         if fate == "discarded":
-            assert isinstance(outcome, Discarding)
             for entry in rest:
-                halt = outcome.halt and not core.is_halted(entry.lane)  # halted once, not again
-                await self._carry_out(Discarding(entry, error, halt=halt))
+                await self._carry_out(core.follower_discarded(entry, error))
         assert head is outcome.entry
 
     async def _written(self, written: Awaitable[_T]) -> _T:
@@ -1020,16 +959,10 @@ class Actor:
     async def _carry_out(self, outcome: Outcome) -> None:
         runtime, core = self.runtime, self.runtime.core
         match outcome:
-            case Backoff(entry=entry, at=at, error=error, snooze=snooze):
+            case Backoff(entry=entry, at=at, text=text, changes=changes, snooze=snooze):
                 # Journaled first: an operator reading the journal sees why the
-                # key waits, and until when.  A snooze gives its attempt back
-                # first (a MarkAttempt ends a wait, so it goes before).
-                text = describe(error)
-                retry_at = core.unix_time(at)
-                waiting: list[Change] = [Retrying(entry.id, text, retry_at)]
-                if snooze:
-                    waiting.insert(0, MarkAttempt(entry.id, entry.attempt - 1))
-                if await runtime.journal.write(waiting):
+                # key waits, and until when.
+                if await runtime.journal.write(changes, now=runtime.unix_now()):
                     self._superseded(entry, "job.superseded")
                     return
                 core.backoff(entry, snooze=snooze)
@@ -1044,19 +977,13 @@ class Actor:
                     error=text,
                 )
                 await self._back_off(at)
-            case Discarding(entry=entry, error=error, halt=halt):
-                stopped = None
-                if entry.exhausted and not entry.batch_failed:  # a stop cut its last attempt short
-                    stopped = entry.attempt
-                # Out of attempts before this run: the failure that used them up.
-                text = entry.last_error if entry.exhausted and entry.last_error else describe(error)
-                discard = Discard(entry.id, text, halt=halt, stopped_during=stopped)
+            case Discarding(entry=entry, error=error, halt=halt, text=text, changes=changes):
                 # A halting discard waits for a resume of its key being journaled
                 # (`Runtime.halt_writes`), shielded: a skip's cancel landing then is
                 # for the attempt, which has ended; `_written` decides on the write.
                 halting = entry.key if halt else None
                 async with runtime.writing_halt(halting, shield=True):
-                    written = runtime.journal.write([discard], now=runtime.unix_now())
+                    written = runtime.journal.write(changes, now=runtime.unix_now())
                     if await self._written(written):
                         self._superseded(entry, "job.superseded")
                         return

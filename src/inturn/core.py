@@ -66,6 +66,7 @@ import attrs
 
 from ._entries import (
     Backoff,
+    Completion,
     Discarding,
     Entry,
     Lane,
@@ -75,9 +76,20 @@ from ._entries import (
     Run,
     new_entry,
 )
-from .errors import DecodeError, Snooze
+from .errors import DecodeError, PermanentError, Snooze, describe
 from .jobs import Stats
-from .journal.records import Backlog, Recovery, StoredJob
+from .journal.records import (
+    Backlog,
+    Change,
+    Complete,
+    Discard,
+    FleetChange,
+    MarkAttempt,
+    Recovery,
+    Release,
+    Retrying,
+    StoredJob,
+)
 from .retry import Retry
 
 __all__ = ["Backoff", "Core", "Discarding", "Entry", "Lane", "Outcome", "Page", "Run"]
@@ -98,6 +110,8 @@ class Core:
     max_snoozes: int = 100
     """A job's `Snooze`s in a row before one more counts as a failed attempt."""
     batch: int = 1
+    fleet: bool = False
+    """A fleet member: a key run dry is handed back with its last completion (`completion`)."""
     """At most this many jobs of one lane run as one batch (`followers`)."""
     next_id: int = 1
     _lanes: dict[Lane, LaneState] = attrs.field(factory=dict, init=False)
@@ -646,15 +660,55 @@ class Core:
         """Decide what *entry*'s failed attempt leads to.  Changes nothing."""
         assert entry.running
         if isinstance(error, Snooze) and entry.snoozes < self.max_snoozes:
-            return Backoff(entry, at=now + error.seconds, error=error, snooze=True)
+            return self._backoff(entry, now + error.seconds, error, snooze=True)
         if isinstance(error, DecodeError) or entry.exhausted:
             delay = None  # neither a retry nor a restart can change the outcome
         else:
             delay = self.retry.delay_after(entry.attempt, error, random=random)
         if delay is None:
-            halt = self.on_discard == "halt" and entry.key is not None
-            return Discarding(entry, error, halt=halt)
-        return Backoff(entry, at=now + delay, error=error)
+            return self._discarding(entry, error, halt=self._halts(entry))
+        return self._backoff(entry, now + delay, error)
+
+    def given_up(self, entry: Entry) -> Discarding:
+        """Started *entry* was recovered with its attempts used up (`Entry.exhausted`): its
+        discard, decided before it runs.  Changes nothing."""
+        assert entry.exhausted
+        error = PermanentError(
+            f"the process stopped during each of its {entry.attempt} attempts"
+            if entry.last_error is None
+            else entry.last_error
+        )
+        return self._discarding(entry, error, halt=self._halts(entry))
+
+    def follower_discarded(self, entry: Entry, error: BaseException) -> Discarding:
+        """*entry* ran in a batch whose head was discarded after *error*, which it shares.
+
+        Its key is halted once, by the head, if at all.  Changes nothing.
+        """
+        halt = self._halts(entry) and not self.is_halted(entry.lane)
+        return self._discarding(entry, error, halt=halt)
+
+    def _halts(self, entry: Entry) -> bool:
+        return self.on_discard == "halt" and entry.key is not None
+
+    def _backoff(
+        self, entry: Entry, at: float, error: BaseException, *, snooze: bool = False
+    ) -> Backoff:
+        text = describe(error)
+        retrying = Retrying(entry.id, text, self.unix_time(at))
+        if snooze:  # the attempt given back first: a MarkAttempt ends a wait
+            return Backoff(
+                entry, at, error, text, (MarkAttempt(entry.id, entry.attempt - 1), retrying), True
+            )
+        return Backoff(entry, at, error, text, (retrying,))
+
+    @staticmethod
+    def _discarding(entry: Entry, error: BaseException, *, halt: bool) -> Discarding:
+        # Out of attempts before this run: the failure that used them up.
+        text = entry.last_error if entry.exhausted and entry.last_error else describe(error)
+        stopped = entry.attempt if entry.exhausted and not entry.batch_failed else None
+        discard = Discard(entry.id, text, halt=halt, stopped_during=stopped)
+        return Discarding(entry, error, halt, text, (discard,))
 
     def failed_batch(
         self,
@@ -741,6 +795,80 @@ class Core:
             if not entry.running or entry.skipped:
                 return False
         return True
+
+    def start_marks(self, entries: Sequence[Entry]) -> list[MarkAttempt]:
+        """The changes that journal the starts of *entries* (one job, or a batch) not
+        journaled yet: `Entry.marked` says which went with an earlier write."""
+        return [MarkAttempt(entry.id, entry.attempt) for entry in entries if not entry.marked]
+
+    def marks_written(
+        self, entries: Sequence[Entry], superseded: Sequence[FleetChange]
+    ) -> list[Entry]:
+        """The journal took `start_marks` of *entries*, but *superseded* some (another writer
+        finished the job, or halted its key): those entries, still unmarked."""
+        refused = []
+        for entry in entries:
+            if not entry.marked:
+                if MarkAttempt(entry.id, entry.attempt) in superseded:
+                    refused.append(entry)
+                else:
+                    entry.marked = True
+        return refused
+
+    def give_back(self, entries: Sequence[Entry]) -> list[MarkAttempt]:
+        """The changes that give back the attempt each of *entries* marked but did not run
+        to an outcome (shutdown, a pause or a skip took it back)."""
+        return [MarkAttempt(entry.id, entry.attempt - 1) for entry in entries]
+
+    def recovered_wait(self, entry: Entry, now: float) -> float | None:
+        """When started *entry*, recovered in a backoff that ends after trio time *now*,
+        may run: its start is taken back until then (`interrupt`).  None: it may run now."""
+        at = entry.not_before
+        if at is None or at <= now:
+            return None
+        entry.not_before = None
+        self.interrupt(entry)
+        return at
+
+    def batch_of(self, head: Entry, now: float) -> list[Entry] | None:
+        """Started *head* and the jobs behind it that join its batch (`followers`); None if it
+        runs alone, as `given_up` or `recovered_wait` have it, at trio time *now*."""
+        if head.exhausted or (head.not_before is not None and head.not_before > now):
+            return None
+        return [head, *self.followers(head)]
+
+    def completion(self, batch: Sequence[Entry], *, then_start: bool = True) -> Completion:
+        """What completing running *batch* (its head, and for a batch the jobs right behind
+        it) writes: its `Complete`s, and the start of the job that may run next (unless
+        not *then_start*: the job behind failed, and runs again), or a fleet member's
+        `Release` of a key run dry.  Changes nothing."""
+        head, count = batch[0], len(batch)
+        successor = self.successor(head, count) if then_start else None
+        changes: list[Change] = [Complete(entry.id) for entry in batch]
+        release = None
+        if successor is not None:
+            changes.append(MarkAttempt(successor.id, successor.attempt))
+        elif self.fleet and then_start and head.key is not None and self.runs_dry(head, count):
+            release = Release(head.key)
+        return Completion(tuple(batch), tuple(changes), successor, release)
+
+    def completed(
+        self, completion: Completion, superseded: Sequence[FleetChange]
+    ) -> tuple[list[Entry], list[Entry]]:
+        """The journal took *completion* but *superseded* some of it: the jobs complete now,
+        and those another writer finished first (gone as `superseded` says)."""
+        successor = completion.successor
+        if successor is not None and MarkAttempt(successor.id, successor.attempt) not in superseded:
+            successor.marked = True
+        done, gone = list(completion.batch), list[Entry]()
+        if superseded:
+            done = []
+            for entry in completion.batch:
+                (gone if Complete(entry.id) in superseded else done).append(entry)
+            for entry in gone:
+                self.superseded(entry)
+        self.complete(*done)
+        return done, gone
 
     def take_back_mark(self, lane: Lane) -> Entry | None:
         """The head of halted *lane* if its start was marked early but never ran: unmarked now.

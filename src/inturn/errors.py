@@ -7,6 +7,8 @@ so they pickle and compare cleanly; the message is built in ``__str__``.
 from __future__ import annotations
 
 import datetime
+import traceback
+from typing import Final
 
 __all__ = [
     "BatchError",
@@ -267,3 +269,20 @@ class LeaseLost(JournalError):
             f"{self.path}: this process lost its lease on the journal (it did not renew it"
             " in time, and another may hold it now); nothing more is written"
         )
+
+
+MAX_ERROR_TEXT: Final = 4000
+"""Characters of an error's text a journal keeps: a huge message must not bloat every row."""
+
+
+def describe(error: BaseException) -> str:
+    """The text a dead letter keeps for *error*: what every journal can store.
+
+    No NUL (PostgreSQL refuses it in text) and no lone surrogate (not UTF-8),
+    each shown escaped; cut to `MAX_ERROR_TEXT` characters.
+    """
+    text = "".join(traceback.format_exception_only(error)).strip()
+    text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) > MAX_ERROR_TEXT:
+        text = text[: MAX_ERROR_TEXT - 1] + "…"
+    return text

@@ -43,7 +43,6 @@ from .journal.records import (
     Backlog,
     Change,
     Claim,
-    Complete,
     Due,
     FleetChange,
     Release,
@@ -52,7 +51,7 @@ from .journal.records import (
 
 if TYPE_CHECKING:
     from .actors import Runtime
-    from .core import Entry, Lane
+    from .core import Lane
     from .info import JobInfo
 
 __all__ = ["Fleet", "FleetJournal"]
@@ -231,17 +230,13 @@ class Fleet:
     # -- releasing -----------------------------------------------------------
 
     async def complete_last(
-        self, entries: Sequence[Entry], now: float | None
+        self, changes: Sequence[Change], release: Release, now: float | None
     ) -> Sequence[FleetChange]:
-        """Complete *entries* (a batch), the last jobs their key holds, and release the key in
-        the same write."""
-        key = entries[0].key
-        assert key is not None
-        release = Release(key)
-        changes: list[FleetChange] = [Complete(entry.id) for entry in entries]
+        """Write *changes*, the completion of the last jobs a key holds, and *release* the key
+        in the same transaction (the core decides when: `Core.completion`)."""
         superseded = await self.journal.write_releasing([*changes, release], now=now)
         if release not in superseded:
-            self._released.add(key)  # `let_go` needs not ask again
+            self._released.add(release.key)  # `let_go` needs not ask again
         return superseded
 
     async def let_go(self, key: str) -> bool:

@@ -60,7 +60,7 @@ from ._fixes import (
 )
 from ._schedule import PAGE, due_time
 from ._tasks import start_task
-from .actors import BatchHandler, Handler, Runtime, Waiter, describe
+from .actors import BatchHandler, Handler, Runtime, Waiter
 from .codec import Codec, JSONCodec
 from .core import Core, Entry, Lane, Run
 from .errors import (
@@ -71,6 +71,7 @@ from .errors import (
     KeyNotFound,
     PermanentError,
     SupervisorClosed,
+    describe,
 )
 from .events import Event, EventTee, debug_is_off, exception_text, logs_debug
 from .fleet import Fleet, FleetJournal, capacity_for
@@ -1383,6 +1384,7 @@ async def open_supervisor(
             max_concurrency=max_concurrency,
             max_snoozes=max_snoozes,
             batch=batch or 1,
+            fleet=getattr(journal, "fleet", False) is True,
         )
         lanes = core.restore(recovery, clock=trio.current_time(), wall=time.time())
         del recovery  # its rows and counts, O(keys): this frame lives as long as the supervisor
@@ -1406,7 +1408,7 @@ async def open_supervisor(
         try:
             async with trio.open_nursery() as nursery:
                 fleet = None
-                if getattr(journal, "fleet", False) is True:
+                if core.fleet:
                     fleet = runtime.fleet = Fleet(
                         runtime,
                         cast(FleetJournal, journal),

@@ -8,9 +8,25 @@ import pytest
 
 import inturn
 from inturn.core import Backoff, Core, Discarding, Entry
-from inturn.journal.records import Recovery, StoredJob
+from inturn.errors import describe
+from inturn.journal.records import Discard, Recovery, Retrying, StoredJob
 
 BOOM = ValueError("boom")
+
+
+def discarding(
+    entry: Entry,
+    error: BaseException,
+    halt: bool,
+    *,
+    stopped: int | None = None,
+    text: str | None = None,
+) -> Discarding:
+    """The outcome `Core.failed` decides to discard *entry*, with the `Discard` it writes."""
+    text = describe(error) if text is None else text
+    return Discarding(
+        entry, error, halt, text, (Discard(entry.id, text, halt=halt, stopped_during=stopped),)
+    )
 
 
 def no_jitter() -> float:
@@ -288,7 +304,9 @@ def test_failed_decides_without_changing_anything() -> None:
     core.start("k")
     before = snapshot(core)
     outcome = core.failed(head, BOOM, now=10.0, random=no_jitter)
-    assert outcome == Backoff(head, at=11.0, error=BOOM)
+    text = describe(BOOM)
+    retrying = Retrying(head.id, text, core.unix_time(11.0))
+    assert outcome == Backoff(head, 11.0, BOOM, text, (retrying,))
     assert snapshot(core) == before
     assert (head.attempt, head.running) == (1, True)
 
@@ -333,7 +351,7 @@ def test_last_attempt_is_discarded_and_the_key_continues() -> None:
 
     outcome = fail_and_apply(core, head)
 
-    assert outcome == Discarding(head, BOOM, halt=False)
+    assert outcome == discarding(head, BOOM, halt=False)
     assert core.start("k") is behind
     stats = core.stats(actors=1, running=1)
     assert (stats.completed, stats.discarded, stats.queued, stats.halted_keys) == (
@@ -353,7 +371,7 @@ def test_unretryable_errors_discard_on_the_first_attempt(error: BaseException) -
     core = Core(retry=retry)
     head = accept(core, "k")
     core.start("k")
-    assert core.failed(head, error, now=0.0, random=no_jitter) == Discarding(head, error, False)
+    assert core.failed(head, error, now=0.0, random=no_jitter) == discarding(head, error, False)
 
 
 def test_interrupt_gives_the_attempt_back() -> None:
@@ -395,7 +413,7 @@ def test_discard_with_halt_parks_the_key() -> None:
 
     outcome = fail_and_apply(core, head)
 
-    assert outcome == Discarding(head, BOOM, halt=True)
+    assert outcome == discarding(head, BOOM, halt=True)
     assert core.is_halted("k")
     assert core.start("k") is None
     assert core.start("other") is other  # other keys are not parked
@@ -483,7 +501,7 @@ def test_keyless_discard_never_halts() -> None:
     core = make_core(max_attempts=1, on_discard="halt")
     entry = accept(core, None)
     core.start(entry.id)
-    assert core.failed(entry, BOOM, now=0.0, random=no_jitter) == Discarding(entry, BOOM, False)
+    assert core.failed(entry, BOOM, now=0.0, random=no_jitter) == discarding(entry, BOOM, False)
 
 
 # -- keyless lanes -------------------------------------------------------------
@@ -699,7 +717,10 @@ def test_restore_marks_exhausted_jobs_for_discard() -> None:
     head = core.start("k")
     assert head is not None
     assert (head.exhausted, head.attempt) == (True, 3)
-    assert core.failed(head, BOOM, now=0.0, random=no_jitter) == Discarding(head, BOOM, False)
+    # Stopped during its last attempt: the dead letter says so.
+    assert core.failed(head, BOOM, now=0.0, random=no_jitter) == discarding(
+        head, BOOM, False, stopped=3, text=head.last_error
+    )
 
 
 def test_restore_of_a_job_one_attempt_short_is_not_exhausted() -> None:

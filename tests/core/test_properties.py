@@ -161,12 +161,18 @@ class CoreVsModel(RuleBasedStateMachine):
             attempt = self.attempt[entry.id]
             outcome = self.core.failed(entry, BOOM, now=0.0, random=lambda: 0.5)
             if attempt < MAX_ATTEMPTS:
-                assert outcome == Backoff(entry, at=2.0 ** (attempt - 1), error=BOOM)
+                assert isinstance(outcome, Backoff)
+                assert (outcome.entry, outcome.at, outcome.error) == (
+                    entry,
+                    2.0 ** (attempt - 1),
+                    BOOM,
+                )
                 self.core.backoff(entry)
                 self.attempt[entry.id] += 1
             else:
                 halt = isinstance(lane, str)
-                assert outcome == Discarding(entry, BOOM, halt=halt)
+                assert isinstance(outcome, Discarding)
+                assert (outcome.entry, outcome.error, outcome.halt) == (entry, BOOM, halt)
                 self.core.discard(entry, halt=halt)
                 self._forget(entry)
                 self.discarded += 1

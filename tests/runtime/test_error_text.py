@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import inturn
-from inturn.actors import MAX_ERROR_TEXT
+from inturn.errors import MAX_ERROR_TEXT
 from tests.conftest import MakeJournal
 
 
