@@ -172,3 +172,21 @@ async def test_a_leftover_holder_neither_writes_nor_frees_a_new_holders_journal(
         await b.write([Append(job_id=1, key="k", data=b"1")])
     finally:
         await b.aclose()
+
+
+async def test_the_supervisor_of_a_member_whose_schema_is_dropped_raises_journal_gone(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """``async with open_supervisor(...)`` raises `JournalGone` (not a group): the body is
+    cancelled, and the message says what happened."""
+
+    async def handler(job: inturn.Job) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def run() -> None:
+        async with inturn.open_supervisor(handler, journal=member(pg_dsn, pg_schema)):
+            await trio.to_thread.run_sync(drop, pg_dsn, pg_schema)
+            await trio.sleep_forever()
+
+    with trio.fail_after(30), pytest.raises(inturn.JournalGone, match="dropped"):
+        await run()
