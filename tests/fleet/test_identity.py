@@ -72,6 +72,10 @@ def test_a_leftover_member_does_not_keep_a_new_members_keys_alive(
         b.joined()
         assert sql(pg_dsn, f"SELECT id FROM {pg_schema}.processes") == [(a_id,)]  # the same id
         wait_for(log, "start B 1")
+        sent = time.monotonic() + TIMEOUT  # B may be sending job 2 still
+        while sql(pg_dsn, f"SELECT count(*) FROM {pg_schema}.jobs") != [(2,)]:
+            assert time.monotonic() < sent, "B never sent job 2"
+            time.sleep(0.01)
         os.kill(a.process.pid, signal.SIGCONT)
         b.process.kill()
         b.process.wait()
