@@ -30,6 +30,7 @@ ERRORS = [
     inturn.JournalCorrupt,
     inturn.JournalLocked,
     inturn.LeaseLost,
+    inturn.JournalGone,
     inturn.JobNotFound,
     inturn.KeyNotFound,
     inturn.JobStateError,

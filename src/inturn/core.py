@@ -428,12 +428,14 @@ class Core:
     ) -> bool:
         """This process owns *key* (a fleet's claim): its unfinished jobs are *backlog*, the first *jobs*.
 
-        The lane holds *jobs* and pages in the rest from the journal, also
-        when it exists already (its FIFO ran dry and the journal says more
-        waits: a job may have come back below the last place read, so the
-        lane reads its sequence from the start).  With *marked*, the claim
-        marked the first job's next attempt, as a completion marks its
-        successor's.  Return True if the lane needs an actor.
+        The lane holds as many of *jobs* (in place order) as ``window`` and
+        ``max_buffered`` allow, the first always, as a page would, and pages
+        in the rest from the journal, also when it exists already (its FIFO
+        ran dry and the journal says more waits: a job may have come back
+        below the last place read, so the lane reads its sequence from the
+        start).  With *marked*, the claim marked the first job's next
+        attempt, as a completion marks its successor's.  Return True if the
+        lane needs an actor.
         """
         state = self._lane(key)
         assert not state.fifo, "a lane is refreshed only once it ran dry"
@@ -444,11 +446,21 @@ class Core:
         state.on_disk, state.disk_tail, state.tail = backlog.count, backlog.last_id, 0
         state.skipped = state.forgotten = None
         for stored in jobs:
+            if state.fifo and (
+                len(state.fifo) >= self.window or self._buffered >= self.max_buffered
+            ):
+                break  # the rest waits in the journal, paged in as the lane drains
             self._buffer(state, self._recovered(stored))
             state.on_disk -= 1
         if marked and state.fifo:
             state.fifo[0].marked = True  # its next attempt, `Entry.attempt`
         return self._wants_actor(state)
+
+    def claim_page(self, keys: int) -> int:
+        """How many jobs of each key a claim of up to *keys* keys should read with it: their
+        share of what ``max_buffered`` leaves, at most ``window``, and each key's head at least
+        (`owned` keeps no more; the rest is paged in)."""
+        return max(1, min(self.window, (self.max_buffered - self._buffered) // keys))
 
     def runs_dry(self, entry: Entry, count: int = 1) -> bool:
         """Whether completing running *entry* (and the *count* - 1 jobs of its batch) leaves

@@ -22,6 +22,7 @@ __all__ = [
     "JobStateError",
     "JournalCorrupt",
     "JournalError",
+    "JournalGone",
     "JournalLocked",
     "KeyNotFound",
     "LeaseLost",
@@ -268,6 +269,21 @@ class LeaseLost(JournalError):
         return (
             f"{self.path}: this process lost its lease on the journal (it did not renew it"
             " in time, and another may hold it now); nothing more is written"
+        )
+
+
+class JournalGone(LeaseLost):
+    """The journal this process opened is gone: its tables were dropped while it ran.
+
+    Perhaps created again since, by another process: that is another
+    journal, whose ids restart, and this process writes nothing to it.  The
+    supervisor stops, as for any `LeaseLost`.
+    """
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path}: the journal's tables were dropped (and perhaps created again) while"
+            " this process used them; nothing more is written"
         )
 
 

@@ -14,8 +14,9 @@ and the core none of its policy:
 * A claimer task takes keys with work and no owner, as many as there is
   room for, whenever the journal says there may be some (a notification),
   after a send of this process, and every *poll_interval*.  A claimed key
-  is a lane whose jobs are all in the journal (`Core.owned`): its actor
-  pages them in from the start of its sequence.
+  is a lane whose jobs are all in the journal (`Core.owned`): it holds the
+  first jobs the claim read, as many as ``window`` and ``max_buffered``
+  allow (the head at least), and its actor pages in the rest.
 * An actor that runs out of work asks the journal to release its key
   (`let_go`), which it does only if no job waits; otherwise the journal
   says what waits now, the lane pages it in, and the actor goes on.  An
@@ -98,7 +99,8 @@ class Fleet:
     """At most this many keys and keyless jobs owned at once."""
     poll_interval: float = 1.0
     page: int = 100
-    """Jobs of each claimed key read with the claim (the rest are paged in)."""
+    """At most this many jobs of each claimed key are read with the claim, fewer if
+    ``max_buffered`` leaves less room (`Core.claim_page`); the rest are paged in."""
     mark_below: int | None = None
     """The retry policy's ``max_attempts``, for a claim to mark its heads' starts;
     None under ``max_concurrency``, where a marked head could wait for a slot."""
@@ -188,7 +190,9 @@ class Fleet:
             if room > 0:
                 try:
                     claims, jobs = await self.journal.claim(
-                        room, page=self.page, mark_below=self.mark_below
+                        room,
+                        page=min(self.page, runtime.core.claim_page(room)),
+                        mark_below=self.mark_below,
                     )
                 except LeaseLost as exc:  # nothing here may go on
                     runtime.escalate(exc)

@@ -8,7 +8,12 @@ heartbeat, ``expires_at``, is timed by the server's clock.  Every transaction
 of a member first renews its heartbeat, if it has not expired, and writes a
 fresh token into it: one statement, O(1) whatever the member owns.  A member
 whose heartbeat expired (it stalled, or lost the server for longer than the
-TTL) is dead for good: it commits nothing more (`LeaseLost`).
+TTL) is dead for good: it commits nothing more (`LeaseLost`).  The renewal
+names the row by its id and the UUID the member drew when it joined
+(``incarnation``): ids restart with a schema dropped and created again, and
+a member left running from before finds its row gone and stops
+(`JournalGone`), rather than renew the heartbeat of a new member that got
+its id, whose keys would then never fail over.
 
 Keys are owned, jobs are not claimed one by one.  ``keys`` has a row for each
 key with work, owned or halted: the place of its newest job, its owner (a
@@ -58,10 +63,12 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import attrs
 
 from ..errors import JournalLocked
-from ._postgres_schema import COLUMNS, connect, interval, one_row, stored
+from ._postgres_schema import COLUMNS, connect, interval, one_row, stored, unregister
 from .records import Backlog, Claim, StoredJob
 
 if TYPE_CHECKING:
+    import uuid
+
     import psycopg
 
 __all__ = [
@@ -95,8 +102,15 @@ OWNED: Final = " AND " + OWNER
 """The fence a member's change to a job adds to its statement."""
 
 
-def join(connection: psycopg.Connection[Any], name: str, ttl: float, journal: str) -> int:
-    """Register a fresh member incarnation; `JournalLocked` while a single holder holds the journal."""
+def join(
+    connection: psycopg.Connection[Any],
+    name: str,
+    incarnation: uuid.UUID,
+    ttl: float,
+    journal: str,
+) -> int:
+    """Register member *incarnation*, named *name* for operators: its id; `JournalLocked` while
+    a single holder holds the journal."""
     with connection.transaction():
         (owner,) = one_row(connection, "SELECT owner FROM meta FOR UPDATE")
         if owner is not None and one_row(
@@ -107,9 +121,9 @@ def join(connection: psycopg.Connection[Any], name: str, ttl: float, journal: st
             raise JournalLocked(journal)
         (process,) = one_row(
             connection,
-            "INSERT INTO processes (name, expires_at, fleet)"
-            " VALUES (%s, clock_timestamp() + %s, true) RETURNING id",
-            (name, interval(ttl)),
+            "INSERT INTO processes (name, expires_at, fleet, incarnation)"
+            " VALUES (%s, clock_timestamp() + %s, true, %s) RETURNING id",
+            (name, interval(ttl), incarnation),
         )
         sync_keys(connection)
     return int(process)
@@ -357,11 +371,16 @@ def release(
     return Backlog(count=int(count), last_id=int(last))
 
 
-def hand_back(connection: psycopg.Connection[Any], process: int) -> None:
-    """A member leaving: everything it owns is claimable at once, and it is forgotten."""
+def hand_back(connection: psycopg.Connection[Any], process: int, incarnation: uuid.UUID) -> None:
+    """A member leaving: it is forgotten, and everything it owns is claimable at once.
+
+    Unless its row was gone: it owns nothing then (another member's keys may
+    be owned by its id, in its schema created again).
+    """
+    if not unregister(connection, process, incarnation):
+        return
     unown(connection, "owner = %s", (process,))
     connection.execute("UPDATE jobs SET owner = NULL WHERE key IS NULL AND owner = %s", (process,))
-    connection.execute("DELETE FROM processes WHERE id = %s", (process,))
 
 
 def notify(connection: psycopg.Connection[Any], schema: str) -> None:

@@ -18,6 +18,11 @@ deleted.  Times are Unix seconds, as the runtime reads them.
 
 The holder's lease: ``processes`` has one row per process incarnation that
 opened the journal, with the time (the server's clock) its lease expires;
+``processes.id`` names the incarnation within the schema (``keys.owner``,
+``meta.owner``), ``processes.incarnation`` (a random UUID the process draws)
+across schemas: ids restart with a schema dropped and created again, and a
+process left running from before must not take a new incarnation's row for
+its own (`renewal_lost`);
 ``meta.owner`` names the incarnation holding the journal and ``meta.epoch``
 counts the takeovers, so a holder that stalled past its lease and woke up
 finds another owner or epoch there, and writes nothing (`PostgresJournal`).
@@ -34,7 +39,8 @@ next member gives its keys their rows.
 ``meta.version`` is the schema version: 1 had no lease (an advisory lock
 held the journal), 2 no ``seq`` and ``due_at``, did not record which job's
 discard halted a key (``halted.job_id`` and ``halted.error``) and had no dedup
-windows (``jobs.unique_for``, ``uniques``), 3 had no fleet; each is upgraded
+windows (``jobs.unique_for``, ``uniques``), 3 had no fleet, 4 told
+incarnations apart by id only (no ``processes.incarnation``); each is upgraded
 in place; a schema of a version this code does not know is refused
 untouched, with the version in the message.
 
@@ -46,9 +52,10 @@ from __future__ import annotations
 
 import datetime
 import re
+import uuid
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import JournalCorrupt, JournalError
+from ..errors import JournalCorrupt, JournalError, JournalGone, LeaseLost
 from ._reads import stored
 
 if TYPE_CHECKING:
@@ -68,10 +75,12 @@ __all__ = [
     "interval",
     "one_row",
     "lock_id",
+    "renewal_lost",
     "schema_version",
+    "unregister",
 ]
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -88,7 +97,8 @@ CREATE TABLE processes (
     started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     expires_at timestamptz NOT NULL,
     fleet boolean NOT NULL DEFAULT false,
-    token bigint
+    token bigint,
+    incarnation uuid
 );
 CREATE TABLE jobs (
     id bigint PRIMARY KEY,
@@ -182,6 +192,9 @@ _UPGRADES: Final = {
         " ADD COLUMN token bigint",
         "ALTER TABLE jobs ADD COLUMN owner bigint",
         *(statement for statement in _FLEET.split(";") if statement.strip()),
+    ),
+    4: (  # version 5: an incarnation's identity outlives no schema
+        "ALTER TABLE processes ADD COLUMN incarnation uuid",
     ),
 }
 """What turns each version into the next."""
@@ -335,6 +348,36 @@ def one_row(
     row = connection.execute(sql, parameters).fetchone()
     assert row is not None, sql
     return tuple(row)
+
+
+def renewal_lost(
+    connection: psycopg.Connection[Any], process: int, incarnation: uuid.UUID, name: str
+) -> LeaseLost:
+    """Why the renewal of incarnation (*process*, *incarnation*) found no row of its own.
+
+    A row with its id but another incarnation is a new process's in a schema
+    dropped and created again since (ids restart with it): `JournalGone`.
+    No row at all is an incarnation whose lease ran out and was forgotten, or
+    a schema created again that has not reached its id: `LeaseLost`.
+    """
+    row = connection.execute(
+        "SELECT incarnation FROM processes WHERE id = %s", (process,)
+    ).fetchone()
+    return LeaseLost(name) if row is None or row[0] == incarnation else JournalGone(name)
+
+
+def unregister(connection: psycopg.Connection[Any], process: int, incarnation: uuid.UUID) -> bool:
+    """Forget incarnation (*process*, *incarnation*) as it leaves: whether its row was there.
+
+    Not there, what it held is another's (it was forgotten, or its schema
+    created again), and it gives nothing back.
+    """
+    return (
+        connection.execute(
+            "DELETE FROM processes WHERE id = %s AND incarnation = %s", (process, incarnation)
+        ).rowcount
+        == 1
+    )
 
 
 def interval(seconds: float) -> datetime.timedelta:

@@ -251,8 +251,8 @@ class JournalThread(Generic[_C]):
 
     def refusal(self) -> JournalError:
         """The error for work that arrives once the journal is *broken*."""
-        if isinstance(self.broken, LeaseLost):
-            return LeaseLost(self.describe)
+        if isinstance(self.broken, LeaseLost):  # or `JournalGone`: say which
+            return type(self.broken)(self.describe)
         return JournalError(f"{self.describe}: refusing work after a failed commit")
 
     # KI-protected: a KeyboardInterrupt between queueing a request and parking

@@ -40,6 +40,7 @@ import os
 import secrets
 import socket
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, cast
 
@@ -47,7 +48,7 @@ import attrs
 import structlog
 import trio
 
-from ..errors import DuplicateError, JournalError, JournalLocked, LeaseLost
+from ..errors import DuplicateError, JournalError, JournalGone, JournalLocked, LeaseLost
 from . import _postgres_fleet as members, _postgres_inbox as inbox
 from ._dialect import Dialect, ThreadedJournal
 from ._inbox import await_answer
@@ -62,7 +63,9 @@ from ._postgres_schema import (
     ensure_schema,
     interval,
     one_row,
+    renewal_lost,
     stored,
+    unregister,
 )
 from ._reads import check_now
 from ._thread import (
@@ -154,6 +157,8 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
     epoch: int = attrs.field(default=0, init=False)
     """The fencing token of this holder: raised by every takeover, so a later holder's is higher."""
     _process: int = attrs.field(default=0, init=False)
+    _incarnation_id: uuid.UUID = attrs.field(factory=uuid.uuid4, init=False)
+    """Drawn at every `open`: with ``_process``, which restarts with the schema, who this is."""
     _renewed: float = attrs.field(default=0.0, init=False)
     """`time.monotonic` when the last renewal that succeeded was sent."""
     _token: int = attrs.field(default=0, init=False)
@@ -262,12 +267,13 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
     def _claim(self, connection: psycopg.Connection[Any]) -> None:
         """Register a fresh incarnation and take the journal, or raise `JournalLocked`."""
         started = time.monotonic()
+        self._incarnation_id = uuid.uuid4()
         with connection.transaction():
             (process,) = one_row(
                 connection,
-                "INSERT INTO processes (name, expires_at) VALUES (%s, clock_timestamp() + %s)"
-                " RETURNING id",
-                (_incarnation(), interval(self.lease_ttl)),
+                "INSERT INTO processes (name, expires_at, incarnation)"
+                " VALUES (%s, clock_timestamp() + %s, %s) RETURNING id",
+                (_incarnation(), interval(self.lease_ttl), self._incarnation_id),
             )
             owner, epoch = one_row(connection, "SELECT owner, epoch FROM meta FOR UPDATE")
             (live,) = one_row(
@@ -290,7 +296,10 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
     def _join(self, connection: psycopg.Connection[Any]) -> Recovery:
         """Join the fleet as a fresh member; its recovery holds no job: it claims them."""
         started = time.monotonic()
-        self._process = members.join(connection, _incarnation(), self.lease_ttl, self.name)
+        self._incarnation_id = uuid.uuid4()
+        self._process = members.join(
+            connection, _incarnation(), self._incarnation_id, self.lease_ttl, self.name
+        )
         self.epoch, self._renewed, self._granted = 0, started, []
         self._held.clear()
         self._orphans = False
@@ -429,9 +438,18 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         A single holder holds ``meta`` and marks it with a fresh token; a
         fleet member marks its heartbeat's row.  Raises `LeaseLost` if
         another incarnation owns the journal now, or this one's lease (its
-        heartbeat) ran out.  The token tells, after a connection lost during
-        COMMIT, whether that transaction committed.
+        heartbeat) ran out, or `JournalGone` if its schema was dropped (and
+        perhaps created again).  The token tells, after a connection lost
+        during COMMIT, whether that transaction committed.
         """
+        import psycopg
+
+        try:
+            self._renew(connection, begin=begin)
+        except psycopg.errors.UndefinedTable as exc:  # "processes" or "meta" is gone
+            raise JournalGone(self.name) from exc
+
+    def _renew(self, connection: psycopg.Connection[Any], *, begin: bool) -> None:
         started = time.monotonic()
         self._token = secrets.randbits(63)
         if begin and not self.fleet:
@@ -441,13 +459,14 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             renew = (
                 f"UPDATE processes SET expires_at = clock_timestamp() + interval"
                 f" '{float(self.lease_ttl)!r} seconds', token = {int(self._token)}"
-                f" WHERE id = {int(self._process)} AND expires_at > clock_timestamp()"
+                f" WHERE id = {int(self._process)} AND incarnation = '{self._incarnation_id}'"
+                " AND expires_at > clock_timestamp()"
             )
             cursor = connection.execute(f"BEGIN; {renew}" if begin else renew)
             if begin:
                 cursor.nextset()
             if cursor.rowcount != 1:
-                raise LeaseLost(self.name)
+                raise renewal_lost(connection, self._process, self._incarnation_id, self.name)
             self._renewed = started
             return
         renewed = (
@@ -458,13 +477,13 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             == 1
             and connection.execute(
                 "UPDATE processes SET expires_at = clock_timestamp() + %s"
-                " WHERE id = %s AND expires_at > clock_timestamp()",
-                (interval(self.lease_ttl), self._process),
+                " WHERE id = %s AND incarnation = %s AND expires_at > clock_timestamp()",
+                (interval(self.lease_ttl), self._process, self._incarnation_id),
             ).rowcount
             == 1
         )
         if not renewed:
-            raise LeaseLost(self.name)
+            raise renewal_lost(connection, self._process, self._incarnation_id, self.name)
         self._renewed = started
 
     def _connect(self) -> psycopg.Connection[Any]:
@@ -509,7 +528,8 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
                 connection = self._connection(connection)
                 if self.fleet:
                     row = connection.execute(
-                        "SELECT token FROM processes WHERE id = %s", (self._process,)
+                        "SELECT token FROM processes WHERE id = %s AND incarnation = %s",
+                        (self._process, self._incarnation_id),
                     ).fetchone()
                     if row is None:
                         raise LeaseLost(self.name)
@@ -566,14 +586,13 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             connection = self._connection(connection)
             with connection.transaction():
                 if self.fleet:  # what it owns is claimable at once
-                    members.hand_back(connection, self._process)
+                    members.hand_back(connection, self._process, self._incarnation_id)
                     members.notify(connection, self.schema)
-                else:
+                elif unregister(connection, self._process, self._incarnation_id):
                     connection.execute(
                         "UPDATE meta SET owner = NULL WHERE owner = %s AND epoch = %s",
                         (self._process, self.epoch),
                     )
-                    connection.execute("DELETE FROM processes WHERE id = %s", (self._process,))
         connection.close()
         if self._listener is not None:
             self._listener.stop()
