@@ -62,9 +62,9 @@ from ._postgres_schema import (
     ensure_schema,
     interval,
     one_row,
-    stored,
 )
 from ._reads import check_now
+from ._recovery import RecoveryReads, read_recovery
 from ._thread import (
     JournalThread,
     Read,
@@ -249,7 +249,7 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
                 recovery = self._join(connection)
             else:
                 self._claim(connection)
-                recovery = _recover(connection)
+                recovery = _recover(connection, self.name)
                 inbox.reset(connection)
         except psycopg.Error as exc:
             connection.close()
@@ -783,36 +783,25 @@ def _rollback(connection: psycopg.Connection[Any]) -> None:
             connection.close()  # closing rolls back
 
 
-def _recover(connection: psycopg.Connection[Any]) -> Recovery:
+def _recover(connection: psycopg.Connection[Any], name: str) -> Recovery:
     """Each key's head and backlog, and every keyless job: O(keys) rows in memory."""
     with connection.transaction():
         connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        counts = connection.execute(
-            "SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM jobs"
-            " WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL GROUP BY key"
-        ).fetchall()
-        heads = [(row[0], row[2]) for row in counts]
-        rows = connection.execute(
-            f"SELECT {COLUMNS} FROM jobs WHERE state = 'pending' AND seq IS NOT NULL"
-            " AND (key IS NULL OR (key, seq) IN (SELECT * FROM unnest(%s::text[], %s::bigint[])))"
-            " ORDER BY seq",
-            ([key for key, _ in heads], [seq for _, seq in heads]),
-        ).fetchall()
-        halted = frozenset(row[0] for row in connection.execute("SELECT key FROM halted"))
-        (high_id,) = connection.execute("SELECT high_id FROM meta").fetchone() or (0,)
-        (scheduled,) = connection.execute(
-            "SELECT COUNT(*) FROM jobs WHERE state = 'pending' AND seq IS NULL"
-        ).fetchone() or (0,)
-    backlog = {
-        key: Backlog(count=count - 1, last_id=last) for key, count, _, last in counts if count > 1
-    }
-    return Recovery(
-        next_id=high_id + 1,
-        jobs=[stored(row) for row in rows],
-        backlog=backlog,
-        halted=halted,
-        scheduled=scheduled,
-    )
+        return read_recovery(connection, _RECOVERY_READS, name)
+
+
+_RECOVERY_READS: Final = RecoveryReads(
+    keys="SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM jobs"
+    " WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL GROUP BY key",
+    heads=f"SELECT {COLUMNS} FROM jobs WHERE state = 'pending' AND seq IS NOT NULL"
+    " AND (key IS NULL OR (key, seq) IN (SELECT * FROM unnest(%s::text[], %s::bigint[])))"
+    " ORDER BY seq",
+    heads_parameters=lambda keys: (
+        [key for key, _, _, _ in keys],
+        [first for _, _, first, _ in keys],
+    ),
+    high_id="SELECT high_id FROM meta",
+)
 
 
 def _apply(

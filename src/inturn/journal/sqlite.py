@@ -80,6 +80,7 @@ from ..errors import DuplicateError, JournalCorrupt, JournalError, JournalLocked
 from . import _sqlite_inbox as inbox
 from ._dialect import Dialect, ThreadedJournal
 from ._inbox import await_answer
+from ._recovery import RecoveryReads, read_recovery
 from ._sqlite_reads import SQLITE_READS, SQLiteReader
 from ._sqlite_schema import (
     COLUMNS,
@@ -91,7 +92,6 @@ from ._sqlite_schema import (
     database_error,
     rollback,
     schema_version,
-    stored,
     upgrade,
 )
 from ._thread import (
@@ -107,7 +107,6 @@ from ._uniques import Uniques
 from .records import (
     Answer,
     Append,
-    Backlog,
     Change,
     Command,
     Complete,
@@ -334,54 +333,18 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             # The reads below pass marked rows by only if some are left: else they
             # read the queued-by-key index alone.
             live = " AND completed_at IS NULL" if left else ""
-            connection.execute("BEGIN")  # one snapshot for the three reads
+            connection.execute("BEGIN")  # one snapshot for the reads
             try:
-                counts = connection.execute(
-                    "SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM main.jobs"
-                    " WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL"
-                    f"{live} GROUP BY key"
-                ).fetchall()
-                heads = [row[2] for row in counts]  # places are unique, as ids are
-                # Each row becomes its job as it is read: no list of raw rows
-                # beside the jobs (a recovery's peak memory is O(keys) twice).
-                jobs = [
-                    stored(row)
-                    for row in connection.execute(
-                        f"SELECT {COLUMNS} FROM main.jobs WHERE state = 'pending' AND seq IS NOT NULL"
-                        f" AND (key IS NULL OR seq IN (SELECT value FROM json_each(?))){live}"
-                        " ORDER BY seq",
-                        (json.dumps(heads),),
-                    )
-                ]
-                del heads
-                halted = frozenset(row[0] for row in connection.execute("SELECT key FROM halted"))
+                recovered = read_recovery(connection, _recovery_reads(live), self.path)
                 self._usage = _Usage.of(connection)
-                (scheduled,) = connection.execute(
-                    "SELECT COUNT(*) FROM main.jobs WHERE state = 'pending' AND seq IS NULL"
-                ).fetchone()
             finally:
                 connection.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             if _circumstance(exc):  # the disk, memory or the system: not the file's content
                 raise JournalError(f"{self.path}: open failed: {exc}") from exc
             raise JournalCorrupt(self.path, str(exc)) from exc
-        # A TEXT column keeps a blob as it is: only a hand-made file has a key
-        # that is not text, and the runtime keeps keys as str.
-        if not all(isinstance(key, str) for key in [*(row[0] for row in counts), *halted]):
-            raise JournalCorrupt(self.path, "a key that is not text")
-        backlog = {
-            key: Backlog(count=count - 1, last_id=last)
-            for key, count, _, last in counts
-            if count > 1
-        }
         self._completed[:] = left  # deleted with the next marks, once there is room
-        return Recovery(
-            next_id=_highest_id(connection) + 1,
-            jobs=jobs,
-            backlog=backlog,
-            halted=halted,
-            scheduled=scheduled,
-        )
+        return recovered
 
     @staticmethod
     def _delete_marked(connection: sqlite3.Connection) -> list[int]:
@@ -587,9 +550,18 @@ def _circumstance(exc: sqlite3.Error) -> bool:
     return code is not None and code & 0xFF in _CIRCUMSTANCES
 
 
-def _highest_id(connection: sqlite3.Connection) -> int:
-    row = connection.execute("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'").fetchone()
-    return int(row[0]) if row is not None else 0
+def _recovery_reads(live: str) -> RecoveryReads:
+    """The reads of a recovery; *live* passes marked rows by (`_COMPLETE`), if any are left."""
+    return RecoveryReads(
+        keys="SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM main.jobs"
+        f" WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL{live} GROUP BY key",
+        heads=f"SELECT {COLUMNS} FROM main.jobs WHERE state = 'pending' AND seq IS NOT NULL"
+        f" AND (key IS NULL OR seq IN (SELECT value FROM json_each(?))){live} ORDER BY seq",
+        # places are unique, as ids are
+        heads_parameters=lambda keys: (json.dumps([first for _, _, first, _ in keys]),),
+        high_id="SELECT seq FROM sqlite_sequence WHERE name = 'jobs'",
+        scheduled="SELECT COUNT(*) FROM main.jobs WHERE state = 'pending' AND seq IS NULL",
+    )
 
 
 @attrs.define
