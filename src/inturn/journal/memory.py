@@ -18,7 +18,8 @@ import attrs
 import trio
 
 from ..errors import JournalError, JournalLocked
-from ..info import JobInfo, JobState, KeyFilter, KeyInfo
+from ..info import JobInfo, KeyFilter, KeyInfo
+from ._memory_row import Row
 from ._reads import (
     check_dead_letters,
     check_job_id,
@@ -27,7 +28,6 @@ from ._reads import (
     check_now,
     check_scheduled,
     halted_key_info,
-    job_state,
     key_info,
     key_matches,
 )
@@ -64,74 +64,6 @@ _NONE: tuple[Change, ...] = ()
 """What ``write`` returns when nothing was superseded (the usual answer, not a new list)."""
 
 
-@attrs.define(eq=False, slots=True)
-class _Row:
-    key: str | None
-    data: bytes
-    unique: str | None
-    accepted_at: float
-    unique_for: float | None = None
-    due_at: float | None = None
-    """Set while it is scheduled."""
-    attempts: int = 0
-    last_error: str | None = None
-    retry_at: float | None = None
-    finished_at: float | None = None
-    """Set when discarded: the row is a dead letter then."""
-    stopped_during: int | None = None
-    steps: dict[str, bytes] | None = None
-    """The steps it recorded (`Step`), in the order recorded."""
-    seq: int | None = None
-    """Its place, if not its id (given by `Due`)."""
-
-    def stored(self, job_id: int) -> StoredJob:
-        return StoredJob(  # positional: once per job paged in
-            job_id,
-            self.key,
-            self.data,
-            self.unique,
-            self.attempts,
-            self.last_error,
-            self.retry_at,
-            self.seq,
-            self.due_at,
-        )
-
-    def place(self, job_id: int) -> int:
-        return job_id if self.seq is None else self.seq
-
-    def mark(self, attempt: int) -> None:
-        """A `MarkAttempt` (judged): running again, no longer waiting to retry; its last
-        error stays."""
-        self.attempts = attempt
-        self.retry_at = None
-
-    def state(self) -> JobState:
-        return job_state(
-            dead=self.finished_at is not None,
-            attempts=self.attempts,
-            retry_at=self.retry_at,
-            scheduled=self.due_at is not None,
-        )
-
-    def info(self, job_id: int) -> JobInfo:
-        return JobInfo(
-            id=job_id,
-            key=self.key,
-            state=self.state(),
-            attempts=self.attempts,
-            unique=self.unique,
-            accepted_at=self.accepted_at,
-            finished_at=self.finished_at,
-            last_error=self.last_error,
-            retry_at=self.retry_at,
-            data=self.data,
-            place=None if self.due_at is not None else self.place(job_id),
-            due_at=self.due_at,
-            stopped_during=self.stopped_during,
-        )
-
-
 @attrs.define(eq=False)
 class MemoryJournal:
     """A journal in memory: survives a supervisor, not the process.
@@ -139,7 +71,7 @@ class MemoryJournal:
     Reopen it with a new supervisor to test recovery without a file.
     """
 
-    _jobs: dict[int, _Row] = attrs.field(factory=dict, init=False)
+    _jobs: dict[int, Row] = attrs.field(factory=dict, init=False)
     _by_key: dict[str, dict[int, None]] = attrs.field(factory=dict, init=False)
     """Each key's unfinished job ids in its sequence, in place order (places
     rise, dicts keep order)."""
@@ -151,7 +83,7 @@ class MemoryJournal:
     """Unique keys reserved after their job finished: its id, and until when (Unix time)."""
     _expiry: list[tuple[float, str]] = attrs.field(factory=list, init=False)
     """A heap of (until, unique key): how `_reserved` forgets ended reservations."""
-    _dead: dict[int, _Row] = attrs.field(factory=dict, init=False)
+    _dead: dict[int, Row] = attrs.field(factory=dict, init=False)
     """Dead letters, in the order they were discarded."""
     _halted: dict[str, tuple[int, str] | None] = attrs.field(factory=dict, init=False)
     """Halted keys, each with the job whose discard halted it and its error
@@ -215,7 +147,7 @@ class MemoryJournal:
             if len(page) >= limit:
                 break
             row = jobs[job_id]
-            if (job_id if row.seq is None else row.seq) > after:  # `_Row.place`, inlined
+            if (job_id if row.seq is None else row.seq) > after:  # `Row.place`, inlined
                 page.append(row.stored(job_id))
         return page
 
@@ -505,7 +437,7 @@ class MemoryJournal:
             else:
                 return None
         superseded: list[Change] = []
-        row: _Row | None = None
+        row: Row | None = None
         for change in changes:
             if isinstance(change, Append):
                 row = self._append(change.job_id, change.key, change.data, None, None, None, stamp)
@@ -520,7 +452,7 @@ class MemoryJournal:
 
     def _start_many(self, changes: Sequence[Change]) -> Sequence[Change] | None:
         """`MarkAttempt`s of distinct unfinished jobs."""
-        marks: dict[int, tuple[MarkAttempt, _Row]] = {}
+        marks: dict[int, tuple[MarkAttempt, Row]] = {}
         for change in changes:
             if not isinstance(change, MarkAttempt) or change.job_id in marks:
                 return None
@@ -644,10 +576,10 @@ class MemoryJournal:
         unique_for: float | None,
         due_at: float | None,
         accepted_at: float,
-    ) -> _Row:
+    ) -> Row:
         """An `Append`'s fields, applied (judged); its row."""
         # Positional: keywords cost a third of building it, once per job.
-        row = self._jobs[job_id] = _Row(key, data, unique, accepted_at, unique_for, due_at)
+        row = self._jobs[job_id] = Row(key, data, unique, accepted_at, unique_for, due_at)
         if due_at is not None:
             self._scheduled[job_id] = None
         elif key is not None:
@@ -680,7 +612,7 @@ class MemoryJournal:
                     sorted(ids, key=lambda job_id: self._jobs[job_id].place(job_id))
                 )
 
-    def _forget(self, job_id: int, now: float) -> _Row:
+    def _forget(self, job_id: int, now: float) -> Row:
         """Job *job_id* finished at *now*: it holds its unique key no more, or for its
         window only."""
         job = self._jobs.pop(job_id)
