@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from inturn import SQLiteJournal
-from inturn.journal import sqlite as sqlite_journal
+from inturn.journal import _sqlite_apply as sqlite_statements, sqlite as sqlite_journal
 from inturn.journal._thread import Request
 from inturn.journal.records import Append, Change, Complete, MarkAttempt
 
@@ -111,18 +111,18 @@ def statements(group: Group, marked: list[int]) -> list[tuple[str, tuple[object,
         if isinstance(first, Append):
             attempts = changes[1].attempt if len(changes) == 2 else 0  # type: ignore[union-attr]
             row = (first.job_id, first.key, first.data, now, first.job_id, attempts)
-            out.append((sqlite_journal._INSERT_PLAIN, row))
+            out.append((sqlite_statements._INSERT_PLAIN, row))
             continue
         if isinstance(first, Complete):
             if len(group) < sqlite_journal._MARK_BELOW:
-                out.append((sqlite_journal._COMPLETE, (now, first.job_id)))
+                out.append((sqlite_statements._COMPLETE, (now, first.job_id)))
                 marked.append(first.job_id)
             else:
-                out.append((sqlite_journal._DELETE_PLAIN, (first.job_id,)))
+                out.append((sqlite_statements._DELETE_PLAIN, (first.job_id,)))
             changes = changes[1:]
         for mark in changes:
             assert isinstance(mark, MarkAttempt)
-            out.append((sqlite_journal._MARK, (mark.attempt, mark.job_id)))
+            out.append((sqlite_statements._MARK, (mark.attempt, mark.job_id)))
     if len(marked) >= sqlite_journal._DELETE_EVERY:
         out.append((sqlite_journal._DELETE_COMPLETED, (json.dumps(marked),)))
         marked.clear()

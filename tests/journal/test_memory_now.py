@@ -17,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 import inturn
 from inturn.journal import Append, Change, Complete, Halt, MarkAttempt, MemoryJournal
 
-from .test_memory_batches import SETUP, state as full_state
+from .test_shared_rules import SETUP, state as full_state
 
 
 @attrs.frozen

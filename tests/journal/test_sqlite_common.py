@@ -2,7 +2,7 @@
 
 A running supervisor's sends (an `Append`, maybe with its own start) and
 completions (a `Complete`, maybe with the start of the job behind) go
-through `_apply_common`, one statement or two.  Any group of batches of
+through `_sqlite_apply.apply_common`, one statement or two.  Any group of batches of
 those shapes or near them (an id used before, a unique key, a due time, a
 start of another job, a job never appended, gone, dead or holding a unique
 key, a halted key, a job with steps) must leave the file, each answer and
@@ -33,7 +33,7 @@ from inturn.journal import (
     Halt,
     MarkAttempt,
     Step,
-    sqlite as sqlite_journal,
+    _sqlite_apply as sqlite_statements,
 )
 from inturn.journal._thread import Request
 
@@ -127,7 +127,7 @@ def outcome(
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(FileNotFoundError):
             os.remove(f"{path}{suffix}")
-    long_way = mock.patch.object(sqlite_journal, "_apply_common", return_value=None)
+    long_way = mock.patch.object(sqlite_statements, "apply_common", return_value=None)
     with opened(path) as (journal, connection):
         commit(journal, connection, [[change] for change in [*SETUP, *([Halt("b")] * halted)]])
         if edited:
@@ -145,7 +145,7 @@ def outcome(
 @settings(max_examples=300, deadline=None)
 @given(group=st.lists(batches, min_size=1, max_size=3), halted=st.booleans(), edited=st.booleans())
 # Near misses a random draw finds rarely, each of which a broken check of
-# `_apply_common` failed on: a send with its start on a halted key, a
+# `_sqlite_apply.apply_common` failed on: a send with its start on a halted key, a
 # completion with a start on one, an id completed and sent again, an id a
 # hand-edited file holds.
 @example(
@@ -177,7 +177,7 @@ def test_a_group_of_common_batches_ends_as_the_general_loop_ends_it(
 def test_the_short_way_takes_the_batches_it_is_for(tmp_path: Path, batch: list[Change]) -> None:
     """These batches do take it (the property above would hold vacuously if none did)."""
     taken: list[int | None] = []
-    real = sqlite_journal._apply_common
+    real = sqlite_statements.apply_common
 
     def spy(*args: Any) -> int | None:
         taken.append(real(*args))
@@ -185,7 +185,7 @@ def test_the_short_way_takes_the_batches_it_is_for(tmp_path: Path, batch: list[C
 
     with opened(tmp_path / "jobs.db") as (journal, connection):
         commit(journal, connection, [[change] for change in SETUP])
-        with mock.patch.object(sqlite_journal, "_apply_common", spy):
+        with mock.patch.object(sqlite_statements, "apply_common", spy):
             [request] = commit(journal, connection, [batch])
         assert request.error is None
         assert taken == [9 if isinstance(batch[0], Append) else 8]

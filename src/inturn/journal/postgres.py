@@ -36,22 +36,29 @@ Tables, versions and connecting live in `_postgres_schema`; reads in
 from __future__ import annotations
 
 import contextlib
-import os
-import secrets
-import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, cast
 
 import attrs
-import structlog
 import trio
 
-from ..errors import DuplicateError, JournalError, JournalGone, JournalLocked, LeaseLost
+from ..errors import JournalError, LeaseLost
 from . import _postgres_fleet as members, _postgres_inbox as inbox
 from ._dialect import Dialect, ThreadedJournal
 from ._inbox import await_answer
+from ._postgres_apply import (
+    UNIQUES,
+    Member,
+    PostgresStatements,
+    complete_all,
+    last_completion,
+    lone_mark,
+    mark_all,
+    placed_keys,
+)
+from ._postgres_lease import Lease, incarnation
 from ._postgres_reads import POSTGRES_READS, PostgresReader
 from ._postgres_schema import (
     COLUMNS,
@@ -61,13 +68,12 @@ from ._postgres_schema import (
     database_error,
     describe,
     ensure_schema,
-    interval,
     one_row,
-    renewal_lost,
-    stored,
     unregister,
 )
 from ._reads import check_now
+from ._recovery import RecoveryReads, read_recovery
+from ._sql_apply import Refused
 from ._thread import (
     JournalThread,
     Read,
@@ -77,28 +83,14 @@ from ._thread import (
     off_thread,
     refuse,
 )
-from ._uniques import Uniques
 from .records import (
     Answer,
-    Append,
     Backlog,
     Change,
     Claim,
     Command,
-    Complete,
-    Discard,
-    Due,
     FleetChange,
-    Halt,
-    MarkAttempt,
-    Purge,
     Recovery,
-    Release,
-    Requeue,
-    Resume,
-    Retrying,
-    Revive,
-    Step,
     StoredJob,
 )
 
@@ -110,22 +102,13 @@ __all__ = ["PostgresJournal", "PostgresReader"]
 _T = TypeVar("_T")
 
 _DIALECT: Final = attrs.evolve(POSTGRES_READS, take=inbox.take, answer=inbox.answer)
-_UNIQUES: Final = Uniques("%s")
-
-
-class _Refused(Exception):
-    """A batch broke a rule; it alone is rolled back."""
-
-    def __init__(self, error: JournalError | DuplicateError) -> None:
-        super().__init__(error)
-        self.error = error
 
 
 # Its settings are checked when it is made, not when set later: a checked set is a
 # call through attrs' __setattr__ for every attribute, and the journal sets its own
 # on every commit (2.5% of a durable job at one key).
 @attrs.define(eq=False, on_setattr=attrs.setters.NO_OP)
-class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
+class PostgresJournal(Lease, ThreadedJournal["psycopg.Connection[Any]"]):
     """A journal on a PostgreSQL server: what is accepted survives a crash of the process or the machine.
 
     Args:
@@ -254,7 +237,7 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
                 recovery = self._join(connection)
             else:
                 self._claim(connection)
-                recovery = _recover(connection)
+                recovery = _recover(connection, self.name)
                 inbox.reset(connection)
         except psycopg.Error as exc:
             connection.close()
@@ -264,41 +247,12 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             raise
         return connection, recovery
 
-    def _claim(self, connection: psycopg.Connection[Any]) -> None:
-        """Register a fresh incarnation and take the journal, or raise `JournalLocked`."""
-        started = time.monotonic()
-        self._incarnation_id = uuid.uuid4()
-        with connection.transaction():
-            (process,) = one_row(
-                connection,
-                "INSERT INTO processes (name, expires_at, incarnation)"
-                " VALUES (%s, clock_timestamp() + %s, %s) RETURNING id",
-                (_incarnation(), interval(self.lease_ttl), self._incarnation_id),
-            )
-            owner, epoch = one_row(connection, "SELECT owner, epoch FROM meta FOR UPDATE")
-            (live,) = one_row(
-                connection,
-                "SELECT count(*) FROM processes WHERE (id = %s OR fleet)"
-                " AND expires_at > clock_timestamp()",
-                (owner,),
-            )
-            if live:  # a holder, or members of a fleet
-                raise JournalLocked(self.name)  # rolls our incarnation back too
-            # A fleet joining later gives the keys this holder fills their rows.
-            connection.execute(
-                "UPDATE meta SET owner = %s, epoch = %s, fleet_synced = false",
-                (process, epoch + 1),
-            )
-            # Incarnations whose lease ran out hold nothing: forget them.
-            connection.execute("DELETE FROM processes WHERE expires_at <= clock_timestamp()")
-        self._process, self.epoch, self._renewed = process, epoch + 1, started
-
     def _join(self, connection: psycopg.Connection[Any]) -> Recovery:
         """Join the fleet as a fresh member; its recovery holds no job: it claims them."""
         started = time.monotonic()
         self._incarnation_id = uuid.uuid4()
         self._process = members.join(
-            connection, _incarnation(), self._incarnation_id, self.lease_ttl, self.name
+            connection, incarnation(), self._incarnation_id, self.lease_ttl, self.name
         )
         self.epoch, self._renewed, self._granted = 0, started, []
         self._held.clear()
@@ -432,60 +386,6 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
 
         return await self._read(run)
 
-    def _fence(self, connection: psycopg.Connection[Any], *, begin: bool = False) -> None:
-        """Inside a transaction (with *begin*, begin one first): renew the lease, or the heartbeat.
-
-        A single holder holds ``meta`` and marks it with a fresh token; a
-        fleet member marks its heartbeat's row.  Raises `LeaseLost` if
-        another incarnation owns the journal now, or this one's lease (its
-        heartbeat) ran out, or `JournalGone` if its schema was dropped (and
-        perhaps created again).  The token tells, after a connection lost
-        during COMMIT, whether that transaction committed.
-        """
-        import psycopg
-
-        try:
-            self._renew(connection, begin=begin)
-        except psycopg.errors.UndefinedTable as exc:  # "processes" or "meta" is gone
-            raise JournalGone(self.name) from exc
-
-    def _renew(self, connection: psycopg.Connection[Any], *, begin: bool) -> None:
-        started = time.monotonic()
-        self._token = secrets.randbits(63)
-        if begin and not self.fleet:
-            connection.execute("BEGIN")
-        if self.fleet:
-            # One round trip: BEGIN with the renewal, every value an int or a float of ours.
-            renew = (
-                f"UPDATE processes SET expires_at = clock_timestamp() + interval"
-                f" '{float(self.lease_ttl)!r} seconds', token = {int(self._token)}"
-                f" WHERE id = {int(self._process)} AND incarnation = '{self._incarnation_id}'"
-                " AND expires_at > clock_timestamp()"
-            )
-            cursor = connection.execute(f"BEGIN; {renew}" if begin else renew)
-            if begin:
-                cursor.nextset()
-            if cursor.rowcount != 1:
-                raise renewal_lost(connection, self._process, self._incarnation_id, self.name)
-            self._renewed = started
-            return
-        renewed = (
-            connection.execute(
-                "UPDATE meta SET token = %s WHERE owner = %s AND epoch = %s",
-                (self._token, self._process, self.epoch),
-            ).rowcount
-            == 1
-            and connection.execute(
-                "UPDATE processes SET expires_at = clock_timestamp() + %s"
-                " WHERE id = %s AND incarnation = %s AND expires_at > clock_timestamp()",
-                (interval(self.lease_ttl), self._process, self._incarnation_id),
-            ).rowcount
-            == 1
-        )
-        if not renewed:
-            raise renewal_lost(connection, self._process, self._incarnation_id, self.name)
-        self._renewed = started
-
     def _connect(self) -> psycopg.Connection[Any]:
         """The journal thread's connection.  A member's may not sit idle inside a transaction
         for half its lease: one stalled there would hold rows the fleet needs (the keys it locked,
@@ -512,71 +412,6 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
             self._worker.connection = fresh
         current.close()
         return fresh
-
-    def _committed(self, connection: psycopg.Connection[Any]) -> bool:
-        """After the connection was lost during COMMIT: did that transaction commit?
-
-        Reconnects (for up to the lease's TTL) and reads the token: ours means
-        committed; another's while we still own the journal means not; a new
-        owner means the answer is lost with the lease.
-        """
-        import psycopg
-
-        deadline = self._renewed + self.lease_ttl
-        while True:
-            try:
-                connection = self._connection(connection)
-                if self.fleet:
-                    row = connection.execute(
-                        "SELECT token FROM processes WHERE id = %s AND incarnation = %s",
-                        (self._process, self._incarnation_id),
-                    ).fetchone()
-                    if row is None:
-                        raise LeaseLost(self.name)
-                    return bool(row[0] == self._token)
-                token, owner, epoch = one_row(connection, "SELECT token, owner, epoch FROM meta")
-            except LeaseLost:
-                raise
-            except (JournalError, psycopg.Error):
-                if time.monotonic() > deadline:
-                    raise LeaseLost(self.name) from None
-                time.sleep(0.1)
-                continue
-            if token == self._token:
-                return True
-            if (owner, epoch) == (self._process, self.epoch):
-                return False
-            raise LeaseLost(self.name)
-
-    def _suspect(self) -> bool:
-        """Whether the lease may have run out by now (local time, with a margin)."""
-        return time.monotonic() > self._renewed + self.lease_ttl * 0.75
-
-    def _heartbeat(self, connection: psycopg.Connection[Any]) -> None:
-        """On the journal's thread: renew the lease in a transaction of its own, unless a write just did."""
-        import psycopg
-
-        if time.monotonic() < self._renewed + self.lease_ttl / 3:
-            return
-
-        try:
-            connection = self._connection(connection)
-            with connection.transaction():
-                self._fence(connection)
-        except LeaseLost as exc:
-            self._lost(exc)
-        except (JournalError, psycopg.Error):
-            pass  # the next write says what is wrong; the lease runs until then
-
-    def _lost(self, error: LeaseLost) -> None:
-        """From now on, refuse all work: another incarnation may hold the journal."""
-        if self._worker is not None and self._worker.broken is not None:
-            return  # said already
-        if self._worker is not None:
-            self._worker.broken = error
-        structlog.get_logger("inturn").error(
-            "lease.lost", journal=self.name, process=self._process, epoch=self.epoch
-        )
 
     def _close(self, connection: psycopg.Connection[Any]) -> None:
         import psycopg
@@ -657,34 +492,36 @@ class PostgresJournal(ThreadedJournal["psycopg.Connection[Any]"]):
         import psycopg
 
         next_id = self._next_id
-        member = _Member(self._process, self._granted) if self.fleet else None
+        member = Member(self._process, self._granted) if self.fleet else None
         try:
             if self._fault_hook is not None:
                 self._fault_hook("begin")
             self._fence(connection, begin=True)
             # Ended reservations: a few at every commit; none found, none looked for a second.
             now = min(request.now for request in group)
-            if time.monotonic() >= self._quiet_until and not _UNIQUES.expire(connection, now):
+            if time.monotonic() >= self._quiet_until and not UNIQUES.expire(connection, now):
                 self._quiet_until = time.monotonic() + 1.0
             if member is not None:
-                members.lock_keys(connection, _placed_keys(group))
+                members.lock_keys(connection, placed_keys(group))
             # Actors' starts, and members' last completions with their keys' release:
             # a few round trips for them all, then the rest of the group, then again
             # those that did not apply, to learn why.  (The requests of a group are
             # concurrent: any order of them is one.)
             ordered = group
-            marks = [request for request in group if _lone_mark(request)]
+            marks = [request for request in group if lone_mark(request)]
             if len(marks) > 1:
-                rest = [request for request in ordered if not _lone_mark(request)]
-                ordered = [*rest, *_mark_all(connection, marks, member)]
-            lasts = [request for request in ordered if _last_completion(request)]
+                rest = [request for request in ordered if not lone_mark(request)]
+                ordered = [*rest, *mark_all(connection, marks, member)]
+            lasts = [request for request in ordered if last_completion(request)]
             if member is not None and len(lasts) > 1:
-                rest = [request for request in ordered if not _last_completion(request)]
-                ordered = [*rest, *_complete_all(connection, lasts, member)]
+                rest = [request for request in ordered if not last_completion(request)]
+                ordered = [*rest, *complete_all(connection, lasts, member)]
             for request in ordered:
                 try:
-                    next_id = _apply(connection, request, next_id, self.name, member)
-                except _Refused as refused:
+                    next_id = PostgresStatements.apply(
+                        connection, request, next_id, self.name, member
+                    )
+                except Refused as refused:
                     request.error = refused.error
                     request.superseded.clear()
                     # A batch of one change breaks no rule as an SQL error: it changed
@@ -759,39 +596,6 @@ def _transient(exc: Exception) -> bool:
     return isinstance(exc, psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure)
 
 
-@attrs.define(eq=False)
-class _Member:
-    """What `_apply` needs of a fleet member: who it is, its ids, and whether to wake the fleet."""
-
-    process: int
-    granted: list[range]
-    wake: bool = False
-    """A key with no owner, or a keyless job, got work: NOTIFY at commit."""
-    released: list[str] = attrs.field(factory=list)
-    """Keys let go by `Release`s of the transaction."""
-
-    def grants(self, job_id: int) -> bool:
-        return any(job_id in block for block in self.granted)
-
-
-def _placed_keys(group: list[Request]) -> list[str]:
-    """The keys whose rows the group's `Append`s (for their places) and `Release`s lock."""
-    keys: list[str] = []
-    for request in group:
-        for change in request.changes:
-            if isinstance(change, Release) or (
-                isinstance(change, Append) and change.key is not None and change.due_at is None
-            ):
-                assert change.key is not None
-                keys.append(change.key)
-    return keys
-
-
-def _incarnation() -> str:
-    """What ``processes.name`` says of this process: for an operator, not for identity."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 def _rollback(connection: psycopg.Connection[Any]) -> None:
     import psycopg
 
@@ -802,445 +606,22 @@ def _rollback(connection: psycopg.Connection[Any]) -> None:
             connection.close()  # closing rolls back
 
 
-def _recover(connection: psycopg.Connection[Any]) -> Recovery:
+def _recover(connection: psycopg.Connection[Any], name: str) -> Recovery:
     """Each key's head and backlog, and every keyless job: O(keys) rows in memory."""
     with connection.transaction():
         connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        counts = connection.execute(
-            "SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM jobs"
-            " WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL GROUP BY key"
-        ).fetchall()
-        heads = [(row[0], row[2]) for row in counts]
-        rows = connection.execute(
-            f"SELECT {COLUMNS} FROM jobs WHERE state = 'pending' AND seq IS NOT NULL"
-            " AND (key IS NULL OR (key, seq) IN (SELECT * FROM unnest(%s::text[], %s::bigint[])))"
-            " ORDER BY seq",
-            ([key for key, _ in heads], [seq for _, seq in heads]),
-        ).fetchall()
-        halted = frozenset(row[0] for row in connection.execute("SELECT key FROM halted"))
-        (high_id,) = connection.execute("SELECT high_id FROM meta").fetchone() or (0,)
-        (scheduled,) = connection.execute(
-            "SELECT COUNT(*) FROM jobs WHERE state = 'pending' AND seq IS NULL"
-        ).fetchone() or (0,)
-    backlog = {
-        key: Backlog(count=count - 1, last_id=last) for key, count, _, last in counts if count > 1
-    }
-    return Recovery(
-        next_id=high_id + 1,
-        jobs=[stored(row) for row in rows],
-        backlog=backlog,
-        halted=halted,
-        scheduled=scheduled,
-    )
+        return read_recovery(connection, _RECOVERY_READS, name)
 
 
-def _apply(
-    connection: psycopg.Connection[Any],
-    request: Request,
-    next_id: int,
-    name: str,
-    member: _Member | None = None,
-) -> int:
-    """Apply one batch inside the current transaction; return the next free id.
-
-    Superseded changes go to ``request.superseded``.  Raises `_Refused` for a
-    broken rule; `psycopg.Error` for the server failing.  Unique keys are
-    judged by the writer's ``request.now``; the times operators read are ours.
-    For a fleet *member*, a change to a job is fenced (`_postgres_fleet.OWNED`)
-    and a new job's place is taken under its key's row lock.
-    """
-    now = time.time()
-    fencing = member is not None and not request.operator
-    owned, mine = (members.OWNED, (member.process,) * 2) if member and fencing else ("", ())
-
-    def settle(applied: bool, change: Change, job_id: int) -> bool:
-        if applied:
-            return True
-        if member is not None:
-            if (
-                fencing
-                and not isinstance(change, Purge | Requeue | Revive | Due)
-                and connection.execute(
-                    f"SELECT 1 FROM jobs WHERE id = %s AND state = 'pending' AND NOT {members.OWNER}",
-                    (job_id, *mine),
-                ).fetchone()
-            ):
-                raise _Refused(LeaseLost(name))  # unfinished, and another owns it
-        elif job_id >= next_id:
-            raise _Refused(JournalError(f"{name}: job {job_id} was never appended"))
-        request.superseded.append(change)
-        return False
-
-    def one(sql: str, parameters: tuple[object, ...], change: Change, job_id: int) -> bool:
-        return settle(connection.execute(sql, parameters).rowcount == 1, change, job_id)
-
-    def fenced(sql: str, parameters: tuple[object, ...], change: Change, job_id: int) -> bool:
-        return one(sql + owned, parameters + mine, change, job_id)
-
-    def new_id(job_id: int) -> None:
-        if job_id < next_id or (member is not None and not member.grants(job_id)):
-            raise _Refused(JournalError(f"{name}: job id {job_id} was used before"))
-
-    def placed(key: str | None, at_least: int) -> int:
-        """The place of a job joining *key*'s sequence now (a fleet member's: under the key's lock)."""
-        if member is None:
-            return at_least
-        if key is None:
-            member.wake = True
-            return at_least
-        place, unowned = members.place(connection, key, at_least)
-        member.wake |= unowned
-        return place
-
-    def reserve(unique: str | None, job_id: int, own: int | None = None) -> None:
-        refused = _UNIQUES.reserve(connection, unique, job_id, request.now, own)
-        if refused is not None:
-            raise _Refused(refused)
-
-    complete, mark = request.changes if len(request.changes) == 2 else (None, None)
-    if (
-        isinstance(complete, Complete)
-        and isinstance(mark, MarkAttempt)
-        and complete.job_id != mark.job_id
-    ):
-        # The runtime's completion with its successor's start: one round trip.
-        done, unique, unique_for, marked = one_row(
-            connection,
-            _done("= %s", owned) + ", marked AS (" + _MARK + owned + " RETURNING id)"
-            " SELECT done.id, done.unique_key, done.unique_for, (SELECT count(*) FROM marked)"
-            " FROM (SELECT 1) AS one LEFT JOIN done ON true",
-            (complete.job_id, *mine, mark.attempt, mark.job_id, mark.attempt, *mine),
-        )
-        if done is not None:
-            _UNIQUES.release(connection, unique, unique_for, complete.job_id, request.now)
-        settle(done is not None, complete, complete.job_id)
-        settle(bool(marked), mark, mark.job_id)
-        return next_id
-
-    appends = request.changes
-    if len(appends) > 1 and all(_plain(change) for change in appends):
-        # A batch of new jobs that take no unique key (send_many): each statement
-        # once for all of them, in one round trip.
-        for change in appends:
-            assert isinstance(change, Append)
-            new_id(change.job_id)
-            next_id = change.job_id + 1
-        return _append_all(connection, cast("list[Append]", appends), now, member, next_id)
-
-    for change in request.changes:
-        if isinstance(change, Append):
-            new_id(change.job_id)
-            reserve(change.unique, change.job_id)
-            scheduled = change.due_at is not None
-            place = None if scheduled else placed(change.key, change.job_id)
-            inserted = connection.execute(
-                "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq, due_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (unique_key)"
-                " WHERE state = 'pending' AND unique_key IS NOT NULL DO NOTHING",
-                (
-                    change.job_id,
-                    change.key,
-                    change.unique,
-                    change.unique_for,
-                    change.data,
-                    now,
-                    place,
-                    change.due_at,
-                ),
-            ).rowcount
-            if not inserted:
-                _refuse_duplicate(connection, change.unique)
-            next_id = change.job_id + 1
-        elif isinstance(change, Due):
-            new_id(change.seq)
-            due = connection.execute(
-                "SELECT key FROM jobs WHERE id = %s AND state = 'pending' AND seq IS NULL"
-                " FOR UPDATE",
-                (change.job_id,),
-            ).fetchone()
-            if settle(due is not None, change, change.job_id):
-                assert due is not None
-                connection.execute(
-                    "UPDATE jobs SET seq = %s, due_at = NULL WHERE id = %s",
-                    (placed(due[0], change.seq), change.job_id),
-                )
-                next_id = change.seq + 1  # taken from the ids: none is handed out again
-        elif isinstance(change, MarkAttempt):
-            # Running again: no longer waiting to retry.  A start (attempts
-            # rising) is superseded on a halted key.
-            fenced(_MARK, (change.attempt, change.job_id, change.attempt), change, change.job_id)
-        elif isinstance(change, Retrying):
-            fenced(
-                "UPDATE jobs SET error = %s, retry_at = %s WHERE id = %s AND state = 'pending'",
-                (change.error, change.retry_at, change.job_id),
-                change,
-                change.job_id,
-            )
-        elif isinstance(change, Complete):
-            done = connection.execute(
-                _done("= %s", owned) + " SELECT unique_key, unique_for FROM done",
-                (change.job_id, *mine),
-            ).fetchone()
-            if done is not None:
-                _UNIQUES.release(connection, done[0], done[1], change.job_id, request.now)
-            settle(done is not None, change, change.job_id)
-        elif isinstance(change, Discard):
-            dead = connection.execute(
-                "UPDATE jobs SET state = 'dead', error = %s, finished_at = %s, retry_at = NULL,"
-                " due_at = NULL, stopped_during = %s WHERE id = %s AND state = 'pending'"
-                + owned
-                + " RETURNING unique_key, unique_for",
-                (change.error, now, change.stopped_during, change.job_id, *mine),
-            ).fetchone()
-            if dead is not None:
-                _UNIQUES.release(connection, dead[0], dead[1], change.job_id, request.now)
-            if settle(dead is not None, change, change.job_id) and change.halt:
-                # The first discard that halts a key names it; a pause does not.
-                connection.execute(
-                    "INSERT INTO halted (key, job_id, error) SELECT key, id, error FROM jobs"
-                    " WHERE id = %s AND key IS NOT NULL ON CONFLICT (key) DO UPDATE"
-                    " SET job_id = EXCLUDED.job_id, error = EXCLUDED.error"
-                    " WHERE halted.job_id IS NULL",
-                    (change.job_id,),
-                )
-        elif isinstance(change, Purge):
-            if one(
-                "DELETE FROM jobs WHERE id = %s AND state = 'dead'",
-                (change.job_id,),
-                change,
-                change.job_id,
-            ):
-                connection.execute("DELETE FROM steps WHERE job_id = %s", (change.job_id,))
-        elif isinstance(change, Step):
-            one(
-                "INSERT INTO steps (job_id, n, name, data)"
-                " SELECT id, (SELECT COUNT(*) FROM steps WHERE job_id = %s), %s, %s FROM jobs"
-                " WHERE id = %s AND state = 'pending'"
-                + owned
-                + " ON CONFLICT (job_id, name) DO UPDATE SET data = EXCLUDED.data",
-                (change.job_id, change.name, change.data, change.job_id, *mine),
-                change,
-                change.job_id,
-            )
-        elif isinstance(change, Requeue):
-            new_id(change.new_id)
-            dead = connection.execute(
-                "SELECT unique_key, key FROM jobs WHERE id = %s AND state = 'dead' FOR UPDATE",
-                (change.job_id,),
-            ).fetchone()
-            if not settle(dead is not None, change, change.job_id):
-                continue
-            assert dead is not None
-            reserve(dead[0], change.new_id, own=change.job_id)
-            inserted = connection.execute(
-                "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq)"
-                " SELECT %s, key, unique_key, unique_for, data, %s, %s FROM jobs WHERE id = %s"
-                " ON CONFLICT (unique_key) WHERE state = 'pending' AND unique_key IS NOT NULL"
-                " DO NOTHING",
-                (change.new_id, now, placed(dead[1], change.new_id), change.job_id),
-            ).rowcount
-            if not inserted:
-                _refuse_duplicate(connection, dead[0])
-            connection.execute(  # a halt its discard caused names the job it becomes
-                "UPDATE halted SET job_id = %s WHERE key = %s AND job_id = %s",
-                (change.new_id, dead[1], change.job_id),
-            )
-            connection.execute("DELETE FROM jobs WHERE id = %s", (change.job_id,))
-            connection.execute(  # the steps it made go with it
-                "UPDATE steps SET job_id = %s WHERE job_id = %s", (change.new_id, change.job_id)
-            )
-            next_id = change.new_id + 1
-        elif isinstance(change, Revive):
-            dead = connection.execute(
-                "SELECT unique_key, key FROM jobs WHERE id = %s AND state = 'dead' FOR UPDATE",
-                (change.job_id,),
-            ).fetchone()
-            if not settle(dead is not None, change, change.job_id):
-                continue
-            assert dead is not None
-            unique, key = dead
-            reserve(unique, change.job_id, own=change.job_id)
-            if (
-                unique is not None
-                and connection.execute(  # a second guard, as the partial index is
-                    "SELECT 1 FROM jobs WHERE unique_key = %s AND state = 'pending'", (unique,)
-                ).fetchone()
-            ):
-                _refuse_duplicate(connection, unique)
-            (place,) = one_row(
-                connection,
-                "UPDATE jobs SET state = 'pending', attempts = 0, error = NULL, retry_at = NULL,"
-                " finished_at = NULL, stopped_during = NULL, seq = COALESCE(seq, id), due_at = NULL,"
-                " owner = NULL WHERE id = %s RETURNING seq",
-                (change.job_id,),
-            )
-            if member is not None:  # back in its own place: its key must be claimable
-                member.wake |= key is None or members.revive(connection, key, place)
-            if change.resume and key is not None:
-                connection.execute("DELETE FROM halted WHERE key = %s", (key,))
-        elif isinstance(change, Halt):
-            connection.execute(
-                "INSERT INTO halted (key) VALUES (%s) ON CONFLICT DO NOTHING", (change.key,)
-            )
-        elif isinstance(change, Release) and member is not None and fencing:
-            # (its row locked with the group's, `_placed_keys`)
-            released, _ = members.let_go(connection, member.process, [change.key], locked=True)
-            if released:
-                member.released.extend(released)
-            else:  # a job waits (or the key is not ours): kept
-                request.superseded.append(change)
-        elif isinstance(change, Resume):
-            connection.execute("DELETE FROM halted WHERE key = %s", (change.key,))
-            if member is not None:
-                member.wake = True
-        else:
-            raise _Refused(JournalError(f"{name}: not a journal change: {change!r}"))
-    return next_id
-
-
-def _plain(change: FleetChange) -> bool:
-    return isinstance(change, Append) and change.unique is None
-
-
-def _append_all(
-    connection: psycopg.Connection[Any],
-    appends: list[Append],
-    now: float,
-    member: _Member | None,
-    next_id: int,
-) -> int:
-    """`_apply` of a batch of `Append`s without unique keys (their ids checked); the next free id."""
-    places = [append.job_id for append in appends]
-    if member is not None:
-        keyed = [n for n, append in enumerate(appends) if append.key and append.due_at is None]
-        member.wake |= any(append.key is None and append.due_at is None for append in appends)
-        if keyed:
-            cursor = connection.cursor()
-            cursor.executemany(
-                members.PLACE, [(appends[n].key, appends[n].job_id) for n in keyed], returning=True
-            )
-            for n in keyed:
-                place, unowned = cursor.fetchone() or (places[n], False)
-                places[n] = int(place)
-                member.wake |= bool(unowned)
-                cursor.nextset()
-    connection.cursor().executemany(
-        "INSERT INTO jobs (id, key, unique_for, data, accepted_at, seq, due_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        [
-            (
-                append.job_id,
-                append.key,
-                append.unique_for,
-                append.data,
-                now,
-                None if append.due_at is not None else place,
-                append.due_at,
-            )
-            for append, place in zip(appends, places, strict=True)
-        ],
-    )
-    return next_id
-
-
-def _mark_all(
-    connection: psycopg.Connection[Any], requests: list[Request], member: _Member | None
-) -> list[Request]:
-    """Apply lone `MarkAttempt`s of several requests in one round trip; the requests not applied.
-
-    Those go through `_apply` again, to learn why (superseded, or fenced off).
-    """
-    owned, mine = (members.OWNED, (member.process,) * 2) if member else ("", ())
-    marks = [cast(MarkAttempt, request.changes[0]) for request in requests]
-    cursor = connection.cursor()
-    cursor.executemany(
-        _MARK + owned + " RETURNING id",
-        [(mark.attempt, mark.job_id, mark.attempt, *mine) for mark in marks],
-        returning=True,
-    )
-    missed = []
-    for request in requests:
-        if not cursor.fetchall():
-            missed.append(request)
-        cursor.nextset()
-    return missed
-
-
-def _last_completion(request: Request) -> bool:
-    """Whether *request* is a member's ``[Complete(job), Release(key)]``."""
-    changes = request.changes
-    return (
-        len(changes) == 2
-        and isinstance(changes[0], Complete)
-        and isinstance(changes[1], Release)
-        and not request.operator
-    )
-
-
-def _complete_all(
-    connection: psycopg.Connection[Any], requests: list[Request], member: _Member
-) -> list[Request]:
-    """Apply members' last completions and their keys' release, set-based; the requests not applied.
-
-    The keys' rows are locked already, in key order (`_placed_keys`), so what
-    waits for them cannot change before the commit.  A completion that did
-    not apply goes through `_apply` again, to learn why; a key a job waits
-    for is kept (its `Release` superseded).
-    """
-    mine = (member.process,) * 2
-    ids = [cast(Complete, request.changes[0]).job_id for request in requests]
-    done = {
-        row[0]: row
-        for row in connection.execute(
-            _done("= ANY(%s)", members.OWNED) + " SELECT id, unique_key, unique_for FROM done",
-            (ids, *mine),
-        )
-    }
-    missed, completed = [], []
-    for request in requests:
-        row = done.get(cast(Complete, request.changes[0]).job_id)
-        if row is None:
-            missed.append(request)
-            continue
-        if row[1] is not None:
-            _UNIQUES.release(connection, row[1], row[2], row[0], request.now)
-        completed.append(request)
-    keys = [cast(Release, request.changes[1]).key for request in completed]
-    released, _ = members.let_go(connection, member.process, keys, locked=True)
-    member.released.extend(released)
-    gone = set(released)
-    for request, key in zip(completed, keys, strict=True):
-        if key not in gone:  # kept: a job waits (or the key is not ours)
-            request.superseded.append(request.changes[1])
-    return missed
-
-
-def _done(match: str, owned: str) -> str:
-    """The start of a statement that completes the jobs whose id is *match*: they and
-    their steps are deleted (``done`` holds each one's id, unique key and window)."""
-    return (
-        f"WITH done AS (DELETE FROM jobs WHERE id {match} AND state = 'pending'{owned}"
-        " RETURNING id, unique_key, unique_for),"
-        " gone AS (DELETE FROM steps WHERE job_id IN (SELECT id FROM done))"
-    )
-
-
-def _lone_mark(request: Request) -> bool:
-    return (
-        len(request.changes) == 1
-        and isinstance(request.changes[0], MarkAttempt)
-        and not request.operator
-    )
-
-
-_MARK: Final = (
-    "UPDATE jobs SET attempts = %s, retry_at = NULL WHERE id = %s AND state = 'pending'"
-    " AND (%s <= attempts OR key IS NULL"
-    "      OR NOT EXISTS (SELECT 1 FROM halted WHERE halted.key = jobs.key))"
+_RECOVERY_READS: Final = RecoveryReads(
+    keys="SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM jobs"
+    " WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL GROUP BY key",
+    heads=f"SELECT {COLUMNS} FROM jobs WHERE state = 'pending' AND seq IS NOT NULL"
+    " AND (key IS NULL OR (key, seq) IN (SELECT * FROM unnest(%s::text[], %s::bigint[])))"
+    " ORDER BY seq",
+    heads_parameters=lambda keys: (
+        [key for key, _, _, _ in keys],
+        [first for _, _, first, _ in keys],
+    ),
+    high_id="SELECT high_id FROM meta",
 )
-"""A `MarkAttempt`: a start (attempts rising) is superseded on a halted key."""
-
-
-def _refuse_duplicate(connection: psycopg.Connection[Any], unique: str | None) -> None:
-    """Raise `_Refused` with the `DuplicateError` naming *unique*'s holder."""
-    raise _Refused(_UNIQUES.holder(connection, unique or ""))

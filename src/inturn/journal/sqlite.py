@@ -25,7 +25,7 @@ so nothing is ever half-written.  An `Append` followed by its own
 `MarkAttempt` is one ``INSERT`` with the attempt already set, unless the
 file may hold halted keys (a start on a halted key is superseded).  The
 common batches of a running supervisor take a short path of their own
-(`_apply_common`), one or two statements, none of the general loop's checks.
+(`_sqlite_apply.apply_common`), one or two statements, none of the general loop's checks.
 
 A completion in a small group (one busy key commits one completion at a
 time) marks its row instead of deleting it (`_COMPLETE`): the commit then
@@ -76,10 +76,13 @@ from typing import ClassVar, Final, Literal
 
 import attrs
 
-from ..errors import DuplicateError, JournalCorrupt, JournalError, JournalLocked
+from ..errors import JournalCorrupt, JournalError, JournalLocked
 from . import _sqlite_inbox as inbox
 from ._dialect import Dialect, ThreadedJournal
 from ._inbox import await_answer
+from ._recovery import RecoveryReads, read_recovery
+from ._sql_apply import Refused
+from ._sqlite_apply import UNIQUES, SQLiteStatements, Usage, plain
 from ._sqlite_reads import SQLITE_READS, SQLiteReader
 from ._sqlite_schema import (
     COLUMNS,
@@ -91,7 +94,6 @@ from ._sqlite_schema import (
     database_error,
     rollback,
     schema_version,
-    stored,
     upgrade,
 )
 from ._thread import (
@@ -103,40 +105,15 @@ from ._thread import (
     off_thread,
     refuse,
 )
-from ._uniques import Uniques
 from .records import (
     Answer,
-    Append,
-    Backlog,
-    Change,
     Command,
-    Complete,
-    Discard,
-    Due,
-    FleetChange,
-    Halt,
-    MarkAttempt,
-    Purge,
     Recovery,
-    Requeue,
-    Resume,
-    Retrying,
-    Revive,
-    Step,
 )
 
 __all__ = ["SQLiteJournal", "SQLiteReader"]
 
 _DIALECT: Final = attrs.evolve(SQLITE_READS, take=inbox.take, answer=inbox.answer)
-_UNIQUES: Final = Uniques("?")
-
-
-class _Refused(Exception):
-    """A batch broke a rule; it alone is rolled back."""
-
-    def __init__(self, error: JournalError | DuplicateError) -> None:
-        super().__init__(error)
-        self.error = error
 
 
 class _Replay(Exception):
@@ -171,7 +148,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
     """Transactions committed since `open` (group commit makes it < writes)."""
     _worker: JournalThread[sqlite3.Connection] | None = attrs.field(default=None, init=False)
     _lock_fd: int | None = attrs.field(default=None, init=False)
-    _usage: _Usage | None = attrs.field(default=None, init=False)
+    _usage: Usage | None = attrs.field(default=None, init=False)
     """What the file holds, or None until read again (after a rollback)."""
     _next_id: int = attrs.field(default=1, init=False)
     """The next free id as of the last commit (the journal is the file's one writer)."""
@@ -334,54 +311,18 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             # The reads below pass marked rows by only if some are left: else they
             # read the queued-by-key index alone.
             live = " AND completed_at IS NULL" if left else ""
-            connection.execute("BEGIN")  # one snapshot for the three reads
+            connection.execute("BEGIN")  # one snapshot for the reads
             try:
-                counts = connection.execute(
-                    "SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM main.jobs"
-                    " WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL"
-                    f"{live} GROUP BY key"
-                ).fetchall()
-                heads = [row[2] for row in counts]  # places are unique, as ids are
-                # Each row becomes its job as it is read: no list of raw rows
-                # beside the jobs (a recovery's peak memory is O(keys) twice).
-                jobs = [
-                    stored(row)
-                    for row in connection.execute(
-                        f"SELECT {COLUMNS} FROM main.jobs WHERE state = 'pending' AND seq IS NOT NULL"
-                        f" AND (key IS NULL OR seq IN (SELECT value FROM json_each(?))){live}"
-                        " ORDER BY seq",
-                        (json.dumps(heads),),
-                    )
-                ]
-                del heads
-                halted = frozenset(row[0] for row in connection.execute("SELECT key FROM halted"))
-                self._usage = _Usage.of(connection)
-                (scheduled,) = connection.execute(
-                    "SELECT COUNT(*) FROM main.jobs WHERE state = 'pending' AND seq IS NULL"
-                ).fetchone()
+                recovered = read_recovery(connection, _recovery_reads(live), self.path)
+                self._usage = Usage.of(connection)
             finally:
                 connection.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             if _circumstance(exc):  # the disk, memory or the system: not the file's content
                 raise JournalError(f"{self.path}: open failed: {exc}") from exc
             raise JournalCorrupt(self.path, str(exc)) from exc
-        # A TEXT column keeps a blob as it is: only a hand-made file has a key
-        # that is not text, and the runtime keeps keys as str.
-        if not all(isinstance(key, str) for key in [*(row[0] for row in counts), *halted]):
-            raise JournalCorrupt(self.path, "a key that is not text")
-        backlog = {
-            key: Backlog(count=count - 1, last_id=last)
-            for key, count, _, last in counts
-            if count > 1
-        }
         self._completed[:] = left  # deleted with the next marks, once there is room
-        return Recovery(
-            next_id=_highest_id(connection) + 1,
-            jobs=jobs,
-            backlog=backlog,
-            halted=halted,
-            scheduled=scheduled,
-        )
+        return recovered
 
     @staticmethod
     def _delete_marked(connection: sqlite3.Connection) -> list[int]:
@@ -515,30 +456,30 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         plain one.  Raises `_Replay` if a plain batch without one is refused.
         """
         if self._usage is None:
-            self._usage = _Usage.of(cursor)
-        usage = self._usage
-        if usage.windows:
-            _UNIQUES.expire(cursor, min(request.now for request in group))
+            self._usage = Usage.of(cursor)
+        if self._usage.windows:
+            UNIQUES.expire(cursor, min(request.now for request in group))
         next_id = self._next_id
-        now = time.time()  # the accepted_at of the group's common sends
-        marking = self._completed if len(group) < _MARK_BELOW else None
+        statements = SQLiteStatements(
+            cursor,
+            self.path,
+            self._usage,
+            now=time.time(),  # the accepted_at of the group's sends
+            marking=self._completed if len(group) < _MARK_BELOW else None,
+        )
         for request in group:
             self._fault("apply")
-            common = _apply_common(cursor, request, next_id, usage, now, marking)
-            if common is not None:
-                next_id = common
-                continue
             changes = request.changes
             # One statement is atomic by itself; so is a plain batch (see above).
-            savepoint = needs_savepoint(changes) and (guarded or not _plain(changes, next_id))
+            savepoint = needs_savepoint(changes) and (guarded or not plain(changes, next_id))
             if savepoint:
                 cursor.execute("SAVEPOINT batch")
             try:
-                next_id = _apply(cursor, request, next_id, self.path, usage, marking)
-            except _Refused as refused:
+                next_id = statements.apply(request, next_id)
+            except Refused as refused:
                 if savepoint:
                     cursor.execute("ROLLBACK TO batch")
-                    self._usage = usage = _Usage.of(cursor)  # as it was before the batch
+                    self._usage = statements.usage = Usage.of(cursor)  # as before the batch
                 elif len(changes) > 1:
                     raise _Replay from None  # it may have applied in part
                 request.error = refused.error
@@ -587,76 +528,19 @@ def _circumstance(exc: sqlite3.Error) -> bool:
     return code is not None and code & 0xFF in _CIRCUMSTANCES
 
 
-def _highest_id(connection: sqlite3.Connection) -> int:
-    row = connection.execute("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'").fetchone()
-    return int(row[0]) if row is not None else 0
+def _recovery_reads(live: str) -> RecoveryReads:
+    """The reads of a recovery; *live* passes marked rows by (`_COMPLETE`), if any are left."""
+    return RecoveryReads(
+        keys="SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM main.jobs"
+        f" WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL{live} GROUP BY key",
+        heads=f"SELECT {COLUMNS} FROM main.jobs WHERE state = 'pending' AND seq IS NOT NULL"
+        f" AND (key IS NULL OR seq IN (SELECT value FROM json_each(?))){live} ORDER BY seq",
+        # places are unique, as ids are
+        heads_parameters=lambda keys: (json.dumps([first for _, _, first, _ in keys]),),
+        high_id="SELECT seq FROM sqlite_sequence WHERE name = 'jobs'",
+        scheduled="SELECT COUNT(*) FROM main.jobs WHERE state = 'pending' AND seq IS NULL",
+    )
 
-
-@attrs.define
-class _Usage:
-    """What the file may hold that some work depends on: work a commit may skip when it holds none.
-
-    The journal is the file's one writer, so once read at `open` this stays
-    exact as its own changes go by; a rollback makes the journal read it
-    again, since it may have counted what was undone.  A flag left True
-    only costs the work it saves; a flag False must be true of the file.
-    """
-
-    windows: bool = False
-    """Some reservation has an end time (`Uniques.expire` has work)."""
-    steps: bool = False
-    """Some job recorded a step (a completion deletes its steps)."""
-    halts: bool = False
-    """Some key is halted (a start must look for its key in ``halted``)."""
-
-    @classmethod
-    def of(cls, connection: sqlite3.Connection | sqlite3.Cursor) -> _Usage:
-        [(windows, steps, halts)] = connection.execute(
-            "SELECT EXISTS (SELECT 1 FROM uniques WHERE until IS NOT NULL),"
-            " EXISTS (SELECT 1 FROM steps), EXISTS (SELECT 1 FROM halted)"
-        )
-        return cls(bool(windows), bool(steps), bool(halts))
-
-    def resumed(self, cursor: sqlite3.Cursor) -> None:
-        """A key was let go on: whether any is still halted."""
-        [(halts,)] = cursor.execute("SELECT EXISTS (SELECT 1 FROM halted)")
-        self.halts = bool(halts)
-
-
-_INSERT: Final = (
-    "INSERT INTO main.jobs (id, key, unique_key, unique_for, data, accepted_at, seq, due_at, attempts)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_INSERT_PLAIN: Final = (
-    "INSERT INTO main.jobs (id, key, data, accepted_at, seq, attempts) VALUES (?, ?, ?, ?, ?, ?)"
-)
-"""A new job's row; the plain one for a job with neither a unique key nor a due time."""
-
-_PENDING: Final = "state = 'pending' AND completed_at IS NULL"
-"""A job that is unfinished: a completed one's row may wait to be deleted (`_COMPLETE`)."""
-
-_MARK: Final = f"UPDATE main.jobs SET attempts = ?, retry_at = NULL WHERE id = ? AND {_PENDING}"
-_MARK_UNLESS_HALTED: Final = (
-    f"{_MARK} AND (? <= attempts OR key IS NULL OR key NOT IN (SELECT key FROM halted))"
-)
-"""A start or a given-back attempt; where keys may be halted, a start on one changes nothing."""
-
-_COMPLETE: Final = (
-    f"UPDATE main.jobs SET completed_at = ? WHERE id = ? AND {_PENDING} AND unique_key IS NULL"
-)
-"""A completion in one statement: a job with a unique key must release it too.
-
-In a small group the row is marked, and deleted later with others
-(`SQLiteJournal._delete_completed`): an ``UPDATE`` of a column no index holds
-writes the row's page alone, where a ``DELETE`` writes the queued-by-key
-index's page too, a third of a commit of one completion.  A group of
-`_MARK_BELOW` batches or more deletes at once (`_DELETE_PLAIN`): its
-completions share the pages a commit writes, and marking would cost each
-job a second statement.
-"""
-
-_DELETE_PLAIN: Final = f"DELETE FROM main.jobs WHERE id = ? AND {_PENDING} AND unique_key IS NULL"
-"""`_COMPLETE` in a large group."""
 
 _MARK_BELOW: Final = 4
 """Groups of fewer batches than this mark their completions (`_COMPLETE`)."""
@@ -670,351 +554,3 @@ _DELETE_COMPLETED: Final = (
     " AND state = 'pending' AND completed_at IS NOT NULL"
 )
 """One statement for all: 1.35 us a row against 2.1 for one statement a row."""
-
-
-_PLAIN: Final = (MarkAttempt, Complete, Retrying)
-"""Changes to a job the journal handed out, which cannot be refused once it did."""
-
-
-def _plain(changes: Sequence[FleetChange], next_id: int) -> bool:
-    """Whether no change of *changes* can be refused: so the batch needs no savepoint.
-
-    Each must be an `Append` without a unique key, of a new id, or a plain
-    change to an id handed out before it (a job never appended is refused).
-    """
-    for change in changes:
-        if isinstance(change, Append):
-            if change.unique is not None or change.job_id < next_id:
-                return False
-            next_id = change.job_id + 1
-        elif not isinstance(change, _PLAIN) or change.job_id >= next_id:
-            return False
-    return True
-
-
-def _apply_common(
-    cursor: sqlite3.Cursor,
-    request: Request,
-    next_id: int,
-    usage: _Usage,
-    now: float,
-    marking: list[int] | None,
-) -> int | None:
-    """`_apply` for the runtime's common batches, each one statement or two: the next
-    free id; or None, having changed nothing, for any other batch.  With *marking*, a
-    completed job's row is marked and its id goes there, for the row to be deleted
-    later (`_COMPLETE`).
-
-    A send (an `Append` with neither a unique key nor a due time, maybe with
-    its own start) is one ``INSERT``; a completion (`Complete` of a job with
-    no unique key, maybe with the start of the job behind) one statement or
-    two.  Once these checks pass none can be refused (see the module's
-    docstring; a statement that fails changes nothing, and its batch goes the
-    long way), so none needs a savepoint.  Written out, not through
-    `_apply`'s general loop: its checks cost the writer half as much as
-    SQLite's own work.
-    """
-    changes = request.changes
-    count = len(changes)
-    first = changes[0]
-    if isinstance(first, Append):
-        if first.unique is not None or first.unique_for is not None or first.due_at is not None:
-            return None
-        if first.job_id < next_id or count > 2:
-            return None
-        attempts = 0
-        if count == 2:
-            own = changes[1]
-            if not isinstance(own, MarkAttempt) or own.job_id != first.job_id:
-                return None
-            if first.key is not None and usage.halts:
-                return None  # a start on a halted key is superseded: `_apply` checks
-            attempts = own.attempt
-        row = (first.job_id, first.key, first.data, now, first.job_id, attempts)
-        try:
-            cursor.execute(_INSERT_PLAIN, row)
-        except sqlite3.IntegrityError:
-            return None  # its id taken (a file edited by hand): `_apply` refuses it alone
-        return first.job_id + 1
-    if not isinstance(first, Complete) or count > 2:
-        return None
-    successor: MarkAttempt | None = None
-    if count == 2:
-        second = changes[1]
-        if not isinstance(second, MarkAttempt) or second.job_id >= next_id:
-            return None  # not a start; or of a job never appended, which `_apply` refuses
-        successor = second
-    if not _complete(cursor, first.job_id, now, marking):
-        return None  # gone, dead, or holding a unique key: `_apply` tells which
-    if usage.steps:
-        cursor.execute("DELETE FROM steps WHERE job_id = ?", (first.job_id,))
-    if successor is not None and not _mark(cursor, successor, usage):
-        request.superseded.append(successor)
-    return next_id
-
-
-def _complete(cursor: sqlite3.Cursor, job_id: int, now: float, marking: list[int] | None) -> bool:
-    """Complete pending *job_id* if it holds no unique key; whether it did.  With
-    *marking*, its row is marked and its id goes there (`_COMPLETE`), else deleted."""
-    if marking is None:
-        return bool(cursor.execute(_DELETE_PLAIN, (job_id,)).rowcount)
-    if not cursor.execute(_COMPLETE, (now, job_id)).rowcount:
-        return False
-    marking.append(job_id)
-    return True
-
-
-def _mark(cursor: sqlite3.Cursor, change: MarkAttempt, usage: _Usage) -> bool:
-    """Apply *change*; whether it applied (else its job is not pending, or it is a start
-    on a halted key).  Running again: no longer waiting to retry.  A start (attempts
-    rising) is superseded on a halted key, which is looked for only if the file has any.
-    """
-    if usage.halts:
-        parameters: tuple[object, ...] = (change.attempt, change.job_id, change.attempt)
-        return cursor.execute(_MARK_UNLESS_HALTED, parameters).rowcount == 1
-    return cursor.execute(_MARK, (change.attempt, change.job_id)).rowcount == 1
-
-
-def _apply(
-    cursor: sqlite3.Cursor,
-    request: Request,
-    next_id: int,
-    path: str,
-    usage: _Usage,
-    marking: list[int] | None,
-) -> int:
-    """Apply one batch inside the current savepoint; return the next free id.
-
-    Superseded changes go to ``request.superseded``.  Raises `_Refused` for a
-    broken rule; `sqlite3.Error` for SQLite failing.  Unique keys are judged
-    by the writer's ``request.now``; the times operators read are the file's.
-    *marking* is as for `_apply_common`.
-    """
-    now = time.time()
-
-    def settle(applied: bool, change: Change, job_id: int) -> bool:
-        if applied:
-            return True
-        if job_id >= next_id:
-            raise _Refused(JournalError(f"{path}: job {job_id} was never appended"))
-        request.superseded.append(change)
-        return False
-
-    def one(sql: str, parameters: tuple[object, ...], change: Change, job_id: int) -> bool:
-        return settle(cursor.execute(sql, parameters).rowcount == 1, change, job_id)
-
-    def unique_of(
-        job_id: int, state: Literal["pending", "dead"]
-    ) -> tuple[str | None, float | None] | None:
-        """The unique key and window of *job_id* if it is in *state*; None if it is not."""
-        alive = _PENDING if state == "pending" else "state = 'dead'"
-        row = cursor.execute(
-            f"SELECT unique_key, unique_for FROM main.jobs WHERE id = ? AND {alive}", (job_id,)
-        ).fetchone()
-        return None if row is None else (row[0], row[1])
-
-    def new_id(job_id: int) -> int:
-        if job_id < next_id:
-            raise _Refused(JournalError(f"{path}: job id {job_id} was used before"))
-        return job_id + 1
-
-    changes = request.changes
-    marked: Change | None = None  # a MarkAttempt its job's Append applied
-    for position, change in enumerate(changes):
-        if change is marked:
-            continue
-        if isinstance(change, Append):
-            new_id(change.job_id)
-            _reserve(cursor, change.unique, change.job_id, request.now)
-            # Its own start, just behind it, goes into the row (no key is
-            # halted, so the start applies).
-            attempts = 0
-            if position + 1 < len(changes) and (change.key is None or not usage.halts):
-                mark = changes[position + 1]
-                if isinstance(mark, MarkAttempt) and mark.job_id == change.job_id:
-                    attempts, marked = mark.attempt, mark
-            if change.unique is None and change.unique_for is None and change.due_at is None:
-                # The common row, its NULL columns left out: each None bound
-                # costs about what a column does (sqlite3 looks for an adapter).
-                sql = _INSERT_PLAIN
-                row: tuple[object, ...] = (
-                    change.job_id,
-                    change.key,
-                    change.data,
-                    now,
-                    change.job_id,
-                    attempts,
-                )
-            else:
-                sql = _INSERT
-                row = (
-                    change.job_id,
-                    change.key,
-                    change.unique,
-                    change.unique_for,
-                    change.data,
-                    now,
-                    None if change.due_at is not None else change.job_id,
-                    change.due_at,
-                    attempts,
-                )
-            try:
-                cursor.execute(sql, row)
-            except sqlite3.IntegrityError as exc:
-                if change.unique is None:  # its id, in a file edited by hand (SQLite says which)
-                    error = JournalError(f"{path}: job {change.job_id} cannot be stored: {exc}")
-                    raise _Refused(error) from None
-                _refuse_duplicate(cursor, change.unique)
-                raise
-            next_id = change.job_id + 1
-        elif isinstance(change, Due):
-            new_id(change.seq)
-            if one(
-                "UPDATE main.jobs SET seq = ?, due_at = NULL"
-                f" WHERE id = ? AND {_PENDING} AND seq IS NULL",
-                (change.seq, change.job_id),
-                change,
-                change.job_id,
-            ):
-                # The place is taken from the ids: none is handed out again.
-                cursor.execute(
-                    "UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'jobs'",
-                    (change.seq,),
-                )
-                next_id = change.seq + 1
-        elif isinstance(change, MarkAttempt):
-            settle(_mark(cursor, change, usage), change, change.job_id)
-        elif isinstance(change, Retrying):
-            one(
-                f"UPDATE main.jobs SET error = ?, retry_at = ? WHERE id = ? AND {_PENDING}",
-                (change.error, change.retry_at, change.job_id),
-                change,
-                change.job_id,
-            )
-        elif isinstance(change, Complete) and (
-            _complete(cursor, change.job_id, now, marking)  # no unique key to release
-        ):
-            if usage.steps:
-                cursor.execute("DELETE FROM steps WHERE job_id = ?", (change.job_id,))
-        elif isinstance(change, Complete | Discard):
-            held = unique_of(change.job_id, "pending")
-            if not settle(held is not None, change, change.job_id):
-                continue
-            assert held is not None
-            if isinstance(change, Complete):
-                cursor.execute("DELETE FROM main.jobs WHERE id = ?", (change.job_id,))
-                if usage.steps:
-                    cursor.execute("DELETE FROM steps WHERE job_id = ?", (change.job_id,))
-            else:
-                cursor.execute(
-                    "UPDATE main.jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL,"
-                    " due_at = NULL, stopped_during = ? WHERE id = ?",
-                    (change.error, now, change.stopped_during, change.job_id),
-                )
-            _UNIQUES.release(cursor, *held, change.job_id, request.now)
-            usage.windows = usage.windows or (held[0] is not None and held[1] is not None)
-            if isinstance(change, Discard) and change.halt:
-                usage.halts = True
-                # The first discard that halts a key names it; a pause does not.
-                cursor.execute(
-                    "INSERT INTO halted (key, job_id, error) SELECT key, id, error FROM main.jobs"
-                    " WHERE id = ? AND key IS NOT NULL ON CONFLICT (key) DO UPDATE"
-                    " SET job_id = excluded.job_id, error = excluded.error"
-                    " WHERE halted.job_id IS NULL",
-                    (change.job_id,),
-                )
-        elif isinstance(change, Purge):
-            if one(
-                "DELETE FROM main.jobs WHERE id = ? AND state = 'dead'",
-                (change.job_id,),
-                change,
-                change.job_id,
-            ):
-                cursor.execute("DELETE FROM steps WHERE job_id = ?", (change.job_id,))
-        elif isinstance(change, Step):
-            usage.steps = True
-            one(
-                "INSERT INTO steps (job_id, n, name, data)"
-                " SELECT id, (SELECT COUNT(*) FROM steps WHERE job_id = ?), ?, ? FROM main.jobs"
-                f" WHERE id = ? AND {_PENDING}"
-                " ON CONFLICT (job_id, name) DO UPDATE SET data = excluded.data",
-                (change.job_id, change.name, change.data, change.job_id),
-                change,
-                change.job_id,
-            )
-        elif isinstance(change, Requeue):
-            new_id(change.new_id)
-            letter = unique_of(change.job_id, "dead")
-            if not settle(letter is not None, change, change.job_id):
-                continue
-            assert letter is not None
-            _reserve(cursor, letter[0], change.new_id, request.now, own=change.job_id)
-            try:
-                cursor.execute(
-                    "INSERT INTO main.jobs (id, key, unique_key, unique_for, data, accepted_at, seq)"
-                    " SELECT ?, key, unique_key, unique_for, data, ?, ? FROM main.jobs WHERE id = ?",
-                    (change.new_id, now, change.new_id, change.job_id),
-                )
-            except sqlite3.IntegrityError:
-                _refuse_duplicate(cursor, letter[0])
-                raise
-            cursor.execute(  # a halt its discard caused names the job it becomes
-                "UPDATE halted SET job_id = ? WHERE job_id = ?"
-                " AND key = (SELECT key FROM main.jobs WHERE id = ?)",
-                (change.new_id, change.job_id, change.job_id),
-            )
-            cursor.execute("DELETE FROM main.jobs WHERE id = ?", (change.job_id,))
-            cursor.execute(  # the steps it made go with it
-                "UPDATE steps SET job_id = ? WHERE job_id = ?", (change.new_id, change.job_id)
-            )
-            next_id = change.new_id + 1
-        elif isinstance(change, Revive):
-            letter = unique_of(change.job_id, "dead")
-            if not settle(letter is not None, change, change.job_id):
-                continue
-            assert letter is not None
-            _reserve(cursor, letter[0], change.job_id, request.now, own=change.job_id)
-            try:
-                cursor.execute(
-                    "UPDATE main.jobs SET state = 'pending', attempts = 0, error = NULL,"
-                    " retry_at = NULL, finished_at = NULL, stopped_during = NULL, completed_at = NULL,"
-                    " seq = COALESCE(seq, id), due_at = NULL WHERE id = ?",
-                    (change.job_id,),
-                )
-            except sqlite3.IntegrityError:
-                _refuse_duplicate(cursor, letter[0])
-                raise
-            if change.resume:
-                cursor.execute(
-                    "DELETE FROM halted WHERE key = (SELECT key FROM main.jobs WHERE id = ?)",
-                    (change.job_id,),
-                )
-                usage.resumed(cursor)
-        elif isinstance(change, Halt):
-            usage.halts = True
-            cursor.execute("INSERT OR IGNORE INTO halted (key) VALUES (?)", (change.key,))
-        elif isinstance(change, Resume):
-            cursor.execute("DELETE FROM halted WHERE key = ?", (change.key,))
-            usage.resumed(cursor)
-        else:
-            raise _Refused(JournalError(f"{path}: not a journal change: {change!r}"))
-    return next_id
-
-
-def _reserve(
-    cursor: sqlite3.Cursor,
-    unique: str | None,
-    job_id: int,
-    now: float,
-    *,
-    own: int | None = None,
-) -> None:
-    """*job_id* takes *unique* (see `_uniques`), or `_Refused` names who reserves it."""
-    refused = _UNIQUES.reserve(cursor, unique, job_id, now, own)
-    if refused is not None:
-        raise _Refused(refused)
-
-
-def _refuse_duplicate(cursor: sqlite3.Cursor, unique: str | None) -> None:
-    """Raise `_Refused` with the `DuplicateError` naming *unique*'s holder."""
-    raise _Refused(_UNIQUES.holder(cursor, unique or "")) from None
