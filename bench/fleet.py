@@ -45,15 +45,21 @@ procrastinate runs at its best settings for this workload:
   fallback (a NOTIFY wakes the workers);
 - ``delete_jobs="never"`` (its default): the clock stops when a poll of
   ``procrastinate_jobs`` (every ``POLL`` seconds) finds no job todo or doing,
-  and every job must then have succeeded.
+  and every job must then have succeeded;
+- ``ANALYZE procrastinate_jobs`` after each batch defer, inside the clock:
+  each run's table is new, and without statistics the planner turns the
+  fetch over 10,000 keys into a scan of every todo job's lock, seconds per
+  fetch with thousands waiting (the comment in ``produce_and_wait`` has the
+  plans).  The sweep above ran without it and is due again.
 
-A run stops at ``RUN_TIMEOUT`` (120 s); its figure is then the jobs finished
-by then per second, marked ``*``.  procrastinate over one key needs it with
-more than one process: a fetch that finds nothing because the key's job is
-doing took 58 ms with 10,000 jobs waiting (EXPLAIN ANALYZE on this machine),
-and on one key every process but the one running the key fetches nothing.
-A longer polling interval did not help (4 processes: 15* jobs/s at 1.0 s,
-31* at 0.05 s).
+A run that is still going at ``RUN_TIMEOUT`` (120 s), or whose throughput
+collapses (a ``STALL_WINDOW`` of 10 s below ``STALL_FRACTION``, 5%, of its
+best window), is a stall: the table prints STALL with its jobs done and its
+seconds, never a rate or a ratio, and a cell with any stalled run gives no
+median.  Over one key procrastinate's fetch that finds nothing (every
+process but the key's runner) walks the backlog and, for each todo job,
+the jobs table from the start to a job with the key's lock: 50-260 ms with
+2,000 jobs, and growing with the backlog times the finished rows.
 
 Each procrastinate run gets a fresh schema (``procrastinate_bench``, reached
 through the connection's ``search_path``), so no run inherits dead rows.
@@ -94,19 +100,60 @@ PROCESS_COUNTS = (1, 2, 4)
 KEY_COUNTS = (10_000, 1)
 BATCH = 1_000  # jobs per enqueue call and transaction
 POLL = 0.05  # seconds between polls of the jobs table for the end of a run
-RUN_TIMEOUT = 120.0  # seconds: a run slower than this is reported as such
+RUN_TIMEOUT = 120.0  # seconds: a run still going then is a stall
+STALL_WINDOW = 10.0  # seconds: the span over which a collapse is judged
+STALL_FRACTION = 0.05  # a window below this share of the run's best window is a collapse
 
 # keys -> (concurrency per worker process, fetch_job_polling_interval in seconds);
 # any number of keys but 1 takes the settings of 10,000
 PROCRASTINATE_SETTINGS: dict[int, tuple[int, float]] = {10_000: (8, 1.0), 1: (1, 0.05)}
 
 
-class RunTimeout(Exception):
-    """A run stopped at RUN_TIMEOUT; ``rate`` is the jobs finished by then per second."""
+class Stall(Exception):
+    """A run that hit RUN_TIMEOUT or collapsed: its jobs done and seconds, never a rate.
 
-    def __init__(self, rate: float) -> None:
-        super().__init__(rate)
-        self.rate = rate
+    A rate read off a stalled run measures how long we were willing to wait,
+    not the side's throughput, and a ratio made from it reads as a result.
+    """
+
+    def __init__(self, done: int, jobs: int, seconds: float, why: str) -> None:
+        super().__init__(done, jobs, seconds, why)
+        self.done, self.jobs, self.seconds, self.why = done, jobs, seconds, why
+
+    def __str__(self) -> str:
+        return (
+            f"STALL, {self.done:,} of {self.jobs:,} jobs done in {self.seconds:.1f} s ({self.why})"
+        )
+
+
+class Progress:
+    """Reads a run's polls of the jobs left, and says when it is done or has stalled.
+
+    A run stalls when it is still going at RUN_TIMEOUT, or when its
+    throughput collapses: a whole STALL_WINDOW in which it finishes fewer than
+    STALL_FRACTION of the jobs per second of its best window so far (a run
+    that stalls that way is stopped then, not left to the cap).
+    """
+
+    def __init__(self, jobs: int, start: float) -> None:
+        self.jobs, self.start = jobs, start
+        self.window_start, self.window_done, self.best = start, 0, 0.0
+
+    def done(self, left: int, now: float) -> bool:
+        """True when no job is left; raise Stall when the run has stalled."""
+        if not left:
+            return True
+        done, seconds = self.jobs - left, now - self.start
+        if seconds > RUN_TIMEOUT:
+            raise Stall(done, self.jobs, seconds, f"still going at the {RUN_TIMEOUT:.0f} s cap")
+        if now - self.window_start >= STALL_WINDOW:
+            rate = (done - self.window_done) / (now - self.window_start)
+            self.best = max(self.best, rate)
+            if rate < self.best * STALL_FRACTION:
+                why = f"{rate:,.1f} jobs/s over {now - self.window_start:.0f} s, down from {self.best:,.0f}"
+                raise Stall(done, self.jobs, seconds, why)
+            self.window_start, self.window_done = now, done
+        return False
 
 
 def ensure_database(server: str) -> str:
@@ -227,9 +274,10 @@ async def inturn_produce_and_wait(dsn: str, keys: int, jobs: int) -> float:
                         for job_id, n in zip(ids, numbers, strict=True)
                     ]
                 )
-            while left := unfinished(connection):
-                if time.perf_counter() - start > RUN_TIMEOUT:
-                    raise RunTimeout((jobs - left) / (time.perf_counter() - start))
+            progress = Progress(jobs, start)
+            while True:  # polled: the database has no event to wait on
+                if progress.done(unfinished(connection), time.perf_counter()):
+                    break
                 await trio.sleep(POLL)
             elapsed = time.perf_counter() - start
             row = connection.execute(f"SELECT count(*) FROM {INTURN_SCHEMA}.jobs").fetchone()
@@ -402,10 +450,22 @@ async def produce_and_wait(dsn: str, keys: int, jobs: int) -> float:
                 for n in range(first, min(first + BATCH, jobs))
             ]
             await app.job_manager.batch_defer_jobs_async(batch)
-        while await count_jobs(connection, "status IN ('todo', 'doing')"):
-            if time.perf_counter() - start > RUN_TIMEOUT:
-                finished = await count_jobs(connection, "status = 'succeeded'")
-                raise RunTimeout(finished / (time.perf_counter() - start))
+            # Each run's table is new, so it has no statistics: the planner then
+            # takes "status = 'todo'" for a row or two and plans the fetch as
+            # "test every todo job's lock, sort, take the first", each test a
+            # scan of the (id, lock) index, whose first column is not the lock.
+            # Over 10,000 keys a fetch then took 0.3 s with 5,000 jobs waiting
+            # and 2 s with 10,000 (the runs that stalled at 3 jobs/s). A table
+            # in use has statistics from autovacuum, and PostgreSQL's advice
+            # after a bulk load is ANALYZE; with them the fetch walks the
+            # priority index and stops at the first free job (1-2 ms). It
+            # costs 5-50 ms a batch, counted in procrastinate's time.
+            await connection.execute("ANALYZE procrastinate_jobs")
+        progress = Progress(jobs, start)
+        while True:  # polled: the database has no event to wait on
+            left = await count_jobs(connection, "status IN ('todo', 'doing')")
+            if progress.done(left, time.perf_counter()):
+                break
             await asyncio.sleep(POLL)
         elapsed = time.perf_counter() - start
         succeeded = await count_jobs(connection, "status = 'succeeded'")
@@ -453,15 +513,15 @@ Side = Callable[..., float]
 
 @dataclasses.dataclass
 class Outcome:
-    rates: list[float] = dataclasses.field(default_factory=list)
-    stopped: int = 0  # runs stopped at RUN_TIMEOUT: their rate is not end to end
+    rates: list[float] = dataclasses.field(default_factory=list)  # of the runs that finished
+    stalls: list[tuple[int, Stall]] = dataclasses.field(default_factory=list)  # (run, stall)
     missing: str = ""  # why there are no rates
 
 
 def measure(sides: dict[str, Side], dsn: str, runs: int, **params: int) -> dict[str, Outcome]:
     """Run each side *runs* times, alternately, so the machine's noise hits both."""
     outcomes = {name: Outcome() for name in sides}
-    for _ in range(runs):
+    for run in range(runs):
         for name, side in sides.items():
             outcome = outcomes[name]
             if outcome.missing:
@@ -470,18 +530,34 @@ def measure(sides: dict[str, Side], dsn: str, runs: int, **params: int) -> dict[
                 outcome.rates.append(side(dsn, **params))
             except NotImplementedError:
                 outcome.missing = "not built"
-            except RunTimeout as stop:
-                outcome.rates.append(stop.rate)
-                outcome.stopped += 1
+            except Stall as stall:
+                outcome.stalls.append((run, stall))
     return outcomes
 
 
 def cell(outcome: Outcome) -> str:
+    """The median (min-max) of the runs, or STALL if any run stalled.
+
+    A median over finished and stalled runs would be neither a throughput nor
+    a stall, so one stall takes the whole cell; ``stalls`` says what happened.
+    """
     if outcome.missing:
         return f"{outcome.missing:>23}"
-    rates, mark = outcome.rates, "*" if outcome.stopped else " "
+    runs = len(outcome.rates) + len(outcome.stalls)
+    if outcome.stalls:
+        return f"{f'STALL {len(outcome.stalls)} of {runs} runs':>23}"
+    rates = outcome.rates
     spread = f"({min(rates):,.0f}-{max(rates):,.0f})"
-    return f"{statistics.median(rates):>8,.0f}{mark} {spread:>13}"
+    return f"{statistics.median(rates):>9,.0f} {spread:>13}"
+
+
+def stalls(name: str, outcome: Outcome) -> list[str]:
+    """A line per stalled run (jobs done, seconds, why), then the side's finished runs."""
+    lines = [f"  {name} run {run + 1}: {stall}" for run, stall in outcome.stalls]
+    if lines and outcome.rates:
+        finished = ", ".join(f"{rate:,.0f}" for rate in outcome.rates)
+        lines.append(f"  {name}'s other runs finished: {finished} jobs/s")
+    return lines
 
 
 def main() -> None:
@@ -526,22 +602,20 @@ def main() -> None:
             print(f"  over {over}: concurrency {concurrency} per process, polling {polling} s")
     header = f"{'keys':>6} {'procs':>5}" + "".join(f" {name + ' jobs/s':>23}" for name in sides)
     print(header + (f" {'ratio':>6}" if len(sides) == 2 else ""), flush=True)
-    stopped = 0
     for keys in args.keys:
         for processes in args.processes:
             outcomes = measure(sides, dsn, runs, processes=processes, keys=keys, jobs=jobs)
             line = f"{keys:>6,} {processes:>5}" + "".join(f" {cell(o)}" for o in outcomes.values())
             inturn, baseline = outcomes.get("inturn"), outcomes.get("procrastinate")
-            if inturn and inturn.rates and baseline and baseline.rates:
+            if inturn and baseline and (inturn.stalls or baseline.stalls):
+                line += f" {'stall':>6}"  # no ratio: a stall's figure is no throughput
+            elif inturn and inturn.rates and baseline and baseline.rates:
                 ratio = statistics.median(inturn.rates) / statistics.median(baseline.rates)
                 line += f" {ratio:>6.1f}"
             print(line, flush=True)
-            stopped += sum(outcome.stopped for outcome in outcomes.values())
-    if stopped:
-        print(
-            f"* {stopped} run(s) stopped at {RUN_TIMEOUT:.0f} s: the figure is the jobs"
-            " finished by then per second (not end to end; the backlog was still there)"
-        )
+            for name, outcome in outcomes.items():
+                for detail in stalls(name, outcome):
+                    print(detail, flush=True)
     if "inturn" in sides:
         takeovers = [failover(dsn) for _ in range(runs)]
         print(
