@@ -170,9 +170,7 @@ class Supervisor:
         """
         if type(key) is not str or key != self._valid_key:  # a producer often repeats one
             key = self._valid_key = validate_key(key)
-        job_id = await self._accept(key, payload, unique, unique_for, delay, at)
-        await schedule_point()
-        return job_id
+        return await self._accept(key, payload, unique, unique_for, delay, at)
 
     async def send_many(self, jobs: Iterable[tuple[str, object] | Item]) -> list[int]:
         """Accept several sequenced jobs at once, all or none, in one journal write.
@@ -248,7 +246,6 @@ class Supervisor:
             ]
             uniques = any(append.unique is not None for append in appends)
             await self._fleet.append(appends, now=now if uniques else None)
-            await schedule_point()
             return ids
         core = runtime.core
         later: list[Append] = []  # the scheduled jobs'
@@ -272,7 +269,6 @@ class Supervisor:
                     ids.append(later[-1].job_id)
             batch = now_due
         await self._journal_new(runs, batch, windows, later, uniques=bool(first))
-        await schedule_point()
         return ids
 
     async def submit(
@@ -289,9 +285,7 @@ class Supervisor:
         *unique*, *unique_for*, *delay* and *at* are `send`'s.  Raises the same
         errors as `send`.
         """
-        job_id = await self._accept(None, payload, unique, unique_for, delay, at)
-        await schedule_point()
-        return job_id
+        return await self._accept(None, payload, unique, unique_for, delay, at)
 
     async def ask(
         self,
