@@ -40,9 +40,12 @@ The journal decides races with other writers: a change it *superseded*
 halted) comes back from ``write``, and the actor lets the job go
 (``Core.superseded``) or takes the start back instead of failing.
 
-Fairness: a handler need not yield, but every attempt ends with a journal
-write, and every journal's write is a checkpoint (`Journal.write`): an actor
-with a backlog lets other tasks run between any two of its jobs.
+Fairness: the memory journal does not yield, and a handler need not, so an
+actor with a backlog yields between two jobs itself (a schedule point,
+`trio.lowlevel.cancel_shielded_checkpoint`).  One that waited for work has
+yielded already.  It cannot tell whether the handler yielded: trio counts a
+task's schedule points, but only in private attributes, which inturn does not
+read.
 
 The journal is written *before* the core is told, so a failed write leaves
 the job unfinished in both: the actor crashes, `Runtime` restarts it (the job
@@ -562,6 +565,7 @@ class Actor:
         `Worker` then runs the actor again in a fresh one.
         """
         runtime, core = self.runtime, self.runtime.core
+        yielded = True  # spawned or woken: other tasks ran since the lane's last job
         while True:
             if not core.take_slot(self.lane):
                 del runtime.actors[self.lane]
@@ -574,13 +578,15 @@ class Actor:
             if entry is None:
                 if await self._rest():
                     return
+                yielded = True
                 continue
-            # Each attempt ends with a journal write, a checkpoint (`Journal.write`):
-            # however fast the handler, other tasks run between two jobs.
+            if not yielded:  # however fast the handler, let other tasks run between jobs
+                await trio.lowlevel.cancel_shielded_checkpoint()
             if runtime.batch is None:
-                await self._attempt(entry)
+                await self._attempt(entry, checked=yielded)
             else:
                 await self._attempt_batch(entry)
+            yielded = False
             if core.ready:  # others wait for a slot: take turns
                 runtime.start_holding(core.pass_slot(self.lane))
 
@@ -618,11 +624,14 @@ class Actor:
             return True
         return False  # a send landed meanwhile: serve it
 
-    async def _attempt(self, entry: Entry) -> None:
-        """Run started *entry*'s attempt and carry out its outcome."""
+    async def _attempt(self, entry: Entry, *, checked: bool) -> None:
+        """Run started *entry*'s attempt and carry out its outcome.
+
+        *checked*: nothing was awaited since the core started it.
+        """
         runtime = self.runtime
         try:
-            job = await self._prepare(entry)
+            job = await self._prepare(entry, checked=checked)
             if job is None:
                 return
             result: object = None
@@ -657,14 +666,14 @@ class Actor:
             if runtime.stop_waiters:  # a skip waits for the attempt to stop
                 runtime.stopped.unpark_all()
 
-    async def _prepare(self, entry: Entry) -> Job | None:
+    async def _prepare(self, entry: Entry, *, checked: bool = False) -> Job | None:
         """Everything started *entry*'s attempt awaits before its handler; its `Job`.
 
         None if the attempt ended here: discarded (out of attempts, or its
         payload does not decode), sleeping out a backoff it was recovered
         in, or given back (paused or skipped meanwhile, or superseded).
-        Called right after the core started *entry*: only once it awaited
-        something can a pause or a skip have landed (`Core.may_run`).
+        *checked*: nothing was awaited since the core started it, so no
+        pause or skip can have landed (else `Core.may_run` is asked).
         """
         runtime, core = self.runtime, self.runtime.core
         if entry.exhausted:
@@ -686,15 +695,16 @@ class Actor:
             return None
         marks = core.start_marks([entry])
         if marks:
+            checked = False
             if core.marks_written([entry], await runtime.journal.write(marks)):
                 await self._start_superseded(entry)
                 return None
         elif runtime.fleet is not None:
             # Marked by an earlier write: a member that may have stalled past
             # its heartbeat since renews it first, or stops (LeaseLost).
+            checked = False
             await runtime.fleet.journal.hold()
-        awaited = bool(marks) or runtime.fleet is not None
-        if awaited and not core.may_run(entry):  # paused or skipped meanwhile
+        if not checked and not core.may_run(entry):  # paused or skipped meanwhile
             await self._take_back(entry)
             return None
         try:

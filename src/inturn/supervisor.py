@@ -170,7 +170,9 @@ class Supervisor:
         """
         if type(key) is not str or key != self._valid_key:  # a producer often repeats one
             key = self._valid_key = validate_key(key)
-        return await self._accept(key, payload, unique, unique_for, delay, at)
+        job_id = await self._accept(key, payload, unique, unique_for, delay, at)
+        await schedule_point()
+        return job_id
 
     async def send_many(self, jobs: Iterable[tuple[str, object] | Item]) -> list[int]:
         """Accept several sequenced jobs at once, all or none, in one journal write.
@@ -246,6 +248,7 @@ class Supervisor:
             ]
             uniques = any(append.unique is not None for append in appends)
             await self._fleet.append(appends, now=now if uniques else None)
+            await schedule_point()
             return ids
         core = runtime.core
         later: list[Append] = []  # the scheduled jobs'
@@ -269,6 +272,7 @@ class Supervisor:
                     ids.append(later[-1].job_id)
             batch = now_due
         await self._journal_new(runs, batch, windows, later, uniques=bool(first))
+        await schedule_point()
         return ids
 
     async def submit(
@@ -285,7 +289,9 @@ class Supervisor:
         *unique*, *unique_for*, *delay* and *at* are `send`'s.  Raises the same
         errors as `send`.
         """
-        return await self._accept(None, payload, unique, unique_for, delay, at)
+        job_id = await self._accept(None, payload, unique, unique_for, delay, at)
+        await schedule_point()
+        return job_id
 
     async def ask(
         self,

@@ -91,14 +91,6 @@ class Journal(Protocol):
     ) -> Sequence[Change]:
         """Apply *changes* atomically, in order; return the superseded ones (usually none).
 
-        A checkpoint, as trio's own functions are: cancelled before it writes
-        anything, it raises `trio.Cancelled` with nothing written; and it
-        lets other tasks run before it returns, even when it had nothing to
-        wait for (a durable journal's write parks until its commit; the
-        memory journal's takes a schedule point).  The runtime relies on
-        that for fairness: every attempt of a job ends with a write, so an
-        actor with a backlog never holds the run for more than one job.
-
         *now* is the writer's Unix time (None: the journal's ``time.time()``).
         It dates and judges unique keys' reservations: a job finishing in
         this batch reserves its key until ``now + unique_for``, and a

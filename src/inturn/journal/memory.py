@@ -157,14 +157,10 @@ class MemoryJournal:
     ) -> Sequence[Change]:
         if now is not None:
             check_now(now)
-        # A checkpoint, as every journal's write is (`Journal.write`): a
-        # cancellation point before anything is written, and a schedule point
-        # after, which cannot lose an answer to a cancel.
+        # A cancellation point, not a schedule point: there is nothing to wait
+        # for, and the runtime yields where fairness needs it.
         await trio.lowlevel.checkpoint_if_cancelled()
-        try:
-            return self._write(changes, now)
-        finally:
-            await trio.lowlevel.cancel_shielded_checkpoint()
+        return self._write(changes, now)
 
     def append_now(self, job_id: int, key: str, data: bytes, attempt: int = 0) -> bool:
         """`write` of ``[Append(job_id, key, data)]``, and of ``MarkAttempt(job_id, attempt)``
