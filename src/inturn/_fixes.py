@@ -6,8 +6,6 @@ command go through one too); these are the pieces its methods share.
 
 from __future__ import annotations
 
-import time
-
 import trio
 
 from ._checks import check_count, check_number
@@ -82,10 +80,11 @@ def check_purge(older_than: object, key: object) -> tuple[float, str | None]:
     return float(older_than), None if key is None else validate_key(key)
 
 
-async def purge_dead(journal: Journal, older_than: object, key: str | None) -> int:
-    """Delete the dead letters discarded more than *older_than* seconds ago; return how many."""
+async def purge_dead(journal: Journal, older_than: object, key: str | None, now: float) -> int:
+    """Delete the dead letters discarded more than *older_than* seconds before *now* (the
+    Unix time of the clock that discarded them: a supervisor's); return how many."""
     seconds, key = check_purge(older_than, key)
-    before = time.time() - seconds
+    before = now - seconds
     purged = 0
     while dead := await journal.dead_letters(key=key, limit=_PURGE_BATCH, finished_before=before):
         # A dead letter requeued meanwhile is superseded, not purged: the rest are.

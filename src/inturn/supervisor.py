@@ -246,8 +246,7 @@ class Supervisor:
                     zip(ids, batch, strict=True)
                 )
             ]
-            uniques = any(append.unique is not None for append in appends)
-            await self._fleet.append(appends, now=now if uniques else None)
+            await self._fleet.append(appends, now=now)
             await schedule_point()
             return ids
         core = runtime.core
@@ -271,7 +270,7 @@ class Supervisor:
                     later.append(self._scheduled(key, data, unique, unique_for, due))
                     ids.append(later[-1].job_id)
             batch = now_due
-        await self._journal_new(runs, batch, windows, later, uniques=bool(first))
+        await self._journal_new(runs, batch, windows, later)
         await schedule_point()
         return ids
 
@@ -390,7 +389,7 @@ class Supervisor:
                 await trio.lowlevel.checkpoint()
                 return
             async with runtime.writing_halt(key):
-                await runtime.journal.write([Resume(key)])
+                await runtime.journal.write([Resume(key)], now=runtime.unix_now())
                 if runtime.core.resume(key):
                     runtime.spawn(key)
         runtime.log.info("key.resumed", key=key)
@@ -419,7 +418,7 @@ class Supervisor:
         """
         self._check_open()
         limit = check_limit(limit)
-        now, asked = time.time(), limit
+        now, asked = self._runtime.unix_now(), limit
         while True:
             infos = await self._runtime.journal.keys(state=state, limit=asked, now=now)
             live = [self._live_key(info) for info in infos]
@@ -803,7 +802,7 @@ class Supervisor:
             # journaled; a start already under way takes itself back (Core.may_run).
             runtime.core.pause(key)
             try:
-                await runtime.journal.write([Halt(key)])
+                await runtime.journal.write([Halt(key)], now=runtime.unix_now())
             except BaseException:
                 if runtime.core.pause_refused(key):
                     runtime.spawn(key)
@@ -821,7 +820,7 @@ class Supervisor:
             SupervisorClosed: the supervisor has stopped.
         """
         self._check_open()
-        return await purge_dead(self._runtime.journal, older_than, key)
+        return await purge_dead(self._runtime.journal, older_than, key, self._runtime.unix_now())
 
     def _live_key(self, info: KeyInfo) -> KeyInfo:
         """The journal's view of a key, corrected by what runs right now (see `_waiting`)."""
@@ -959,16 +958,15 @@ class Supervisor:
             append = Append(
                 job_id=job_id, key=key, data=data, unique=unique, unique_for=window, due_at=due
             )
-            uniques = unique is not None
-            await self._fleet.append([append], now=runtime.unix_now() if uniques else None)
+            await self._fleet.append([append], now=runtime.unix_now())
             return job_id
         if due is not None:
             append = self._scheduled(key, data, unique, window, due)
-            await self._journal_new([], [], later=[append], uniques=unique is not None)
+            await self._journal_new([], [], later=[append])
             return append.job_id
         job = (key, data, unique)
         runs = runtime.core.reserve_many([job])
-        await self._journal_new(runs, [job], [window], uniques=unique is not None)
+        await self._journal_new(runs, [job], [window])
         return runs[0].first
 
     def _scheduled(
@@ -1058,8 +1056,6 @@ class Supervisor:
         jobs: Sequence[tuple[str | None, bytes, str | None]],
         windows: Sequence[float | None] = (),
         later: Sequence[Append] = (),
-        *,
-        uniques: bool,
     ) -> None:
         """Journal new jobs in one write, then commit them; or retract them all.
 
@@ -1067,7 +1063,7 @@ class Supervisor:
         data, unique)`` in the same order, and *windows* their ``unique_for``
         (kept here, not in the core: once journaled, the journal keeps them);
         *later* the `Append`s of scheduled jobs, which join their keys when
-        due.  With *uniques*, some job takes a unique key.
+        due.
         """
         runtime = self._runtime
         core = runtime.core
@@ -1090,7 +1086,7 @@ class Supervisor:
             # Counted first: the scheduler may read them from the journal, and promote
             # them, before this write returns.
             core.scheduled(len(later))
-        now = runtime.unix_now() if uniques else None  # else the journal's clock: cheaper
+        now = runtime.unix_now()
         try:
             superseded = await runtime.journal.write(changes, now=now)
         except BaseException:
@@ -1156,8 +1152,7 @@ class Supervisor:
                 changes.append(mark)
                 starting.append((entry, mark))
             lane = entry.lane
-        uniques = not due or any(entry.unique is not None for entry in entries)
-        now = runtime.unix_now() if uniques else None  # else the journal's clock: cheaper
+        now = runtime.unix_now()
         try:
             superseded = await runtime.journal.write(changes, now=now)
             if not due and changes[0] in superseded:

@@ -26,9 +26,7 @@ from .test_shared_rules import SETUP, completions, discards, sends, starts, stat
 class GeneralPath(MemoryJournal):
     """A MemoryJournal that never takes the short way for batches of many."""
 
-    def _write_many(
-        self, changes: Sequence[Change], now: float, wall: bool
-    ) -> Sequence[Change] | None:
+    def _write_many(self, changes: Sequence[Change], now: float) -> Sequence[Change] | None:
         return None
 
 
@@ -69,6 +67,6 @@ async def test_the_short_way_takes_the_batches_it_is_for(batch: list[Change]) ->
     await journal.open()
     for change in SETUP:
         await journal.write([change])
-    taken = journal._write_many(batch, 0.0, False)
+    taken = journal._write_many(batch, 0.0)
     assert taken is not None
     assert list(taken) == [change for change in batch[-1:] if change == MarkAttempt(9, 1)]

@@ -73,7 +73,8 @@ class PostgresStatements:
     member: Member | None
     fencing: bool
     now: float = attrs.field(factory=time.time)
-    """The time operators read of the request's new jobs and dead letters."""
+    """The request's time (its writer's clock: `Journal.write`'s *now*): when its new jobs
+    were accepted and its dead letters discarded."""
     uniques: Uniques = UNIQUES
     owned: str = attrs.field(init=False)
     mine: tuple[int, ...] = attrs.field(init=False)
@@ -94,7 +95,7 @@ class PostgresStatements:
     ) -> int:
         """`_sql_apply.apply` of *request*; the next free id."""
         fencing = member is not None and not request.operator
-        return apply(cls(connection, name, member, fencing), request, next_id)
+        return apply(cls(connection, name, member, fencing, request.now), request, next_id)
 
     def whole(self, request: Request, next_id: int) -> int | None:
         changes = request.changes

@@ -92,13 +92,13 @@ class Journal(Protocol):
         """Apply *changes* atomically, in order; return the superseded ones (usually none).
 
         *now* is the writer's Unix time (None: the journal's ``time.time()``).
-        It dates and judges unique keys' reservations: a job finishing in
-        this batch reserves its key until ``now + unique_for``, and a
-        reservation ending at or before *now* is free.  The writer's, not the
-        journal's clock, so that a supervisor on trio's mock clock sees its
-        windows pass in virtual time, and the check and the insert stay one
-        atomic step in the journal.  Times the journal shows operators
-        (``accepted_at``, ``finished_at``) stay its own clock's.
+        It dates the batch (a new job's ``accepted_at``, a dead letter's
+        ``finished_at``) and judges unique keys' reservations: a job
+        finishing in this batch reserves its key until ``now + unique_for``,
+        and a reservation ending at or before *now* is free.  The writer's,
+        not the journal's clock, so that every time a supervisor writes and
+        compares comes from one clock (virtual, under trio's mock clock),
+        and the check and the insert stay one atomic step in the journal.
         """
         ...
 

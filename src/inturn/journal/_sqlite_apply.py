@@ -82,7 +82,8 @@ class SQLiteStatements:
     name: str
     usage: Usage
     now: float
-    """The time operators read of the group's new jobs and dead letters."""
+    """The time of the request being applied (its writer's clock: `Journal.write`'s *now*):
+    when its new jobs were accepted and its dead letters discarded."""
     marking: list[int] | None
     """Where a completed job's id goes, its row marked (`_COMPLETE`); None: rows are deleted."""
     uniques: Uniques = UNIQUES

@@ -399,18 +399,16 @@ class MemoryJournal:
         self._check_open()
         clock = time.time() if now is None else now
         if len(changes) > 1:
-            many = self._write_many(changes, clock, now is None)
+            many = self._write_many(changes, clock)
             if many is not None:
                 return many
         superseded = judge(changes, self._held, self._next_id, clock)  # all or nothing
-        self._carry_out(changes, superseded, clock, now is None)
+        self._carry_out(changes, superseded, clock)
         if not superseded:
             return _NONE
         return [changes[position] for position in sorted(superseded)]
 
-    def _write_many(
-        self, changes: Sequence[Change], now: float, wall: bool
-    ) -> Sequence[Change] | None:
+    def _write_many(self, changes: Sequence[Change], now: float) -> Sequence[Change] | None:
         """`_write`'s short way for the runtime's batches of many: what they superseded; None,
         changing nothing, for any other batch, which the general way judges.
 
@@ -418,16 +416,16 @@ class MemoryJournal:
         completions (below): a pass to check that a batch is one of them,
         then the same rule (`starts_on_halted`) and the same steps as the
         general way's.  `test_memory_batches` holds the two ways equal on
-        these batches and on batches near them.  *wall* as `_carry_out`'s.
+        these batches and on batches near them.
         """
         first = changes[0]
         if isinstance(first, Append):
-            return self._send_many(changes, now if wall else time.time())
+            return self._send_many(changes, now)
         if isinstance(first, MarkAttempt):
             return self._start_many(changes)
         return self._complete_many(changes, now)
 
-    def _send_many(self, changes: Sequence[Change], stamp: float) -> Sequence[Change] | None:
+    def _send_many(self, changes: Sequence[Change], now: float) -> Sequence[Change] | None:
         """`Append`s with neither a unique key, a window nor a due time, each maybe followed by
         its own start."""
         next_id, previous = self._next_id, None
@@ -446,7 +444,7 @@ class MemoryJournal:
         row: Row | None = None
         for change in changes:
             if isinstance(change, Append):
-                row = self._append(change.job_id, change.key, change.data, None, None, None, stamp)
+                row = self._append(change.job_id, change.key, change.data, None, None, None, now)
             else:
                 assert isinstance(change, MarkAttempt)
                 assert row is not None
@@ -498,20 +496,18 @@ class MemoryJournal:
         return _NONE
 
     def _carry_out(
-        self, changes: Sequence[Change], superseded: AbstractSet[int], now: float, wall: bool
+        self, changes: Sequence[Change], superseded: AbstractSet[int], now: float
     ) -> None:
-        """Apply *changes* (judged) but their *superseded* positions.  *wall*: *now* is this
-        machine's clock, the time operators read (when a job was accepted or discarded)."""
+        """Apply *changes* (judged) but their *superseded* positions, at *now* (`write`'s)."""
         if self._expiry:
             self._expire(now)
-        stamp = now if wall else time.time()
         for position, change in enumerate(changes):
             if position not in superseded:
-                self._apply(change, now, stamp)
+                self._apply(change, now)
 
-    def _apply(self, change: Change, now: float, stamp: float) -> None:
-        """Apply *change*, judged not superseded; unique keys' windows start at *now*, and
-        *stamp* is the time operators read."""
+    def _apply(self, change: Change, now: float) -> None:
+        """Apply *change*, judged not superseded, at *now*: when a new job was accepted, a
+        dead letter discarded, a unique key's window starts."""
         match change:
             # The commonest first: each case is a test in turn.
             case MarkAttempt(job_id=job_id, attempt=attempt):
@@ -526,7 +522,7 @@ class MemoryJournal:
                     change.unique,
                     change.unique_for,
                     change.due_at,
-                    stamp,
+                    now,
                 )
             case Due(job_id=job_id, seq=seq):
                 del self._scheduled[job_id]
@@ -549,7 +545,7 @@ class MemoryJournal:
                 row.last_error = error
                 row.stopped_during = stopped
                 row.retry_at = None
-                row.finished_at = stamp
+                row.finished_at = now
                 self._dead[job_id] = row
                 if halt and row.key is not None and self._halted.get(row.key) is None:
                     self._halted[row.key] = (job_id, error)  # the first discard's, kept
@@ -558,7 +554,7 @@ class MemoryJournal:
             case Requeue(job_id=job_id, new_id=new_id):
                 letter = self._dead.pop(job_id)
                 requeued = self._append(
-                    new_id, letter.key, letter.data, letter.unique, letter.unique_for, None, stamp
+                    new_id, letter.key, letter.data, letter.unique, letter.unique_for, None, now
                 )
                 requeued.steps = letter.steps  # the steps it made go with it
                 key = letter.key

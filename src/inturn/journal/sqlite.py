@@ -70,7 +70,6 @@ import fcntl
 import json
 import os
 import sqlite3
-import time
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Final, Literal
 
@@ -464,7 +463,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             cursor,
             self.path,
             self._usage,
-            now=time.time(),  # the accepted_at of the group's sends
+            now=0.0,  # each request's own (its writer's clock), set below
             marking=self._completed if len(group) < _MARK_BELOW else None,
         )
         for request in group:
@@ -474,6 +473,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             savepoint = needs_savepoint(changes) and (guarded or not plain(changes, next_id))
             if savepoint:
                 cursor.execute("SAVEPOINT batch")
+            statements.now = request.now
             try:
                 next_id = statements.apply(request, next_id)
             except Refused as refused:
