@@ -1,8 +1,9 @@
-"""MemoryJournal's short way for batches of many decides exactly as its general way.
+"""MemoryJournal's short way for the runtime's commonest batches decides exactly as its general way.
 
-`send_many` writes many `Append`s (each maybe with its start), and a batch
-handler many `MarkAttempt`s and many `Complete`s (maybe with the next job's
-start); the journal checks those in one pass and applies them (`_write_many`).
+A send writes an `Append` (maybe with its start), `send_many` many, an
+attempt a `MarkAttempt` (a batch handler many), a completion a `Complete`
+(a batch many; maybe with the next job's start); the journal checks those in
+one pass and applies them (`_write_short`).
 Any batch, of those shapes or near them (an id used before, a start of
 another job, a unique key, a job never appended, a job completed or started
 twice, a halted key), must leave the journal, the answer and the error
@@ -24,9 +25,9 @@ from .test_shared_rules import SETUP, completions, discards, sends, starts, stat
 
 
 class GeneralPath(MemoryJournal):
-    """A MemoryJournal that never takes the short way for batches of many."""
+    """A MemoryJournal that never takes the short way."""
 
-    def _write_many(self, changes: Sequence[Change], now: float) -> Sequence[Change] | None:
+    def _write_short(self, changes: Sequence[Change], now: float) -> Sequence[Change] | None:
         return None
 
 
@@ -67,6 +68,6 @@ async def test_the_short_way_takes_the_batches_it_is_for(batch: list[Change]) ->
     await journal.open()
     for change in SETUP:
         await journal.write([change])
-    taken = journal._write_many(batch, 0.0)
+    taken = journal._write_short(batch, 0.0)
     assert taken is not None
     assert list(taken) == [change for change in batch[-1:] if change == MarkAttempt(9, 1)]

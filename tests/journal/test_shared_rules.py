@@ -74,7 +74,7 @@ def completions() -> st.SearchStrategy[list[Change]]:
 
     @st.composite
     def build(draw: st.DrawFn) -> list[Change]:
-        done = draw(st.lists(st.sampled_from([1, 2, 3, 4, 5, 6, 7, 40]), min_size=2, max_size=5))
+        done = draw(st.lists(st.sampled_from([1, 2, 3, 4, 5, 6, 7, 40]), min_size=1, max_size=5))
         changes: list[Change] = [Complete(job_id) for job_id in done]
         if draw(st.booleans()):
             changes.append(MarkAttempt(draw(st.sampled_from([2, 3, 5, 6, 40])), 1))
@@ -88,7 +88,7 @@ def starts() -> st.SearchStrategy[list[Change]]:
     never appended, or of one twice."""
     return st.lists(
         st.builds(MarkAttempt, st.sampled_from([1, 2, 3, 4, 5, 40]), st.integers(0, 2)),
-        min_size=2,
+        min_size=1,
         max_size=5,
     )
 

@@ -398,8 +398,8 @@ class MemoryJournal:
         """`write`, once checked: judge the batch, apply it, answer what it superseded."""
         self._check_open()
         clock = time.time() if now is None else now
-        if len(changes) > 1:
-            many = self._write_many(changes, clock)
+        if changes:
+            many = self._write_short(changes, clock)
             if many is not None:
                 return many
         superseded = judge(changes, self._held, self._next_id, clock)  # all or nothing
@@ -408,12 +408,13 @@ class MemoryJournal:
             return _NONE
         return [changes[position] for position in sorted(superseded)]
 
-    def _write_many(self, changes: Sequence[Change], now: float) -> Sequence[Change] | None:
-        """`_write`'s short way for the runtime's batches of many: what they superseded; None,
-        changing nothing, for any other batch, which the general way judges.
+    def _write_short(self, changes: Sequence[Change], now: float) -> Sequence[Change] | None:
+        """`_write`'s short way for the runtime's commonest batches: what they superseded;
+        None, changing nothing, for any other batch, which the general way judges.
 
-        The batches are `send_many`'s, a batch handler's starts and its
-        completions (below): a pass to check that a batch is one of them,
+        The batches are a send's (or `send_many`'s), an attempt's start (or a
+        batch handler's starts) and a completion (or a batch's), each maybe
+        with the start of the job behind (below): a pass to check that a batch is one of them,
         then the same rule (`starts_on_halted`) and the same steps as the
         general way's.  `test_memory_batches` holds the two ways equal on
         these batches and on batches near them.
