@@ -121,7 +121,7 @@ class FleetPart(Protocol):
     poll_interval: float
 
     @property
-    def dry(self) -> bool: ...
+    def settled(self) -> bool: ...
 
     @property
     def journal(self) -> _Holds: ...
@@ -347,8 +347,8 @@ class Runtime:
 
     @property
     def idle(self) -> bool:
-        """Nothing runs or waits here (a fleet member: and its last claim found nothing)."""
-        return self.core.idle and (self.fleet is None or self.fleet.dry)
+        """Nothing runs or waits here (a fleet member: nor in the journal for it, `Fleet.settled`)."""
+        return self.core.idle and (self.fleet is None or self.fleet.settled)
 
     async def wait_idle(self) -> None:
         while not self.idle and not self.closed:

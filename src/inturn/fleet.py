@@ -109,6 +109,18 @@ class Fleet:
     """Each owned key's fencing token, as its claim gave it."""
     dry: bool = False
     """The last claim found nothing more, and nothing was sent since."""
+
+    @property
+    def settled(self) -> bool:
+        """Nothing waits for this member: its last claim found nothing, and it handed back every
+        key and keyless job it took (`let_go`, `retired`).
+
+        Jobs it sent to a key it owns are not claimed again: they wait in the
+        journal until the key's actor, out of work, lets the key go and
+        finds them.  Until the key is released, they may still be there.
+        """
+        return self.dry and not self.owned
+
     _ids: range = range(0)
     _next: int = 0
     _granting: trio.Lock = attrs.field(factory=trio.Lock)
