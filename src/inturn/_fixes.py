@@ -84,7 +84,8 @@ async def purge_dead(journal: Journal, older_than: object, key: str | None, now:
     """Delete the dead letters discarded more than *older_than* seconds before *now* (the
     Unix time of the clock that discarded them: a supervisor's); return how many."""
     seconds, key = check_purge(older_than, key)
-    before = now - seconds
+    # 0: every dead letter, whatever clock dated it (a mock clock's may run ahead of *now*).
+    before = None if seconds == 0 else now - seconds
     purged = 0
     while dead := await journal.dead_letters(key=key, limit=_PURGE_BATCH, finished_before=before):
         # A dead letter requeued meanwhile is superseded, not purged: the rest are.
