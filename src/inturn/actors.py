@@ -609,7 +609,8 @@ class Actor:
         if lingers and not core.is_halted(self.lane):
             runtime.linger(self, runtime.idle_timeout)
             return True  # its worker goes back to the pool: a send gets it a new actor
-        if fleet is not None and self.key is not None and not core.stopping:
+        if fleet is not None and not core.stopping and core.may_let_go(self.lane):
+            assert self.key is not None
             if await fleet.let_go(self.key):  # the journal released the key
                 runtime.exited(self)
                 return True

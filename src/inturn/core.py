@@ -438,11 +438,20 @@ class Core:
         lane needs an actor.
         """
         state = self._lane(key)
-        assert not state.fifo, "a lane is refreshed only once it ran dry"
+        if state.halted:
+            # The journal let go of a halted key at once: it kept this one, so it holds
+            # no halt of it now (an operator resumed it from another process).  The
+            # journal is right: the lane lifts its halt, and reads its jobs again.
+            self._pausing.discard(key)
+            state.halted = False
+            self._parked -= self._parkable(state)
+        if state.fifo:  # let go while halted, holding jobs
+            assert not any(entry.running for entry in state.fifo), "a running job's key is kept"
+            self._buffered -= len(state.fifo)
+            self._pending -= len(state.fifo)
+            state.fifo = []
         added = backlog.count - state.on_disk
         self._pending += added
-        if state.halted:
-            self._parked += added
         state.on_disk, state.disk_tail, state.tail = backlog.count, backlog.last_id, 0
         state.skipped = state.forgotten = None
         for stored in jobs:
@@ -461,6 +470,17 @@ class Core:
         share of what ``max_buffered`` leaves, at most ``window``, and each key's head at least
         (`owned` keeps no more; the rest is paged in)."""
         return max(1, min(self.window, (self.max_buffered - self._buffered) // keys))
+
+    def may_let_go(self, lane: Lane) -> bool:
+        """Whether a fleet member may hand *lane*'s key back now that it has nothing to start:
+        it holds no job, or it is halted (its jobs wait in the journal for the next owner).
+
+        Not while it holds a job that cannot start yet (a skipped head whose
+        dead letter is being journaled, say): the journal would keep the key
+        for it, and the lane must see it through first.
+        """
+        state = self._lanes[lane]
+        return isinstance(lane, str) and (not state.fifo or state.halted)
 
     def runs_dry(self, entry: Entry, count: int = 1) -> bool:
         """Whether completing running *entry* (and the *count* - 1 jobs of its batch) leaves
