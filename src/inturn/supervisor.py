@@ -1099,7 +1099,8 @@ class Supervisor:
             runtime.check_idle()
             self._answer_skips()
             raise
-        await self._check_journaled(changes, starting, superseded)
+        if self._runtime.closed:
+            await self._closed_while_journaled(changes, starting, superseded)
         if later:
             for append in later:
                 assert append.due_at is not None
@@ -1166,7 +1167,8 @@ class Supervisor:
             if isinstance(exc, _Superseded):
                 return False
             raise
-        await self._check_journaled(changes, starting, superseded)
+        if self._runtime.closed:
+            await self._closed_while_journaled(changes, starting, superseded)
         give_back = self._started_early(starting, superseded)
         for entry, first in zip(entries, firsts, strict=True):
             if due:
@@ -1190,24 +1192,21 @@ class Supervisor:
         if runtime.debug:
             runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
 
-    async def _check_journaled(
+    async def _closed_while_journaled(
         self,
         changes: list[Change],
         starting: list[tuple[Entry, MarkAttempt]],
         superseded: Sequence[Change],
-    ) -> None:
-        """Raise `SupervisorClosed` if the supervisor stopped (was cancelled) while *changes*
-        were journaled, first giving back each start journaled with them: it never runs now,
-        and the next supervisor would count an attempt cut short."""
-        if self._runtime.closed:
-            self._answer_skips()
-            await self._runtime.give_back(
-                [entry for entry, mark in starting if mark not in superseded]
-            )
-            raise SupervisorClosed(
-                f"the supervisor stopped while job {_job_of(changes[0])} was journaled;"
-                " it runs when the journal is opened again"
-            )
+    ) -> NoReturn:
+        """The supervisor stopped (was cancelled) while *changes* were journaled: raise
+        `SupervisorClosed`, first giving back each start journaled with them: it never runs
+        now, and the next supervisor would count an attempt cut short."""
+        self._answer_skips()
+        await self._runtime.give_back([entry for entry, mark in starting if mark not in superseded])
+        raise SupervisorClosed(
+            f"the supervisor stopped while job {_job_of(changes[0])} was journaled;"
+            " it runs when the journal is opened again"
+        )
 
     def _answer_skips(self) -> None:
         """A write that accepts jobs was answered: wake the skips waiting for one (`_skip`)."""
