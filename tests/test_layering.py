@@ -27,6 +27,8 @@ PURE = [
     "info",
     "journal.records",
     "journal._reads",
+    "journal._rules",
+    "journal._recovery",
     "_checks",
 ]
 """The values-and-rules row and the decisions row of the layering table."""

@@ -30,7 +30,6 @@ from inturn.journal import (
     MarkAttempt,
     MemoryJournal,
 )
-from tests.test_layering import FORBIDDEN, imported_modules
 
 KEYS = ("a", "b", "c")
 SETUP: list[Change] = [
@@ -170,12 +169,3 @@ async def test_the_rules_supersede_what_they_name(
     for change in SETUP:
         await journal.write([change])
     assert list(await journal.write(batch)) == superseded
-
-
-def test_the_rules_are_pure() -> None:
-    """`_rules` reads no clock and does no I/O, as the values-and-rules row of the layering
-    (`tests/test_layering.py`) may not."""
-    internal = {"inturn.errors", "inturn.journal.records"}
-    imported = imported_modules("journal._rules")
-    assert not {name for name in imported if name.split(".")[0] in FORBIDDEN}
-    assert {name for name in imported if name.startswith("inturn")} <= internal
