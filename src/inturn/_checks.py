@@ -13,6 +13,7 @@ __all__ = [
     "MAX_STEP_NAME",
     "MAX_UNIQUE_FOR",
     "check_count",
+    "check_float",
     "check_handler",
     "check_number",
     "check_step",
@@ -96,3 +97,14 @@ def check_handler(handler: object) -> None:
             f" {getattr(handler, '__qualname__', '')!r}; for blocking work, call it from one:"
             " `async def handler(job): return await trio.to_thread.run_sync(work, job)`"
         )
+
+
+def check_float(name: str, value: object, *, minimum: float, inclusive: bool = True) -> float:
+    """*value* as a float if it is a finite number (not a bool) from *minimum* up (above it
+    unless *inclusive*); else TypeError or ValueError."""
+    check_number(name, value)
+    assert isinstance(value, int | float)
+    if value < minimum or (not inclusive and value == minimum):
+        relation = ">=" if inclusive else ">"
+        raise ValueError(f"{name} must be a finite number {relation} {minimum}, not {value!r}")
+    return float(value)

@@ -3,7 +3,7 @@
 A key that becomes active costs a wake-up, not a task: a spare `Worker`
 takes its actor.  `IdleReaper` ends the linger of idle lanes and the life of
 spare workers, one timer for all of them.  Both know their runtime
-(`inturn.actors.Runtime`) and the actors they serve only by the protocols
+(`inturn._runtime.Runtime`) and the actors they serve only by the protocols
 below, so that this module sits under the actors, not beside them.
 """
 
@@ -38,7 +38,7 @@ class Served(Protocol):
 
 
 class Pool(Protocol):
-    """What workers and the reaper share with their runtime (`inturn.actors.Runtime`)."""
+    """What workers and the reaper share with their runtime (`inturn._runtime.Runtime`)."""
 
     closed: bool
     spare: dict[Worker, None]

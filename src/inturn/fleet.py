@@ -51,7 +51,7 @@ from .journal.records import (
 )
 
 if TYPE_CHECKING:
-    from .actors import Runtime
+    from ._runtime import Runtime
     from .core import Lane
     from .info import JobInfo
 

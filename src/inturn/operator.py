@@ -34,7 +34,8 @@ import trio
 
 from ._checks import check_count, check_number
 from ._fixes import check_job_id, check_limit, check_purge
-from .actors import Runtime
+from ._runtime import Runtime
+from .actors import Actor
 from .codec import JSONCodec
 from .core import Core
 from .errors import (
@@ -183,6 +184,7 @@ async def operate(
             journal=journal,
             codec=JSONCodec(),
             handler=_never,
+            make_actor=Actor,
             random=random.Random().random,
             idle_timeout=0.0,
             job_timeout=None,

@@ -13,11 +13,9 @@ that nursery, so its lifetime is structured the way trio's is:
 * a runtime error beyond the restart budget cancels everything and comes out
   of ``open_supervisor`` as itself.
 
-The nursery is an implementation detail, so its exception groups are
-unwrapped: an exception from the body, or an escalated runtime error, comes
-out bare when it is the only one.  Two or more real errors (the body failed
-*and* the runtime escalated) come out as an `ExceptionGroup`, so neither is
-lost.
+The nursery's exception groups are unwrapped: an exception from the body, or
+an escalated runtime error, comes out bare when it is the only one; two or
+more (the body failed *and* the runtime escalated) as an `ExceptionGroup`.
 
 ``send`` follows one shape: validate -> encode -> reserve in the core
 (synchronous: id, FIFO place) -> journal (the one await; the journal alone
@@ -27,71 +25,49 @@ failure before the commit retracts the reservation, so a rejected ``send``
 changes nothing.  ``send_many`` is the same shape for a whole batch, with one
 write.
 
-Operators' fixes (``skip``, ``requeue``, ``pause``, ...) are methods here and
-nowhere else: `inturn.operate` and the ``inturn`` command reach them
-directly, or through the journal as a `Command` that `serve_commands` takes
-and carries out while the supervisor runs.
+Operators' fixes (``skip``, ``requeue``, ...) are `Supervisor` methods, in its
+base `inturn._operating` (the journaling all paths share is in
+`inturn._journaling`): `inturn.operate` and the ``inturn`` command call them, or
+leave a `Command` in the journal for `serve_commands` to carry out.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import math
 import random as _random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Literal, NoReturn, TypeVar, cast, final
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from typing import Literal, NoReturn, cast, final
 
 import attrs
 import trio
 
-from ._checks import MAX_COUNT, MAX_PAYLOAD, check_count, check_handler, check_number
-from ._claims import one_at_a_time, until_unclaimed
+from ._checks import MAX_COUNT, MAX_PAYLOAD, check_count, check_float, check_handler
 from ._fixes import (
-    SKIPPED_TEXT,
     check_job_id,
     check_limit,
-    purge_dead,
-    requeue_check,
     schedule_point,
-    skip_check,
 )
-from ._schedule import PAGE, due_time
+from ._operating import Operating
+from ._runtime import BatchHandler, Handler, Runtime, Waiter
+from ._schedule import due_time
 from ._tasks import start_task
-from .actors import BatchHandler, Handler, Runtime, Waiter
+from .actors import Actor
 from .codec import Codec, JSONCodec
-from .core import Core, Entry, Lane, Run
+from .core import Core
 from .errors import (
-    EncodeError,
-    InturnError,
     JobDiscarded,
-    JobStateError,
-    KeyNotFound,
-    PermanentError,
     SupervisorClosed,
-    describe,
 )
-from .events import Event, EventTee, debug_is_off, exception_text, logs_debug
+from .events import Event, EventTee, debug_is_off
 from .fleet import Fleet, FleetJournal, capacity_for
 from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Item, Stats
 from .journal import (
-    Answer,
     Append,
-    Change,
-    Command,
-    Discard,
-    Due,
-    Halt,
     Journal,
-    MarkAttempt,
     MemoryJournal,
-    Requeue,
-    Resume,
-    Revive,
-    StoredJob,
 )
 from .keys import validate_key, validate_unique, validate_unique_for
 from .retry import Retry
@@ -100,27 +76,11 @@ __all__ = ["Supervisor", "open_supervisor"]
 
 
 @final
-class Supervisor:
+class Supervisor(Operating):
     """Accepts jobs and runs them: one at a time, in order, per key.
 
     Made by `open_supervisor`; valid inside its ``async with`` block.
     """
-
-    def __init__(self, runtime: Runtime, fleet: Fleet | None) -> None:
-        self._runtime = runtime
-        self._fleet = fleet
-        """This supervisor's part of a fleet (``runtime.fleet`` too); None when it holds its
-        journal alone."""
-        self._skipping: dict[int, trio.Event] = {}
-        """Skips under way, by job id."""
-        self._halting: dict[str, trio.Event] = {}
-        """Keys whose halt an operator's `Halt`, `Resume` or `Revive` being journaled may
-        change (`_changing_halt`)."""
-        self._valid_key: str | None = None
-        """The last key `send` validated."""
-        self._answered: trio.Event | None = None
-        """Set when a write that accepts jobs is answered; made only while a skip waits for
-        one (`_skip`)."""
 
     async def send(
         self,
@@ -343,7 +303,7 @@ class Supervisor:
         the journal.  Returns once no handler runs; leave the ``async with``
         block next (docs/api.md has a recipe for SIGTERM).
         """
-        grace = _number("grace", grace, minimum=0)
+        grace = check_float("grace", grace, minimum=0)
         runtime = self._runtime
         runtime.close()
         runtime.core.stop()
@@ -366,35 +326,6 @@ class Supervisor:
         await self._runtime.wait_idle()
         if not self._runtime.core.idle:
             raise SupervisorClosed("the supervisor stopped with jobs unfinished")
-
-    async def resume(self, key: str) -> None:
-        """Let a key halted by a discard, or paused, run its queued jobs again, in order.
-
-        Resuming a key that is not halted does nothing.
-
-        Raises:
-            TypeError, InvalidKey: *key* is not a valid key.
-            SupervisorClosed: the supervisor has stopped.
-        """
-        key = validate_key(key)
-        self._check_open()
-        runtime = self._runtime
-        if self._fleet is not None and not self._fleet.owns(key):
-            await self._fleet.fix([Resume(key)])  # a halted key is nobody's: claimable now
-            runtime.log.info("key.resumed", key=key)
-            await schedule_point()
-            return
-        async with self._changing_halt(key):
-            if not runtime.core.is_halted(key):
-                await trio.lowlevel.checkpoint()
-                return
-            async with runtime.writing_halt(key):
-                await runtime.journal.write([Resume(key)], now=runtime.unix_now())
-                if runtime.core.resume(key):
-                    runtime.spawn(key)
-        runtime.log.info("key.resumed", key=key)
-        runtime.check_idle()
-        await schedule_point()
 
     def stats(self) -> Stats:
         """A snapshot of the supervisor's counters."""
@@ -489,339 +420,6 @@ class Supervisor:
         await schedule_point()
         return found
 
-    async def requeue(self, job_id: int, *, head: bool = False) -> int:
-        """Put dead letter *job_id* back on its key, attempts reset.
-
-        By default at the tail, under a new id, behind everything sent before.
-        With *head*, in its own place instead, under its own id: before every
-        job of its key accepted after it, so a key its discard halted runs it
-        first again and keeps its order; the key is resumed in the same
-        journaled step (a paused one too).  A dead letter that a skip under
-        way made is revived once that skip returns.
-
-        Returns:
-            The id it runs under now.
-
-        Raises:
-            JobNotFound: no unfinished job or dead letter has that id.
-            JobStateError: the job is not a dead letter.
-            DuplicateError: an unfinished job holds its unique key.
-            SupervisorClosed: the supervisor has stopped.
-        """
-        self._check_open()
-        journal = self._runtime.journal
-        info = await requeue_check(journal, job_id)
-        if self._fleet is not None:
-            return await self._fleet_requeue(info, head=head)
-        if head:
-            return await self._revive(info)
-        entry = self._runtime.core.reserve(info.key, info.data, info.unique)
-        if not await self._journal([entry], requeue_of=info.id):
-            await requeue_check(journal, info.id)  # requeued meanwhile: say so
-            raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
-        self._runtime.log.info("job.requeued", key=info.key, job_id=entry.id, was=info.id)
-        await schedule_point()
-        return entry.id
-
-    async def _fleet_requeue(self, info: JobInfo, *, head: bool) -> int:
-        """`requeue` for a fleet member: straight to the journal, whoever owns the key.
-
-        The owner, if any, finds the job when it next runs dry (`Fleet.let_go`).
-        """
-        fleet = self._fleet
-        assert fleet is not None
-        if head:
-            change: Change = Revive(info.id, resume=info.key is not None)
-            job_id = info.id
-        else:
-            [job_id] = await fleet.new_ids(1)
-            change = Requeue(info.id, job_id)
-        if await fleet.fix([change]):
-            await requeue_check(self._runtime.journal, info.id)  # requeued meanwhile: say so
-            raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
-        fleet.nudge()
-        self._runtime.log.info("job.requeued", key=info.key, job_id=job_id, was=info.id, head=head)
-        await schedule_point()
-        return job_id
-
-    async def _revive(self, info: JobInfo) -> int:
-        if info.key is None:
-            return await self._revive_claimed(info)
-        async with self._changing_halt(info.key):  # it may resume the key
-            return await self._revive_claimed(info)
-
-    async def _revive_claimed(self, info: JobInfo) -> int:
-        runtime = self._runtime
-        # A skip of the job under way may have made the dead letter: its discard
-        # must be heard back before this revive is, as the journal has them.
-        # (A skip that starts later waits for this revive: `Core.accepting`.)
-        await until_unclaimed(self._skipping, info.id)
-        resume = info.key is not None and runtime.core.is_halted(info.key)
-        runtime.core.reviving(info.id)
-        async with contextlib.AsyncExitStack() as halt_written:
-            try:
-                if resume:  # heard in journal order with a halting discard
-                    await halt_written.enter_async_context(runtime.writing_halt(info.key))
-                revive = Revive(info.id, resume=resume)
-                superseded = await runtime.journal.write([revive], now=runtime.unix_now())
-            except BaseException:
-                runtime.core.revive_refused(info.id)
-                self._answer_skips()
-                raise
-            needs_actor = False
-            if superseded:
-                runtime.core.revive_refused(info.id)
-            else:
-                stored = StoredJob(id=info.id, key=info.key, data=info.data, unique=info.unique)
-                needs_actor = runtime.core.revive(stored)
-                if resume:
-                    assert info.key is not None
-                    needs_actor = runtime.core.resume(info.key) or needs_actor
-                    runtime.log.info("key.resumed", key=info.key)
-        self._answer_skips()
-        if superseded:
-            await requeue_check(runtime.journal, info.id)  # requeued meanwhile: say so
-            raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
-        lane = info.key if info.key is not None else info.id
-        if needs_actor:
-            runtime.spawn(lane)
-        else:
-            runtime.wake(lane)  # its actor may be waiting for work
-        runtime.log.info("job.requeued", key=info.key, job_id=info.id, was=info.id, head=True)
-        runtime.check_idle()
-        await schedule_point()
-        return info.id
-
-    async def _skip_scheduled(self, info: JobInfo) -> bool:
-        """Skip *info* if it is still scheduled (the scheduler may promote it meanwhile).
-
-        Returns False if it is in its key's sequence now: skip it there.
-        """
-        runtime = self._runtime
-        async with runtime.schedule.lock:
-            info = await skip_check(runtime.journal, info.id)
-            if info.state != "scheduled":
-                return False
-            changes = [Discard(info.id, SKIPPED_TEXT)]
-            superseded = await runtime.journal.write(changes, now=runtime.unix_now())
-            runtime.core.unschedule(discarded=True)  # gone, by this skip or by another writer
-            if superseded:
-                runtime.check_idle()
-                await skip_check(runtime.journal, info.id)  # say what it is now
-                raise JobStateError(info.id, "dead", "another writer discarded it first")
-        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
-        runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
-        runtime.check_idle()
-        return True
-
-    async def skip(self, job_id: int) -> None:
-        """Discard unfinished job *job_id* without running it any more.
-
-        The job never starts again: a running attempt is cancelled (it counts
-        as an attempt made) and waited for, a backoff cut short, and the
-        discard is journaled before this returns.  Its dead letter's error
-        reads ``"skipped by operator"``; the key goes on with its next job
-        even under ``on_discard="halt"`` (unless it is halted).  A job whose
-        attempt finishes (completed, or discarded) as it is skipped keeps
-        that outcome, and the skip raises as it would for that job now (a
-        dead letter requeued at its head meanwhile is skipped again).  A
-        job the journal shows before its sender heard back is skipped once
-        its sender has it.  A skip cancelled before the discard is journaled
-        is called off: the job runs again.
-
-        Raises:
-            JobNotFound: no unfinished job or dead letter has that id (a
-                completed job is forgotten, one that completed as it was
-                skipped too).
-            JobStateError: the job is a dead letter already, or became one as
-                it was skipped.
-            JournalError: the journal refused the discard; the skip is undone
-                and the job runs again.
-            SupervisorClosed: the supervisor has stopped.
-        """
-        self._check_open()
-        runtime = self._runtime
-        checked = check_job_id(job_id)
-        # One skip of a job at a time; the next one sees its outcome.
-        async with one_at_a_time(self._skipping, checked):
-            info = await skip_check(runtime.journal, checked)
-            if self._fleet is not None and (
-                info.state == "scheduled"  # in no key's sequence: nobody's
-                or not self._fleet.owns(info.id if info.key is None else info.key)
-            ):
-                await self._fleet_skip(info)
-                return
-            if info.state == "scheduled":
-                if await self._skip_scheduled(info):
-                    return
-                info = await skip_check(runtime.journal, checked)  # promoted meanwhile
-            await self._skip(info)
-
-    async def _fleet_skip(self, info: JobInfo) -> None:
-        """`skip` of a job this fleet member does not own: its discard, straight to the journal.
-
-        The owner, if any, finds its start or its completion superseded; a
-        running attempt is not cut short, as it is on the key's own member.
-        """
-        runtime = self._runtime
-        assert self._fleet is not None
-        if await self._fleet.fix([Discard(info.id, SKIPPED_TEXT)]):
-            await skip_check(runtime.journal, info.id)  # say what it is now
-            raise JobStateError(info.id, "dead", "another writer discarded it first")
-        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
-
-    async def _skip(self, info: JobInfo) -> None:
-        runtime, core = self._runtime, self._runtime.core
-        lane: Lane = info.id if info.key is None else info.key
-        place = info.id if info.place is None else info.place
-        running = core.skip(info.id, info.key)  # from here on, it never starts
-        runtime.log.info("job.skipped", key=info.key, job_id=info.id)
-        if running is not None:
-            self._interrupt(lane)
-        try:
-            await self._until_skippable(info, place, running)
-            if running is None and (running := core.skip(info.id, info.key)) is not None:
-                # Revived meanwhile with no skip to mark it, and started: cut it short.
-                self._interrupt(lane)
-                await self._until_skippable(info, place, running)
-        except BaseException:  # the skip is called off: the job may run again
-            core.unskip(info.id, info.key)
-            runtime.wake(lane)
-            raise
-        if running is not None and not core.holds(running):
-            # Its attempt finished first (its outcome was being journaled, or the
-            # handler shielded itself): it keeps that outcome, and the caller learns
-            # which from the error a skip of it raises now.  Unless it is unfinished
-            # again (a dead letter another operator requeued at its head meanwhile):
-            # then this skip is of the job as it is now.
-            await self._skip(await skip_check(runtime.journal, info.id))
-            return
-        head = core.head(lane)
-        waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
-        discard = Discard(info.id, SKIPPED_TEXT)
-        changes: list[Change] = [discard]
-        if head is not None and waiting_head and head.marked and not head.running:
-            # Its start was journaled early (with its acceptance, or its predecessor's
-            # completion) and never ran: its dead letter must not count that attempt.
-            changes.insert(0, MarkAttempt(head.id, head.attempt - 1))
-        try:
-            superseded = await runtime.journal.write(changes, now=runtime.unix_now())
-        except BaseException:
-            core.unskip(info.id, info.key)
-            runtime.wake(lane)
-            raise
-        if discard in superseded:  # another writer finished it first: it keeps that outcome
-            core.unskip(info.id, info.key)  # and leaves no mark: a revive of it runs
-            runtime.wake(lane)  # a head that waited for this discard: its start is superseded
-            await skip_check(runtime.journal, info.id)
-            raise JobStateError(info.id, "dead", "another writer discarded it first")
-        core.skipped(info.id, info.key, place)
-        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
-        runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
-        if waiting_head:
-            self._interrupt(lane, backing_off=True)  # cut its backoff short
-        runtime.wake(lane)  # the actor goes on to the next job
-
-    async def _until_skippable(self, info: JobInfo, place: int, running: Entry | None) -> None:
-        """Wait until skipped job *info* (at *place*) is accepted and, if it was *running*, stopped.
-
-        The journal may show a job before its sender's write is answered (a
-        durable write commits first): its sender commits it here, then it can
-        be discarded.
-        """
-        runtime = self._runtime
-        while runtime.core.accepting(info.id, info.key, place):
-            if runtime.closed:  # its sender never commits it now
-                raise SupervisorClosed(f"the supervisor stopped while job {info.id} was sent")
-            if self._answered is None:
-                self._answered = trio.Event()
-            await self._answered.wait()
-        while running is not None and running.running:
-            await runtime.wait_stopped()
-
-    async def retry_now(self, key: str) -> bool:
-        """Run *key*'s head at once if it is waiting out a retry's backoff.
-
-        Returns:
-            Whether a waiting head was woken.
-
-        Raises:
-            KeyNotFound: *key* has no unfinished jobs and is not halted.
-            SupervisorClosed: the supervisor has stopped.
-        """
-        key = validate_key(key)
-        self._check_open()
-        runtime = self._runtime
-        if self._fleet is not None and not self._fleet.owns(key):
-            raise NotImplementedError(
-                "retry_now cuts a backoff short in the fleet member that owns the key only;"
-                " call it there"
-            )
-        await trio.lowlevel.checkpoint()
-        head = runtime.core.head(key)
-        if head is None and not runtime.core.is_known(key):
-            raise KeyNotFound(key)
-        if head is None or head.running:
-            return False
-        return self._interrupt(key, backing_off=True)
-
-    async def pause(self, key: str) -> None:
-        """Halt *key*: its running job finishes, nothing else starts until `resume`.
-
-        A key whose only jobs are scheduled can be paused too: they join it
-        when due, and wait.  A pause returns once the journal holds the halt;
-        it waits for another operator's halt, resume or head requeue of *key*
-        being journaled first (`_changing_halt`).
-
-        Raises:
-            KeyNotFound: *key* has no unfinished jobs (scheduled ones included)
-                and is not halted.
-            SupervisorClosed: the supervisor has stopped.
-        """
-        key = validate_key(key)
-        self._check_open()
-        runtime = self._runtime
-        if self._fleet is not None and not self._fleet.owns(key):
-            journal = runtime.journal
-            if not await journal.jobs(key, limit=1) and not await journal.scheduled(
-                key=key, limit=1
-            ):
-                raise KeyNotFound(key)
-            await self._fleet.fix([Halt(key)])  # its owner starts nothing more
-            runtime.log.info("key.paused", key=key)
-            await schedule_point()
-            return
-        if not runtime.core.is_known(key) and not await runtime.journal.scheduled(key=key, limit=1):
-            await trio.lowlevel.checkpoint()
-            raise KeyNotFound(key)
-        async with self._changing_halt(key):
-            if runtime.core.is_halted(key):
-                await trio.lowlevel.checkpoint()
-                return
-            # Halted in the core first, so nothing starts while the Halt is being
-            # journaled; a start already under way takes itself back (Core.may_run).
-            runtime.core.pause(key)
-            try:
-                await runtime.journal.write([Halt(key)], now=runtime.unix_now())
-            except BaseException:
-                if runtime.core.pause_refused(key):
-                    runtime.spawn(key)
-                raise
-            runtime.core.paused(key)
-        runtime.log.info("key.paused", key=key)
-        runtime.check_idle()
-        await schedule_point()
-
-    async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
-        """Delete dead letters discarded more than *older_than* seconds ago; return how many.
-
-        Raises:
-            TypeError, ValueError: *older_than* is not a number >= 0, or *key* is invalid.
-            SupervisorClosed: the supervisor has stopped.
-        """
-        self._check_open()
-        return await purge_dead(self._runtime.journal, older_than, key, self._runtime.unix_now())
-
     def _live_key(self, info: KeyInfo) -> KeyInfo:
         """The journal's view of a key, corrected by what runs right now (see `_waiting`)."""
         if info.head_job_id is None or not self._waiting(
@@ -849,94 +447,6 @@ class Supervisor:
         return head is not None and head.id == job_id and not head.running
 
     # -- operators' commands, through the journal ----------------------------
-
-    async def serve_commands(self) -> None:
-        """Carry out the `Command`s operators send through the journal, each in a task of its own.
-
-        Runs for as long as the supervisor does.  A journal failing to hand
-        them out is logged and asked again a second later: the jobs go on.
-        """
-        runtime = self._runtime
-        assert runtime.nursery is not None
-        while True:
-            try:
-                commands = await runtime.journal.commands()
-            except Exception as exc:
-                runtime.log.error(
-                    "commands.failed", error=describe(exc), exception=exception_text(exc)
-                )
-                await trio.sleep(1.0)
-                continue
-            for command in commands:
-                start_task(runtime.nursery, self._answer, command, name="inturn.command")
-
-    async def _answer(self, command: Command) -> None:
-        runtime = self._runtime
-        runtime.log.info("command.taken", command=command.verb, command_id=command.id)
-        try:
-            result = await self.carry_out(command)
-        except (InturnError, TypeError, ValueError) as exc:
-            answer = Answer(error=type(exc).__name__, error_args=_plain(exc.args))
-        else:
-            answer = Answer(result=result)
-        try:
-            await runtime.journal.answer(command.id, answer)
-        except Exception as exc:
-            runtime.log.error(
-                "command.not_answered",
-                command_id=command.id,
-                error=describe(exc),
-                exception=exception_text(exc),
-            )
-
-    async def carry_out(self, command: Command) -> int | bool | None:
-        """Run *command* with the method its verb names; return that method's result."""
-        match command.verb:
-            case "skip":
-                await self.skip(_given(command.job_id))
-                return None
-            case "requeue":
-                return await self.requeue(_given(command.job_id))
-            case "requeue_head":
-                return await self.requeue(_given(command.job_id), head=True)
-            case "pause":
-                await self.pause(_given(command.key))
-                return None
-            case "resume":
-                await self.resume(_given(command.key))
-                return None
-            case "retry_now":
-                return await self.retry_now(_given(command.key))
-            case "purge_dead":
-                return await self.purge_dead(older_than=_given(command.older_than), key=command.key)
-        raise ValueError(f"not an operator's command: {command.verb!r}")
-
-    def _interrupt(self, lane: Lane, *, backing_off: bool = False) -> bool:
-        """Cancel what *lane*'s actor does (its running attempt; or its backoff)."""
-        actor = self._runtime.actors.get(lane)
-        if actor is None or actor.interruptible is None:
-            return False
-        if backing_off and not actor.backing_off:
-            return False
-        actor.interruptible.cancel()
-        actor.interrupted = True
-        return True
-
-    def _check_open(self) -> None:
-        if self._runtime.closed:
-            raise SupervisorClosed("the supervisor has stopped")
-
-    def _changing_halt(self, key: str) -> AbstractAsyncContextManager[None]:
-        """Within the block, only this operator's call may journal a change to *key*'s halt.
-
-        The core halts a key before its `Halt` is journaled, and lifts the halt
-        once its `Resume` (or `Revive`) is: two such writes in flight at once
-        could leave the core's word on the key other than the journal's last
-        (a `Resume` answered after a later `Halt` took effect), and a pause
-        could return before its halt is in the journal.  Each waits for the
-        one before, then decides on what the core holds now.
-        """
-        return one_at_a_time(self._halting, key)
 
     async def _accept(
         self,
@@ -981,271 +491,6 @@ class Supervisor:
             unique_for=window,
             due_at=due,
         )
-
-    async def run_schedule(self) -> None:
-        """Promote scheduled jobs as they fall due, the earliest first, for as long as the supervisor runs.
-
-        A journal failing to read or promote them is logged and asked again a
-        second later; the jobs stay scheduled meanwhile.
-        """
-        runtime = self._runtime
-        schedule, core = runtime.schedule, runtime.core
-        while not core.stopping:
-            schedule.reading()
-            try:
-                async with schedule.lock:
-                    found = await runtime.journal.scheduled(limit=PAGE)
-                    now = runtime.unix_now()
-                    # (a hand-made row may lack its due time: due at once)
-                    due = [info for info in found if info.due_at is None or info.due_at <= now]
-                    if due and self._fleet is not None:
-                        await self._fleet.promote(due)
-                    elif due:
-                        await self._promote(due)
-            except Exception as exc:
-                runtime.log.error(
-                    "schedule.failed", error=describe(exc), exception=exception_text(exc)
-                )
-                await trio.sleep(1.0)
-                continue
-            if due:
-                await schedule_point()
-                continue
-            # Earliest first, and none is due: the first one's due time is the next.
-            first = found[0].due_at if found else None
-            del found, due  # their payloads, perhaps for days
-            await schedule.wait(math.inf if first is None else core.clock_time(first))
-
-    async def _promote(self, due: list[JobInfo]) -> None:
-        """Due scheduled jobs join their keys' sequences, in one write."""
-        runtime = self._runtime
-        entries = [
-            runtime.core.promote(
-                StoredJob(
-                    id=info.id,
-                    key=info.key,
-                    data=info.data,
-                    unique=info.unique,
-                    attempts=info.attempts,
-                )
-            )
-            for info in due
-        ]
-        await self._journal(entries)
-        runtime.check_idle()
-
-    def _encode(self, payload: object) -> bytes:
-        runtime = self._runtime
-        try:
-            data = runtime.codec.encode(payload)
-        except EncodeError:
-            raise
-        except Exception as exc:  # a custom codec's own error type
-            raise EncodeError(
-                f"cannot encode payload: the codec raised {type(exc).__qualname__}"
-            ) from exc
-        if len(data) > runtime.max_payload:  # refused alone, before it joins a batch
-            raise EncodeError(
-                f"payload is {len(data)} bytes encoded, over max_payload={runtime.max_payload}"
-            )
-        return data
-
-    async def _journal_new(
-        self,
-        runs: list[Run],
-        jobs: Sequence[tuple[str | None, bytes, str | None]],
-        windows: Sequence[float | None] = (),
-        later: Sequence[Append] = (),
-    ) -> None:
-        """Journal new jobs in one write, then commit them; or retract them all.
-
-        *runs* are what `Core.reserve_many` reserved for *jobs*, ``(key,
-        data, unique)`` in the same order, and *windows* their ``unique_for``
-        (kept here, not in the core: once journaled, the journal keeps them);
-        *later* the `Append`s of scheduled jobs, which join their keys when
-        due.
-        """
-        runtime = self._runtime
-        core = runtime.core
-        changes: list[Change] = []
-        starting: list[tuple[Entry, MarkAttempt]] = []
-        position = 0
-        for run in runs:
-            for job_id in range(run.first, run.first + run.size):
-                key, data, unique = jobs[position]
-                window = windows[position] if windows else None
-                changes.append(Append(job_id, key, data, unique, window))
-                position += 1
-                if job_id == run.first and run.entries and core.starts_next(run.entries[0]):
-                    head = run.entries[0]  # its start goes in the same write
-                    mark = MarkAttempt(job_id, head.attempt)
-                    changes.append(mark)
-                    starting.append((head, mark))
-        if later:  # ids rise through a batch: each job's changes in id order (sort is stable)
-            changes = sorted([*changes, *later], key=_job_of)
-            # Counted first: the scheduler may read them from the journal, and promote
-            # them, before this write returns.
-            core.scheduled(len(later))
-        now = runtime.unix_now()
-        try:
-            superseded = await runtime.journal.write(changes, now=now)
-        except BaseException:
-            for lane in core.retract_many(runs):
-                runtime.start_holding(lane)
-            for run in runs:
-                runtime.wake(run.lane)  # its actor may be waiting on this head
-            for _ in later:
-                core.unschedule()
-            runtime.check_idle()
-            self._answer_skips()
-            raise
-        if self._runtime.closed:
-            await self._closed_while_journaled(changes, starting, superseded)
-        if later:
-            for append in later:
-                assert append.due_at is not None
-                runtime.schedule.noticed(core.clock_time(append.due_at))
-                runtime.log.debug(
-                    "job.scheduled", key=append.key, job_id=append.job_id, due_at=append.due_at
-                )
-        give_back = self._started_early(starting, superseded)
-        for lane, wants_actor in core.commit_many(runs):
-            if wants_actor:
-                runtime.spawn(lane)
-            else:
-                runtime.wake(lane)  # once per run of the lane's jobs
-        self._answer_skips()
-        log = runtime.log
-        if logs_debug(log):  # a batch skips its no-op calls
-            for change in changes:
-                if isinstance(change, Append) and change.due_at is None:
-                    log.debug("job.accepted", key=change.key, job_id=change.job_id)
-        if give_back:
-            await runtime.give_back(give_back)
-
-    async def _journal(self, entries: list[Entry], *, requeue_of: int | None = None) -> bool:
-        """Journal reserved *entries*, jobs going back into their keys, in one write, then
-        commit them; or retract them all.
-
-        With *requeue_of*, the one entry is dead letter *requeue_of* going back
-        (`Requeue`); False if the journal superseded that (it is no dead
-        letter now), with the entry retracted.  Else the entries are
-        scheduled jobs joining their keys (`Due`), which wait for their due
-        time no more; one the journal superseded is retracted alone (another
-        writer finished it: this supervisor's own skips take the schedule's
-        lock, so it is one in another process).
-        """
-        runtime = self._runtime
-        core = runtime.core
-        due = requeue_of is None
-        changes: list[Change] = []
-        firsts: list[Change] = []  # each entry's own change
-        starting: list[tuple[Entry, MarkAttempt]] = []
-        lane = None  # the previous entry's: one behind it in its lane cannot start next
-        for entry in entries:
-            first: Change = (
-                Due(entry.id, entry.place) if requeue_of is None else Requeue(requeue_of, entry.id)
-            )
-            changes.append(first)
-            firsts.append(first)
-            if entry.lane != lane and core.starts_next(entry):  # its start goes in the same write
-                mark = MarkAttempt(entry.id, entry.attempt)
-                changes.append(mark)
-                starting.append((entry, mark))
-            lane = entry.lane
-        now = runtime.unix_now()
-        try:
-            superseded = await runtime.journal.write(changes, now=now)
-            if not due and changes[0] in superseded:
-                raise _Superseded
-        except BaseException as exc:
-            for entry in reversed(entries):
-                runtime.start_holding(core.retract(entry))
-                runtime.wake(entry.lane)  # its actor may be waiting on this head
-            runtime.check_idle()
-            self._answer_skips()
-            if isinstance(exc, _Superseded):
-                return False
-            raise
-        if self._runtime.closed:
-            await self._closed_while_journaled(changes, starting, superseded)
-        give_back = self._started_early(starting, superseded)
-        for entry, first in zip(entries, firsts, strict=True):
-            if due:
-                core.unschedule()  # in its lane now, or finished by another writer
-            if first in superseded:
-                runtime.start_holding(core.retract(entry))
-                continue
-            self._commit(entry)
-        self._answer_skips()
-        if give_back:
-            await runtime.give_back(give_back)
-        return True
-
-    def _commit(self, entry: Entry) -> None:
-        """Journaled *entry* may run: its lane gets an actor, or its actor is woken."""
-        runtime = self._runtime
-        if runtime.core.commit(entry):
-            runtime.spawn(entry.lane)
-        elif entry.lane in runtime.lingering:  # `wake`'s test, first: once per job
-            runtime.wake(entry.lane)
-        if runtime.debug:
-            runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
-
-    async def _closed_while_journaled(
-        self,
-        changes: list[Change],
-        starting: list[tuple[Entry, MarkAttempt]],
-        superseded: Sequence[Change],
-    ) -> NoReturn:
-        """The supervisor stopped (was cancelled) while *changes* were journaled: raise
-        `SupervisorClosed`, first giving back each start journaled with them: it never runs
-        now, and the next supervisor would count an attempt cut short."""
-        self._answer_skips()
-        await self._runtime.give_back([entry for entry, mark in starting if mark not in superseded])
-        raise SupervisorClosed(
-            f"the supervisor stopped while job {_job_of(changes[0])} was journaled;"
-            " it runs when the journal is opened again"
-        )
-
-    def _answer_skips(self) -> None:
-        """A write that accepts jobs was answered: wake the skips waiting for one (`_skip`)."""
-        if self._answered is not None:
-            self._answered.set()
-            self._answered = None
-
-    def _started_early(
-        self, starting: list[tuple[Entry, MarkAttempt]], superseded: Sequence[Change]
-    ) -> list[Entry]:
-        """Tell the core which of the starts journaled with their jobs held; return those whose
-        marks go back (a key halted meanwhile starts nothing: its mark goes back, and its slot)."""
-        runtime = self._runtime
-        give_back: list[Entry] = []
-        for entry, mark in starting:
-            returned, free = runtime.core.early_start_answered(entry, marked=mark not in superseded)
-            runtime.start_holding(free)
-            if returned:
-                give_back.append(entry)
-        return give_back
-
-
-def _job_of(change: Change) -> int:
-    """The job a change of a new job's batch names (an `Append` or a `MarkAttempt`)."""
-    assert isinstance(change, Append | MarkAttempt | Requeue | Due)
-    return change.job_id
-
-
-class _Superseded(Exception):
-    """A requeue lost to another writer (see `Supervisor._journal`)."""
-
-
-def _number(name: str, value: object, *, minimum: float, inclusive: bool = True) -> float:
-    check_number(name, value)
-    assert isinstance(value, int | float)
-    if value < minimum or (not inclusive and value == minimum):
-        relation = ">=" if inclusive else ">"
-        raise ValueError(f"{name} must be a finite number {relation} {minimum}, not {value!r}")
-    return float(value)
 
 
 @asynccontextmanager
@@ -1331,9 +576,9 @@ async def open_supervisor(
         retry = Retry()
     elif not isinstance(retry, Retry):
         raise TypeError(f"retry must be an inturn.Retry, not {type(retry).__name__}")
-    idle_timeout = _number("idle_timeout", idle_timeout, minimum=0)
+    idle_timeout = check_float("idle_timeout", idle_timeout, minimum=0)
     if job_timeout is not None:
-        job_timeout = _number("job_timeout", job_timeout, minimum=0, inclusive=False)
+        job_timeout = check_float("job_timeout", job_timeout, minimum=0, inclusive=False)
     if on_discard not in ("continue", "halt"):
         raise ValueError(f"on_discard must be 'continue' or 'halt', not {on_discard!r}")
     # Bounded, so no count reaches a journal larger than it can store.
@@ -1348,7 +593,7 @@ async def open_supervisor(
     max_payload = check_count("max_payload", max_payload, minimum=1, maximum=MAX_PAYLOAD)
     max_restarts = check_count("max_restarts", max_restarts, minimum=0, maximum=MAX_COUNT)
     max_snoozes = check_count("max_snoozes", max_snoozes, minimum=0, maximum=MAX_COUNT)
-    restart_window = _number("restart_window", restart_window, minimum=0, inclusive=False)
+    restart_window = check_float("restart_window", restart_window, minimum=0, inclusive=False)
     if codec is None:
         codec = JSONCodec()
     elif not (
@@ -1387,6 +632,7 @@ async def open_supervisor(
             journal=journal,
             codec=codec,
             handler=handler,
+            make_actor=Actor,
             random=random,
             idle_timeout=idle_timeout,
             job_timeout=job_timeout,
@@ -1435,20 +681,6 @@ async def open_supervisor(
     finally:
         with trio.CancelScope(shield=True):
             await journal.aclose()
-
-
-_T = TypeVar("_T")
-
-
-def _given(value: _T | None) -> _T:
-    if value is None:
-        raise ValueError("the command lacks an argument its verb needs")
-    return value
-
-
-def _plain(args: tuple[object, ...]) -> tuple[str | int | float | None, ...]:
-    """An error's arguments as the journal can store them."""
-    return tuple(arg if isinstance(arg, str | int | float | None) else str(arg) for arg in args)
 
 
 def _raise_unwrapped(errors: list[BaseException]) -> NoReturn:

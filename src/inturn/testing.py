@@ -25,8 +25,8 @@ from ._checks import check_step
 from ._conformance import unfinished_jobs
 from ._conformance_arbiter import JournalConformance
 from ._conformance_reads import OperatorReadsConformance
+from ._runtime import Handler
 from ._steps import take_step
-from .actors import Handler
 from .codec import Codec, JSONCodec
 from .errors import JournalError
 from .info import JobInfo, KeyFilter, KeyInfo

@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 import inturn
-from inturn.actors import _forget_frames
+from inturn._runtime import _forget_frames
 from inturn.journal import Append, Change, Complete, Discard, MarkAttempt
 from inturn.testing import FaultyJournal, Recorder
 

@@ -1,0 +1,331 @@
+"""What every path that journals new or returning jobs shares: the supervisor's base.
+
+`Supervisor` accepts jobs (`send`, `send_many`, ...), its fixes
+(`inturn._operating`) put jobs back (`requeue`), and `run_schedule` promotes
+scheduled jobs as they fall due: each path reserves in the core, then
+journals here (`_journal_new`, `_journal`), in one write, and commits what
+the journal took.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import NoReturn
+
+import trio
+
+from ._claims import one_at_a_time
+from ._fixes import schedule_point
+from ._runtime import Runtime
+from ._schedule import PAGE
+from .core import Entry, Lane, Run
+from .errors import EncodeError, SupervisorClosed, describe
+from .events import exception_text, logs_debug
+from .fleet import Fleet
+from .info import JobInfo
+from .journal import Append, Change, Due, MarkAttempt, Requeue, StoredJob
+
+
+class Journaling:
+    """The supervisor's state, and the journaling its paths share (`Supervisor`'s base)."""
+
+    def __init__(self, runtime: Runtime, fleet: Fleet | None) -> None:
+        self._runtime = runtime
+        self._fleet = fleet
+        """This supervisor's part of a fleet (``runtime.fleet`` too); None when it holds its
+        journal alone."""
+        self._skipping: dict[int, trio.Event] = {}
+        """Skips under way, by job id."""
+        self._halting: dict[str, trio.Event] = {}
+        """Keys whose halt an operator's `Halt`, `Resume` or `Revive` being journaled may
+        change (`_changing_halt`)."""
+        self._valid_key: str | None = None
+        """The last key `send` validated."""
+        self._answered: trio.Event | None = None
+        """Set when a write that accepts jobs is answered; made only while a skip waits for
+        one (`_skip`)."""
+
+    def _check_open(self) -> None:
+        if self._runtime.closed:
+            raise SupervisorClosed("the supervisor has stopped")
+
+    def _encode(self, payload: object) -> bytes:
+        runtime = self._runtime
+        try:
+            data = runtime.codec.encode(payload)
+        except EncodeError:
+            raise
+        except Exception as exc:  # a custom codec's own error type
+            raise EncodeError(
+                f"cannot encode payload: the codec raised {type(exc).__qualname__}"
+            ) from exc
+        if len(data) > runtime.max_payload:  # refused alone, before it joins a batch
+            raise EncodeError(
+                f"payload is {len(data)} bytes encoded, over max_payload={runtime.max_payload}"
+            )
+        return data
+
+    async def _journal_new(
+        self,
+        runs: list[Run],
+        jobs: Sequence[tuple[str | None, bytes, str | None]],
+        windows: Sequence[float | None] = (),
+        later: Sequence[Append] = (),
+    ) -> None:
+        """Journal new jobs in one write, then commit them; or retract them all.
+
+        *runs* are what `Core.reserve_many` reserved for *jobs*, ``(key,
+        data, unique)`` in the same order, and *windows* their ``unique_for``
+        (kept here, not in the core: once journaled, the journal keeps them);
+        *later* the `Append`s of scheduled jobs, which join their keys when
+        due.
+        """
+        runtime = self._runtime
+        core = runtime.core
+        changes: list[Change] = []
+        starting: list[tuple[Entry, MarkAttempt]] = []
+        position = 0
+        for run in runs:
+            for job_id in range(run.first, run.first + run.size):
+                key, data, unique = jobs[position]
+                window = windows[position] if windows else None
+                changes.append(Append(job_id, key, data, unique, window))
+                position += 1
+                if job_id == run.first and run.entries and core.starts_next(run.entries[0]):
+                    head = run.entries[0]  # its start goes in the same write
+                    mark = MarkAttempt(job_id, head.attempt)
+                    changes.append(mark)
+                    starting.append((head, mark))
+        if later:  # ids rise through a batch: each job's changes in id order (sort is stable)
+            changes = sorted([*changes, *later], key=_job_of)
+            # Counted first: the scheduler may read them from the journal, and promote
+            # them, before this write returns.
+            core.scheduled(len(later))
+        now = runtime.unix_now()
+        try:
+            superseded = await runtime.journal.write(changes, now=now)
+        except BaseException:
+            for lane in core.retract_many(runs):
+                runtime.start_holding(lane)
+            for run in runs:
+                runtime.wake(run.lane)  # its actor may be waiting on this head
+            for _ in later:
+                core.unschedule()
+            runtime.check_idle()
+            self._answer_skips()
+            raise
+        if self._runtime.closed:
+            await self._closed_while_journaled(changes, starting, superseded)
+        if later:
+            for append in later:
+                assert append.due_at is not None
+                runtime.schedule.noticed(core.clock_time(append.due_at))
+                runtime.log.debug(
+                    "job.scheduled", key=append.key, job_id=append.job_id, due_at=append.due_at
+                )
+        give_back = self._started_early(starting, superseded)
+        for lane, wants_actor in core.commit_many(runs):
+            if wants_actor:
+                runtime.spawn(lane)
+            else:
+                runtime.wake(lane)  # once per run of the lane's jobs
+        self._answer_skips()
+        log = runtime.log
+        if logs_debug(log):  # a batch skips its no-op calls
+            for change in changes:
+                if isinstance(change, Append) and change.due_at is None:
+                    log.debug("job.accepted", key=change.key, job_id=change.job_id)
+        if give_back:
+            await runtime.give_back(give_back)
+
+    async def _journal(self, entries: list[Entry], *, requeue_of: int | None = None) -> bool:
+        """Journal reserved *entries*, jobs going back into their keys, in one write, then
+        commit them; or retract them all.
+
+        With *requeue_of*, the one entry is dead letter *requeue_of* going back
+        (`Requeue`); False if the journal superseded that (it is no dead
+        letter now), with the entry retracted.  Else the entries are
+        scheduled jobs joining their keys (`Due`), which wait for their due
+        time no more; one the journal superseded is retracted alone (another
+        writer finished it: this supervisor's own skips take the schedule's
+        lock, so it is one in another process).
+        """
+        runtime = self._runtime
+        core = runtime.core
+        due = requeue_of is None
+        changes: list[Change] = []
+        firsts: list[Change] = []  # each entry's own change
+        starting: list[tuple[Entry, MarkAttempt]] = []
+        lane = None  # the previous entry's: one behind it in its lane cannot start next
+        for entry in entries:
+            first: Change = (
+                Due(entry.id, entry.place) if requeue_of is None else Requeue(requeue_of, entry.id)
+            )
+            changes.append(first)
+            firsts.append(first)
+            if entry.lane != lane and core.starts_next(entry):  # its start goes in the same write
+                mark = MarkAttempt(entry.id, entry.attempt)
+                changes.append(mark)
+                starting.append((entry, mark))
+            lane = entry.lane
+        now = runtime.unix_now()
+        try:
+            superseded = await runtime.journal.write(changes, now=now)
+            if not due and changes[0] in superseded:
+                raise _Superseded
+        except BaseException as exc:
+            for entry in reversed(entries):
+                runtime.start_holding(core.retract(entry))
+                runtime.wake(entry.lane)  # its actor may be waiting on this head
+            runtime.check_idle()
+            self._answer_skips()
+            if isinstance(exc, _Superseded):
+                return False
+            raise
+        if self._runtime.closed:
+            await self._closed_while_journaled(changes, starting, superseded)
+        give_back = self._started_early(starting, superseded)
+        for entry, first in zip(entries, firsts, strict=True):
+            if due:
+                core.unschedule()  # in its lane now, or finished by another writer
+            if first in superseded:
+                runtime.start_holding(core.retract(entry))
+                continue
+            self._commit(entry)
+        self._answer_skips()
+        if give_back:
+            await runtime.give_back(give_back)
+        return True
+
+    def _commit(self, entry: Entry) -> None:
+        """Journaled *entry* may run: its lane gets an actor, or its actor is woken."""
+        runtime = self._runtime
+        if runtime.core.commit(entry):
+            runtime.spawn(entry.lane)
+        elif entry.lane in runtime.lingering:  # `wake`'s test, first: once per job
+            runtime.wake(entry.lane)
+        if runtime.debug:
+            runtime.log.debug("job.accepted", key=entry.key, job_id=entry.id)
+
+    async def _closed_while_journaled(
+        self,
+        changes: list[Change],
+        starting: list[tuple[Entry, MarkAttempt]],
+        superseded: Sequence[Change],
+    ) -> NoReturn:
+        """The supervisor stopped (was cancelled) while *changes* were journaled: raise
+        `SupervisorClosed`, first giving back each start journaled with them: it never runs
+        now, and the next supervisor would count an attempt cut short."""
+        self._answer_skips()
+        await self._runtime.give_back([entry for entry, mark in starting if mark not in superseded])
+        raise SupervisorClosed(
+            f"the supervisor stopped while job {_job_of(changes[0])} was journaled;"
+            " it runs when the journal is opened again"
+        )
+
+    def _answer_skips(self) -> None:
+        """A write that accepts jobs was answered: wake the skips waiting for one (`_skip`)."""
+        if self._answered is not None:
+            self._answered.set()
+            self._answered = None
+
+    def _started_early(
+        self, starting: list[tuple[Entry, MarkAttempt]], superseded: Sequence[Change]
+    ) -> list[Entry]:
+        """Tell the core which of the starts journaled with their jobs held; return those whose
+        marks go back (a key halted meanwhile starts nothing: its mark goes back, and its slot)."""
+        runtime = self._runtime
+        give_back: list[Entry] = []
+        for entry, mark in starting:
+            returned, free = runtime.core.early_start_answered(entry, marked=mark not in superseded)
+            runtime.start_holding(free)
+            if returned:
+                give_back.append(entry)
+        return give_back
+
+    def _interrupt(self, lane: Lane, *, backing_off: bool = False) -> bool:
+        """Cancel what *lane*'s actor does (its running attempt; or its backoff)."""
+        actor = self._runtime.actors.get(lane)
+        if actor is None or actor.interruptible is None:
+            return False
+        if backing_off and not actor.backing_off:
+            return False
+        actor.interruptible.cancel()
+        actor.interrupted = True
+        return True
+
+    def _changing_halt(self, key: str) -> AbstractAsyncContextManager[None]:
+        """Within the block, only this operator's call may journal a change to *key*'s halt.
+
+        The core halts a key before its `Halt` is journaled, and lifts the halt
+        once its `Resume` (or `Revive`) is: two such writes in flight at once
+        could leave the core's word on the key other than the journal's last
+        (a `Resume` answered after a later `Halt` took effect), and a pause
+        could return before its halt is in the journal.  Each waits for the
+        one before, then decides on what the core holds now.
+        """
+        return one_at_a_time(self._halting, key)
+
+    async def run_schedule(self) -> None:
+        """Promote scheduled jobs as they fall due, the earliest first, for as long as the supervisor runs.
+
+        A journal failing to read or promote them is logged and asked again a
+        second later; the jobs stay scheduled meanwhile.
+        """
+        runtime = self._runtime
+        schedule, core = runtime.schedule, runtime.core
+        while not core.stopping:
+            schedule.reading()
+            try:
+                async with schedule.lock:
+                    found = await runtime.journal.scheduled(limit=PAGE)
+                    now = runtime.unix_now()
+                    # (a hand-made row may lack its due time: due at once)
+                    due = [info for info in found if info.due_at is None or info.due_at <= now]
+                    if due and self._fleet is not None:
+                        await self._fleet.promote(due)
+                    elif due:
+                        await self._promote(due)
+            except Exception as exc:
+                runtime.log.error(
+                    "schedule.failed", error=describe(exc), exception=exception_text(exc)
+                )
+                await trio.sleep(1.0)
+                continue
+            if due:
+                await schedule_point()
+                continue
+            # Earliest first, and none is due: the first one's due time is the next.
+            first = found[0].due_at if found else None
+            del found, due  # their payloads, perhaps for days
+            await schedule.wait(math.inf if first is None else core.clock_time(first))
+
+    async def _promote(self, due: list[JobInfo]) -> None:
+        """Due scheduled jobs join their keys' sequences, in one write."""
+        runtime = self._runtime
+        entries = [
+            runtime.core.promote(
+                StoredJob(
+                    id=info.id,
+                    key=info.key,
+                    data=info.data,
+                    unique=info.unique,
+                    attempts=info.attempts,
+                )
+            )
+            for info in due
+        ]
+        await self._journal(entries)
+        runtime.check_idle()
+
+
+def _job_of(change: Change) -> int:
+    """The job a change of a new job's batch names (an `Append` or a `MarkAttempt`)."""
+    assert isinstance(change, Append | MarkAttempt | Requeue | Due)
+    return change.job_id
+
+
+class _Superseded(Exception):
+    """A requeue lost to another writer (see `Supervisor._journal`)."""

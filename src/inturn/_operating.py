@@ -1,0 +1,490 @@
+"""Operators' fixes: `Supervisor.skip`, `requeue`, `pause`, `resume`, `retry_now`, `purge_dead`.
+
+Each is "decide, write, report the answer": the core decides for the jobs
+this process holds, the journal arbitrates what another writer may race for
+(a fix from another process, the job's own completion).  `serve_commands`
+carries out the fixes other processes leave in the journal's inbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TypeVar
+
+import trio
+
+from ._claims import one_at_a_time, until_unclaimed
+from ._fixes import (
+    SKIPPED_TEXT,
+    check_job_id,
+    purge_dead,
+    requeue_check,
+    schedule_point,
+    skip_check,
+)
+from ._journaling import Journaling
+from ._tasks import start_task
+from .core import Entry, Lane
+from .errors import (
+    InturnError,
+    JobStateError,
+    KeyNotFound,
+    PermanentError,
+    SupervisorClosed,
+    describe,
+)
+from .events import exception_text
+from .info import JobInfo
+from .journal import (
+    Answer,
+    Change,
+    Command,
+    Discard,
+    Halt,
+    MarkAttempt,
+    Requeue,
+    Resume,
+    Revive,
+    StoredJob,
+)
+from .keys import validate_key
+
+_T = TypeVar("_T")
+
+
+class Operating(Journaling):
+    """The operators' fixes of `Supervisor` (its base)."""
+
+    async def resume(self, key: str) -> None:
+        """Let a key halted by a discard, or paused, run its queued jobs again, in order.
+
+        Resuming a key that is not halted does nothing.
+
+        Raises:
+            TypeError, InvalidKey: *key* is not a valid key.
+            SupervisorClosed: the supervisor has stopped.
+        """
+        key = validate_key(key)
+        self._check_open()
+        runtime = self._runtime
+        if self._fleet is not None and not self._fleet.owns(key):
+            await self._fleet.fix([Resume(key)])  # a halted key is nobody's: claimable now
+            runtime.log.info("key.resumed", key=key)
+            await schedule_point()
+            return
+        async with self._changing_halt(key):
+            if not runtime.core.is_halted(key):
+                await trio.lowlevel.checkpoint()
+                return
+            async with runtime.writing_halt(key):
+                await runtime.journal.write([Resume(key)], now=runtime.unix_now())
+                if runtime.core.resume(key):
+                    runtime.spawn(key)
+        runtime.log.info("key.resumed", key=key)
+        runtime.check_idle()
+        await schedule_point()
+
+    async def requeue(self, job_id: int, *, head: bool = False) -> int:
+        """Put dead letter *job_id* back on its key, attempts reset.
+
+        By default at the tail, under a new id, behind everything sent before.
+        With *head*, in its own place instead, under its own id: before every
+        job of its key accepted after it, so a key its discard halted runs it
+        first again and keeps its order; the key is resumed in the same
+        journaled step (a paused one too).  A dead letter that a skip under
+        way made is revived once that skip returns.
+
+        Returns:
+            The id it runs under now.
+
+        Raises:
+            JobNotFound: no unfinished job or dead letter has that id.
+            JobStateError: the job is not a dead letter.
+            DuplicateError: an unfinished job holds its unique key.
+            SupervisorClosed: the supervisor has stopped.
+        """
+        self._check_open()
+        journal = self._runtime.journal
+        info = await requeue_check(journal, job_id)
+        if self._fleet is not None:
+            return await self._fleet_requeue(info, head=head)
+        if head:
+            return await self._revive(info)
+        entry = self._runtime.core.reserve(info.key, info.data, info.unique)
+        if not await self._journal([entry], requeue_of=info.id):
+            await requeue_check(journal, info.id)  # requeued meanwhile: say so
+            raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
+        self._runtime.log.info("job.requeued", key=info.key, job_id=entry.id, was=info.id)
+        await schedule_point()
+        return entry.id
+
+    async def _fleet_requeue(self, info: JobInfo, *, head: bool) -> int:
+        """`requeue` for a fleet member: straight to the journal, whoever owns the key.
+
+        The owner, if any, finds the job when it next runs dry (`Fleet.let_go`).
+        """
+        fleet = self._fleet
+        assert fleet is not None
+        if head:
+            change: Change = Revive(info.id, resume=info.key is not None)
+            job_id = info.id
+        else:
+            [job_id] = await fleet.new_ids(1)
+            change = Requeue(info.id, job_id)
+        if await fleet.fix([change]):
+            await requeue_check(self._runtime.journal, info.id)  # requeued meanwhile: say so
+            raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
+        fleet.nudge()
+        self._runtime.log.info("job.requeued", key=info.key, job_id=job_id, was=info.id, head=head)
+        await schedule_point()
+        return job_id
+
+    async def _revive(self, info: JobInfo) -> int:
+        if info.key is None:
+            return await self._revive_claimed(info)
+        async with self._changing_halt(info.key):  # it may resume the key
+            return await self._revive_claimed(info)
+
+    async def _revive_claimed(self, info: JobInfo) -> int:
+        runtime = self._runtime
+        # A skip of the job under way may have made the dead letter: its discard
+        # must be heard back before this revive is, as the journal has them.
+        # (A skip that starts later waits for this revive: `Core.accepting`.)
+        await until_unclaimed(self._skipping, info.id)
+        resume = info.key is not None and runtime.core.is_halted(info.key)
+        runtime.core.reviving(info.id)
+        async with contextlib.AsyncExitStack() as halt_written:
+            try:
+                if resume:  # heard in journal order with a halting discard
+                    await halt_written.enter_async_context(runtime.writing_halt(info.key))
+                revive = Revive(info.id, resume=resume)
+                superseded = await runtime.journal.write([revive], now=runtime.unix_now())
+            except BaseException:
+                runtime.core.revive_refused(info.id)
+                self._answer_skips()
+                raise
+            needs_actor = False
+            if superseded:
+                runtime.core.revive_refused(info.id)
+            else:
+                stored = StoredJob(id=info.id, key=info.key, data=info.data, unique=info.unique)
+                needs_actor = runtime.core.revive(stored)
+                if resume:
+                    assert info.key is not None
+                    needs_actor = runtime.core.resume(info.key) or needs_actor
+                    runtime.log.info("key.resumed", key=info.key)
+        self._answer_skips()
+        if superseded:
+            await requeue_check(runtime.journal, info.id)  # requeued meanwhile: say so
+            raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
+        lane = info.key if info.key is not None else info.id
+        if needs_actor:
+            runtime.spawn(lane)
+        else:
+            runtime.wake(lane)  # its actor may be waiting for work
+        runtime.log.info("job.requeued", key=info.key, job_id=info.id, was=info.id, head=True)
+        runtime.check_idle()
+        await schedule_point()
+        return info.id
+
+    async def _skip_scheduled(self, info: JobInfo) -> bool:
+        """Skip *info* if it is still scheduled (the scheduler may promote it meanwhile).
+
+        Returns False if it is in its key's sequence now: skip it there.
+        """
+        runtime = self._runtime
+        async with runtime.schedule.lock:
+            info = await skip_check(runtime.journal, info.id)
+            if info.state != "scheduled":
+                return False
+            changes = [Discard(info.id, SKIPPED_TEXT)]
+            superseded = await runtime.journal.write(changes, now=runtime.unix_now())
+            runtime.core.unschedule(discarded=True)  # gone, by this skip or by another writer
+            if superseded:
+                runtime.check_idle()
+                await skip_check(runtime.journal, info.id)  # say what it is now
+                raise JobStateError(info.id, "dead", "another writer discarded it first")
+        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
+        runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
+        runtime.check_idle()
+        return True
+
+    async def skip(self, job_id: int) -> None:
+        """Discard unfinished job *job_id* without running it any more.
+
+        The job never starts again: a running attempt is cancelled (it counts
+        as an attempt made) and waited for, a backoff cut short, and the
+        discard is journaled before this returns.  Its dead letter's error
+        reads ``"skipped by operator"``; the key goes on with its next job
+        even under ``on_discard="halt"`` (unless it is halted).  A job whose
+        attempt finishes (completed, or discarded) as it is skipped keeps
+        that outcome, and the skip raises as it would for that job now (a
+        dead letter requeued at its head meanwhile is skipped again).  A
+        job the journal shows before its sender heard back is skipped once
+        its sender has it.  A skip cancelled before the discard is journaled
+        is called off: the job runs again.
+
+        Raises:
+            JobNotFound: no unfinished job or dead letter has that id (a
+                completed job is forgotten, one that completed as it was
+                skipped too).
+            JobStateError: the job is a dead letter already, or became one as
+                it was skipped.
+            JournalError: the journal refused the discard; the skip is undone
+                and the job runs again.
+            SupervisorClosed: the supervisor has stopped.
+        """
+        self._check_open()
+        runtime = self._runtime
+        checked = check_job_id(job_id)
+        # One skip of a job at a time; the next one sees its outcome.
+        async with one_at_a_time(self._skipping, checked):
+            info = await skip_check(runtime.journal, checked)
+            if self._fleet is not None and (
+                info.state == "scheduled"  # in no key's sequence: nobody's
+                or not self._fleet.owns(info.id if info.key is None else info.key)
+            ):
+                await self._fleet_skip(info)
+                return
+            if info.state == "scheduled":
+                if await self._skip_scheduled(info):
+                    return
+                info = await skip_check(runtime.journal, checked)  # promoted meanwhile
+            await self._skip(info)
+
+    async def _fleet_skip(self, info: JobInfo) -> None:
+        """`skip` of a job this fleet member does not own: its discard, straight to the journal.
+
+        The owner, if any, finds its start or its completion superseded; a
+        running attempt is not cut short, as it is on the key's own member.
+        """
+        runtime = self._runtime
+        assert self._fleet is not None
+        if await self._fleet.fix([Discard(info.id, SKIPPED_TEXT)]):
+            await skip_check(runtime.journal, info.id)  # say what it is now
+            raise JobStateError(info.id, "dead", "another writer discarded it first")
+        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
+
+    async def _skip(self, info: JobInfo) -> None:
+        runtime, core = self._runtime, self._runtime.core
+        lane: Lane = info.id if info.key is None else info.key
+        place = info.id if info.place is None else info.place
+        running = core.skip(info.id, info.key)  # from here on, it never starts
+        runtime.log.info("job.skipped", key=info.key, job_id=info.id)
+        if running is not None:
+            self._interrupt(lane)
+        try:
+            await self._until_skippable(info, place, running)
+            if running is None and (running := core.skip(info.id, info.key)) is not None:
+                # Revived meanwhile with no skip to mark it, and started: cut it short.
+                self._interrupt(lane)
+                await self._until_skippable(info, place, running)
+        except BaseException:  # the skip is called off: the job may run again
+            core.unskip(info.id, info.key)
+            runtime.wake(lane)
+            raise
+        if running is not None and not core.holds(running):
+            # Its attempt finished first (its outcome was being journaled, or the
+            # handler shielded itself): it keeps that outcome, and the caller learns
+            # which from the error a skip of it raises now.  Unless it is unfinished
+            # again (a dead letter another operator requeued at its head meanwhile):
+            # then this skip is of the job as it is now.
+            await self._skip(await skip_check(runtime.journal, info.id))
+            return
+        head = core.head(lane)
+        waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
+        discard = Discard(info.id, SKIPPED_TEXT)
+        changes: list[Change] = [discard]
+        if head is not None and waiting_head and head.marked and not head.running:
+            # Its start was journaled early (with its acceptance, or its predecessor's
+            # completion) and never ran: its dead letter must not count that attempt.
+            changes.insert(0, MarkAttempt(head.id, head.attempt - 1))
+        try:
+            superseded = await runtime.journal.write(changes, now=runtime.unix_now())
+        except BaseException:
+            core.unskip(info.id, info.key)
+            runtime.wake(lane)
+            raise
+        if discard in superseded:  # another writer finished it first: it keeps that outcome
+            core.unskip(info.id, info.key)  # and leaves no mark: a revive of it runs
+            runtime.wake(lane)  # a head that waited for this discard: its start is superseded
+            await skip_check(runtime.journal, info.id)
+            raise JobStateError(info.id, "dead", "another writer discarded it first")
+        core.skipped(info.id, info.key, place)
+        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
+        runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
+        if waiting_head:
+            self._interrupt(lane, backing_off=True)  # cut its backoff short
+        runtime.wake(lane)  # the actor goes on to the next job
+
+    async def _until_skippable(self, info: JobInfo, place: int, running: Entry | None) -> None:
+        """Wait until skipped job *info* (at *place*) is accepted and, if it was *running*, stopped.
+
+        The journal may show a job before its sender's write is answered (a
+        durable write commits first): its sender commits it here, then it can
+        be discarded.
+        """
+        runtime = self._runtime
+        while runtime.core.accepting(info.id, info.key, place):
+            if runtime.closed:  # its sender never commits it now
+                raise SupervisorClosed(f"the supervisor stopped while job {info.id} was sent")
+            if self._answered is None:
+                self._answered = trio.Event()
+            await self._answered.wait()
+        while running is not None and running.running:
+            await runtime.wait_stopped()
+
+    async def retry_now(self, key: str) -> bool:
+        """Run *key*'s head at once if it is waiting out a retry's backoff.
+
+        Returns:
+            Whether a waiting head was woken.
+
+        Raises:
+            KeyNotFound: *key* has no unfinished jobs and is not halted.
+            SupervisorClosed: the supervisor has stopped.
+        """
+        key = validate_key(key)
+        self._check_open()
+        runtime = self._runtime
+        if self._fleet is not None and not self._fleet.owns(key):
+            raise NotImplementedError(
+                "retry_now cuts a backoff short in the fleet member that owns the key only;"
+                " call it there"
+            )
+        await trio.lowlevel.checkpoint()
+        head = runtime.core.head(key)
+        if head is None and not runtime.core.is_known(key):
+            raise KeyNotFound(key)
+        if head is None or head.running:
+            return False
+        return self._interrupt(key, backing_off=True)
+
+    async def pause(self, key: str) -> None:
+        """Halt *key*: its running job finishes, nothing else starts until `resume`.
+
+        A key whose only jobs are scheduled can be paused too: they join it
+        when due, and wait.  A pause returns once the journal holds the halt;
+        it waits for another operator's halt, resume or head requeue of *key*
+        being journaled first (`_changing_halt`).
+
+        Raises:
+            KeyNotFound: *key* has no unfinished jobs (scheduled ones included)
+                and is not halted.
+            SupervisorClosed: the supervisor has stopped.
+        """
+        key = validate_key(key)
+        self._check_open()
+        runtime = self._runtime
+        if self._fleet is not None and not self._fleet.owns(key):
+            journal = runtime.journal
+            if not await journal.jobs(key, limit=1) and not await journal.scheduled(
+                key=key, limit=1
+            ):
+                raise KeyNotFound(key)
+            await self._fleet.fix([Halt(key)])  # its owner starts nothing more
+            runtime.log.info("key.paused", key=key)
+            await schedule_point()
+            return
+        if not runtime.core.is_known(key) and not await runtime.journal.scheduled(key=key, limit=1):
+            await trio.lowlevel.checkpoint()
+            raise KeyNotFound(key)
+        async with self._changing_halt(key):
+            if runtime.core.is_halted(key):
+                await trio.lowlevel.checkpoint()
+                return
+            # Halted in the core first, so nothing starts while the Halt is being
+            # journaled; a start already under way takes itself back (Core.may_run).
+            runtime.core.pause(key)
+            try:
+                await runtime.journal.write([Halt(key)], now=runtime.unix_now())
+            except BaseException:
+                if runtime.core.pause_refused(key):
+                    runtime.spawn(key)
+                raise
+            runtime.core.paused(key)
+        runtime.log.info("key.paused", key=key)
+        runtime.check_idle()
+        await schedule_point()
+
+    async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
+        """Delete dead letters discarded more than *older_than* seconds ago; return how many.
+
+        Raises:
+            TypeError, ValueError: *older_than* is not a number >= 0, or *key* is invalid.
+            SupervisorClosed: the supervisor has stopped.
+        """
+        self._check_open()
+        return await purge_dead(self._runtime.journal, older_than, key, self._runtime.unix_now())
+
+    async def serve_commands(self) -> None:
+        """Carry out the `Command`s operators send through the journal, each in a task of its own.
+
+        Runs for as long as the supervisor does.  A journal failing to hand
+        them out is logged and asked again a second later: the jobs go on.
+        """
+        runtime = self._runtime
+        assert runtime.nursery is not None
+        while True:
+            try:
+                commands = await runtime.journal.commands()
+            except Exception as exc:
+                runtime.log.error(
+                    "commands.failed", error=describe(exc), exception=exception_text(exc)
+                )
+                await trio.sleep(1.0)
+                continue
+            for command in commands:
+                start_task(runtime.nursery, self._answer, command, name="inturn.command")
+
+    async def _answer(self, command: Command) -> None:
+        runtime = self._runtime
+        runtime.log.info("command.taken", command=command.verb, command_id=command.id)
+        try:
+            result = await self.carry_out(command)
+        except (InturnError, TypeError, ValueError) as exc:
+            answer = Answer(error=type(exc).__name__, error_args=_plain(exc.args))
+        else:
+            answer = Answer(result=result)
+        try:
+            await runtime.journal.answer(command.id, answer)
+        except Exception as exc:
+            runtime.log.error(
+                "command.not_answered",
+                command_id=command.id,
+                error=describe(exc),
+                exception=exception_text(exc),
+            )
+
+    async def carry_out(self, command: Command) -> int | bool | None:
+        """Run *command* with the method its verb names; return that method's result."""
+        match command.verb:
+            case "skip":
+                await self.skip(_given(command.job_id))
+                return None
+            case "requeue":
+                return await self.requeue(_given(command.job_id))
+            case "requeue_head":
+                return await self.requeue(_given(command.job_id), head=True)
+            case "pause":
+                await self.pause(_given(command.key))
+                return None
+            case "resume":
+                await self.resume(_given(command.key))
+                return None
+            case "retry_now":
+                return await self.retry_now(_given(command.key))
+            case "purge_dead":
+                return await self.purge_dead(older_than=_given(command.older_than), key=command.key)
+        raise ValueError(f"not an operator's command: {command.verb!r}")
+
+
+def _given(value: _T | None) -> _T:
+    if value is None:
+        raise ValueError("the command lacks an argument its verb needs")
+    return value
+
+
+def _plain(args: tuple[object, ...]) -> tuple[str | int | float | None, ...]:
+    """An error's arguments as the journal can store them."""
+    return tuple(arg if isinstance(arg, str | int | float | None) else str(arg) for arg in args)
