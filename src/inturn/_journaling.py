@@ -22,7 +22,7 @@ from ._runtime import Runtime
 from ._schedule import PAGE
 from .core import Entry, Lane, Run
 from .errors import EncodeError, SupervisorClosed, describe
-from .events import exception_text, logs_debug
+from .events import exception_text
 from .fleet import Fleet
 from .info import JobInfo
 from .journal import Append, Change, Due, MarkAttempt, Requeue, StoredJob
@@ -133,7 +133,7 @@ class Journaling:
                 runtime.wake(lane)  # once per run of the lane's jobs
         self._answer_skips()
         log = runtime.log
-        if logs_debug(log):  # a batch skips its no-op calls
+        if runtime.debug:
             for change in changes:
                 if isinstance(change, Append) and change.due_at is None:
                     log.debug("job.accepted", key=change.key, job_id=change.job_id)

@@ -62,7 +62,6 @@ import trio
 from ._runtime import Runtime, key_of
 from .core import Backoff, Discarding, Entry, Lane, Outcome
 from .errors import BatchError, DecodeError, PermanentError
-from .events import logs_debug
 from .jobs import Job, new_job
 
 if TYPE_CHECKING:
@@ -394,7 +393,7 @@ class Actor:
                 await self._carry_out(self._failed(batch[0], error))
                 return
             del batch[index:]
-        if logs_debug(runtime.log):
+        if runtime.debug:
             for entry in batch:
                 runtime.log.debug(
                     "job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt
@@ -465,7 +464,7 @@ class Actor:
         done, gone = core.completed(completion, await self._written(written))
         for entry in gone:  # another writer finished it first
             self._let_go(entry, "job.superseded")
-        if len(done) == 1 or logs_debug(runtime.log):  # a batch skips its no-op calls
+        if runtime.debug:
             for entry in done:
                 runtime.log.debug(
                     "job.completed", key=entry.key, job_id=entry.id, attempt=entry.attempt
@@ -507,14 +506,10 @@ class Actor:
                 await self._carry_out(core.follower_discarded(entry, error))
         assert head is outcome.entry
 
-    async def _written(self, written: Awaitable[_T]) -> _T:
-        """Await *written*, an attempt's outcome on its way to the journal: shielded once
-        `interrupted`."""
-        if not self.interrupted:
-            return await written
-        with trio.CancelScope(shield=True):
-            result = await written
-        return result
+    def _written(self, written: Awaitable[_T]) -> Awaitable[_T]:
+        """*written*, an attempt's outcome on its way to the journal, to await: shielded once
+        `interrupted` (an operator's cancel, still pending, must not cut it short)."""
+        return _shielded(written) if self.interrupted else written
 
     async def _carry_out(self, outcome: Outcome) -> None:
         runtime, core = self.runtime, self.runtime.core
@@ -560,3 +555,9 @@ class Actor:
                 runtime.finished(entry.id, error=error)
             case _:
                 assert_never(outcome)
+
+
+async def _shielded(written: Awaitable[_T]) -> _T:
+    with trio.CancelScope(shield=True):
+        result = await written
+    return result

@@ -17,7 +17,7 @@ from typing import Any, Final, Protocol, TypeVar, final
 import attrs
 import structlog
 
-__all__ = ["Event", "EventTee", "Logger", "debug_is_off", "logs_debug"]
+__all__ = ["Event", "EventTee", "Logger", "debug_is_off"]
 
 
 class Logger(Protocol):
@@ -43,18 +43,6 @@ def debug_is_off(log: object) -> bool:
     one, an `EventTee`) is called every time.
     """
     return getattr(type(log), "debug", None) is _NOP
-
-
-def logs_debug(log: object) -> bool:
-    """Whether a debug event sent to *log* goes anywhere.
-
-    False only for a logger that says debug is off (structlog's filtering
-    loggers, and its stdlib one, answer ``is_enabled_for``), whose debug
-    method is then a no-op: a batch of jobs skips one such call per job, a
-    tenth of a batched job's cost.  An `EventTee` hands every event on.
-    """
-    enabled = getattr(log, "is_enabled_for", None)
-    return enabled is None or bool(enabled(logging.DEBUG))
 
 
 @final
@@ -83,7 +71,7 @@ class EventTee:
     on_event: Callable[[Event], object]
 
     def is_enabled_for(self, level: int) -> bool:
-        """Every event reaches *on_event*, whatever the logger's level (`logs_debug`)."""
+        """Every event reaches *on_event*, whatever the logger's level (`debug_is_off`)."""
         return True
 
     def debug(self, name: str, /, **fields: Any) -> None:

@@ -9,7 +9,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 import inturn
 from inturn.core import Backoff, Core, Discarding, Entry, Lane, Page
-from inturn.journal import Recovery, StoredJob
+from inturn.journal import Complete, Discard, MarkAttempt, Recovery, Retrying, StoredJob
 
 KEYS = ("a", "b")
 UNIQUES = ("u", "v")
@@ -152,9 +152,14 @@ class CoreVsModel(RuleBasedStateMachine):
             successor = None
             if lane not in self.halted and len(queue) > 1 and queue[1] in self.durable:
                 successor = queue[1]
-            found = self.core.successor(entry)
+            completion = self.core.completion([entry])
+            found = completion.successor
             assert (None if found is None else found.id) == successor
-            self.core.complete(entry)
+            marks = [] if found is None else [MarkAttempt(found.id, found.attempt)]
+            assert completion.changes == (Complete(entry.id), *marks)
+            assert self.core.completed(completion, ()) == ([entry], [])
+            if found is not None:
+                assert found.marked  # its start went with the completion
             self._forget(entry)
             self.completed += 1
         else:
@@ -167,12 +172,15 @@ class CoreVsModel(RuleBasedStateMachine):
                     2.0 ** (attempt - 1),
                     BOOM,
                 )
+                retry_at = self.core.unix_time(outcome.at)
+                assert outcome.changes == (Retrying(entry.id, outcome.text, retry_at),)
                 self.core.backoff(entry)
                 self.attempt[entry.id] += 1
             else:
                 halt = isinstance(lane, str)
                 assert isinstance(outcome, Discarding)
                 assert (outcome.entry, outcome.error, outcome.halt) == (entry, BOOM, halt)
+                assert outcome.changes == (Discard(entry.id, outcome.text, halt=halt),)
                 self.core.discard(entry, halt=halt)
                 self._forget(entry)
                 self.discarded += 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import traceback
 from collections.abc import Sequence
-from typing import Any
 
 import attrs
 import pytest
@@ -14,7 +13,7 @@ import trio
 import trio.testing
 
 import inturn
-from inturn.events import EventTee, logs_debug
+from inturn.events import EventTee
 from inturn.journal import Change, Complete, MarkAttempt
 from inturn.testing import FaultyJournal, Recorder
 
@@ -357,22 +356,3 @@ async def test_a_batchs_per_job_events_reach_on_event_and_the_log_when_debug_is_
         assert [e.job_id for e in events.events if e.name == name] == ids
         in_log = [e["job_id"] for e in logged if e["event"] == name]
         assert in_log == (ids * 2 if level == logging.DEBUG else [])
-
-
-def test_logs_debug_asks_the_logger_and_counts_a_tee_and_an_unknown_logger_in() -> None:
-    """Only a logger that says debug is off is skipped: structlog's filtering loggers and its
-    stdlib one answer; an EventTee hands every event on; one that cannot say is logged to."""
-    stdlib = logging.getLogger("inturn.test_logs_debug")
-    stdlib.setLevel(logging.INFO)
-
-    def filtering(level: int) -> Any:
-        wrapper: Any = structlog.make_filtering_bound_logger(level)
-        return wrapper(structlog.PrintLogger(), [], {})
-
-    assert not logs_debug(filtering(logging.INFO))
-    assert logs_debug(filtering(logging.DEBUG))
-    assert not logs_debug(structlog.stdlib.BoundLogger(stdlib, [], {}))
-    stdlib.setLevel(logging.DEBUG)
-    assert logs_debug(structlog.stdlib.BoundLogger(stdlib, [], {}))
-    assert logs_debug(EventTee(log=filtering(logging.INFO), on_event=EventLog()))
-    assert logs_debug(structlog.PrintLogger())  # cannot say: logged through, as before
