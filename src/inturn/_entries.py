@@ -14,15 +14,18 @@ from typing import TypeAlias
 
 import attrs
 
-from .journal.records import Change, Release
+from .journal.records import Append, Change, MarkAttempt, Release
 
 __all__ = [
+    "Accepted",
+    "Accepting",
     "Backoff",
     "Completion",
     "Discarding",
     "Entry",
     "Lane",
     "LaneState",
+    "NewJob",
     "Outcome",
     "Page",
     "Run",
@@ -158,6 +161,42 @@ class Discarding:
     text: str
     """What the dead letter keeps: *error*'s text, or the failure that used up its attempts."""
     changes: tuple[Change, ...]
+
+
+NewJob: TypeAlias = tuple[str | None, bytes, str | None, float | None, float | None]
+"""A job to accept: ``(key, data, unique, unique_for, due_at)``."""
+
+
+@attrs.frozen
+class Accepting:
+    """Journal *changes* to accept new jobs in one write: each one's `Append` in id order,
+    with a lane's first job its start (*starts*) when it runs next at once.  Then tell the
+    core (`Core.accepted`, or `Core.refused` if the journal refused the batch)."""
+
+    runs: tuple[Run, ...]
+    """The jobs due now, as `Core.reserve_many` reserved them."""
+    changes: tuple[Change, ...]
+    starts: tuple[tuple[Entry, MarkAttempt], ...]
+    later: tuple[Append, ...]
+    """The `Append`s of the jobs with a due time: they join their lanes when due."""
+
+    @property
+    def ids(self) -> list[int]:
+        """The new jobs' ids, in the order they were given (they rise)."""
+        return [change.job_id for change in self.changes if isinstance(change, Append)]
+
+
+@attrs.frozen
+class Accepted:
+    """What the journal's answer to an `Accepting` leads to: lanes to start a task for
+    (*holding*: given a slot a refused start freed), lanes that need an actor (*spawn*)
+    or may have one lingering (*wake*), and starts to give back (*give_back*: their key
+    was halted meanwhile)."""
+
+    holding: tuple[Lane, ...]
+    spawn: tuple[Lane, ...]
+    wake: tuple[Lane, ...]
+    give_back: tuple[Entry, ...]
 
 
 @attrs.frozen

@@ -20,7 +20,7 @@ from ._claims import one_at_a_time
 from ._fixes import schedule_point
 from ._runtime import Runtime
 from ._schedule import PAGE
-from .core import Entry, Lane, Run
+from .core import Accepting, Entry, Lane
 from .errors import EncodeError, SupervisorClosed, describe
 from .events import exception_text
 from .fleet import Fleet
@@ -67,78 +67,42 @@ class Journaling:
             )
         return data
 
-    async def _journal_new(
-        self,
-        runs: list[Run],
-        jobs: Sequence[tuple[str | None, bytes, str | None]],
-        windows: Sequence[float | None] = (),
-        later: Sequence[Append] = (),
-    ) -> None:
-        """Journal new jobs in one write, then commit them; or retract them all.
-
-        *runs* are what `Core.reserve_many` reserved for *jobs*, ``(key,
-        data, unique)`` in the same order, and *windows* their ``unique_for``
-        (kept here, not in the core: once journaled, the journal keeps them);
-        *later* the `Append`s of scheduled jobs, which join their keys when
-        due.
-        """
+    async def _journal_new(self, accepting: Accepting) -> None:
+        """Journal new jobs in one write (`Core.accept`), then commit them; or retract them all."""
         runtime = self._runtime
         core = runtime.core
-        changes: list[Change] = []
-        starting: list[tuple[Entry, MarkAttempt]] = []
-        position = 0
-        for run in runs:
-            for job_id in range(run.first, run.first + run.size):
-                key, data, unique = jobs[position]
-                window = windows[position] if windows else None
-                changes.append(Append(job_id, key, data, unique, window))
-                position += 1
-                if job_id == run.first and run.entries and core.starts_next(run.entries[0]):
-                    head = run.entries[0]  # its start goes in the same write
-                    mark = MarkAttempt(job_id, head.attempt)
-                    changes.append(mark)
-                    starting.append((head, mark))
-        if later:  # ids rise through a batch: each job's changes in id order (sort is stable)
-            changes = sorted([*changes, *later], key=_job_of)
-            # Counted first: the scheduler may read them from the journal, and promote
-            # them, before this write returns.
-            core.scheduled(len(later))
-        now = runtime.unix_now()
         try:
-            superseded = await runtime.journal.write(changes, now=now)
+            superseded = await runtime.journal.write(accepting.changes, now=runtime.unix_now())
         except BaseException:
-            for lane in core.retract_many(runs):
+            for lane in core.refused(accepting):
                 runtime.start_holding(lane)
-            for run in runs:
+            for run in accepting.runs:
                 runtime.wake(run.lane)  # its actor may be waiting on this head
-            for _ in later:
-                core.unschedule()
             runtime.check_idle()
             self._answer_skips()
             raise
-        if self._runtime.closed:
-            await self._closed_while_journaled(changes, starting, superseded)
-        if later:
-            for append in later:
-                assert append.due_at is not None
-                runtime.schedule.noticed(core.clock_time(append.due_at))
-                runtime.log.debug(
-                    "job.scheduled", key=append.key, job_id=append.job_id, due_at=append.due_at
-                )
-        give_back = self._started_early(starting, superseded)
-        for lane, wants_actor in core.commit_many(runs):
-            if wants_actor:
-                runtime.spawn(lane)
-            else:
-                runtime.wake(lane)  # once per run of the lane's jobs
+        if runtime.closed:
+            await self._closed_while_journaled(accepting.changes, accepting.starts, superseded)
+        for append in accepting.later:
+            assert append.due_at is not None
+            runtime.schedule.noticed(core.clock_time(append.due_at))
+            runtime.log.debug(
+                "job.scheduled", key=append.key, job_id=append.job_id, due_at=append.due_at
+            )
+        accepted = core.accepted(accepting, superseded)
+        for lane in accepted.holding:
+            runtime.start_holding(lane)
+        for lane in accepted.spawn:
+            runtime.spawn(lane)
+        for lane in accepted.wake:
+            runtime.wake(lane)  # once per run of the lane's jobs
         self._answer_skips()
-        log = runtime.log
         if runtime.debug:
-            for change in changes:
+            for change in accepting.changes:
                 if isinstance(change, Append) and change.due_at is None:
-                    log.debug("job.accepted", key=change.key, job_id=change.job_id)
-        if give_back:
-            await runtime.give_back(give_back)
+                    runtime.log.debug("job.accepted", key=change.key, job_id=change.job_id)
+        if accepted.give_back:
+            await runtime.give_back(list(accepted.give_back))
 
     async def _journal(self, entries: list[Entry], *, requeue_of: int | None = None) -> bool:
         """Journal reserved *entries*, jobs going back into their keys, in one write, then
@@ -211,8 +175,8 @@ class Journaling:
 
     async def _closed_while_journaled(
         self,
-        changes: list[Change],
-        starting: list[tuple[Entry, MarkAttempt]],
+        changes: Sequence[Change],
+        starting: Sequence[tuple[Entry, MarkAttempt]],
         superseded: Sequence[Change],
     ) -> NoReturn:
         """The supervisor stopped (was cancelled) while *changes* were journaled: raise

@@ -65,12 +65,15 @@ from typing import Literal
 import attrs
 
 from ._entries import (
+    Accepted,
+    Accepting,
     Backoff,
     Completion,
     Discarding,
     Entry,
     Lane,
     LaneState,
+    NewJob,
     Outcome,
     Page,
     Run,
@@ -79,6 +82,7 @@ from ._entries import (
 from .errors import DecodeError, PermanentError, Snooze, describe
 from .jobs import Stats
 from .journal.records import (
+    Append,
     Backlog,
     Change,
     Complete,
@@ -92,7 +96,19 @@ from .journal.records import (
 )
 from .retry import Retry
 
-__all__ = ["Backoff", "Core", "Discarding", "Entry", "Lane", "Outcome", "Page", "Run"]
+__all__ = [
+    "Accepted",
+    "Accepting",
+    "Backoff",
+    "Core",
+    "Discarding",
+    "Entry",
+    "Lane",
+    "NewJob",
+    "Outcome",
+    "Page",
+    "Run",
+]
 
 
 @attrs.define(eq=False)
@@ -194,6 +210,85 @@ class Core:
             self._reserved(state, run)
         self.next_id = job_id
         return runs
+
+    def accept(self, jobs: Sequence[NewJob]) -> Accepting:
+        """Give new *jobs* their ids and places, in order, and the changes that journal them.
+
+        A job due now is reserved (`reserve_many`); one with a due time is
+        scheduled (`schedule`) and counted at once (`scheduled`: the
+        scheduler may read it from the journal before the write returns).
+        A lane's first job that runs next at once (`starts_next`) has its
+        start journaled with it.  Then `accepted`, or `refused`.
+        """
+        runs: list[Run] = []
+        changes: list[Change] = []
+        starts: list[tuple[Entry, MarkAttempt]] = []
+        later: list[Append] = []
+        now: list[NewJob] = []  # the jobs due now since the last scheduled one
+
+        def reserve() -> None:
+            reserved = self.reserve_many([(key, data, unique) for key, data, unique, _, _ in now])
+            jobs_now = iter(now)
+            for run in reserved:
+                for job_id in range(run.first, run.first + run.size):
+                    key, data, unique, window, _ = next(jobs_now)
+                    changes.append(Append(job_id, key, data, unique, window))
+                    if job_id == run.first and run.entries and self.starts_next(run.entries[0]):
+                        head = run.entries[0]  # its start goes in the same write
+                        mark = MarkAttempt(job_id, head.attempt)
+                        changes.append(mark)
+                        starts.append((head, mark))
+            runs.extend(reserved)
+            now.clear()
+
+        for job in jobs:
+            key, data, unique, window, due = job
+            if due is None:
+                now.append(job)
+                continue
+            if now:
+                reserve()
+            append = Append(self.schedule(), key, data, unique, window, due)
+            changes.append(append)
+            later.append(append)
+        if now:
+            reserve()
+        if later:
+            self.scheduled(len(later))
+        return Accepting(tuple(runs), tuple(changes), tuple(starts), tuple(later))
+
+    @staticmethod
+    def appends(ids: Sequence[int], jobs: Sequence[NewJob]) -> list[Append]:
+        """The `Append`s of a fleet member's new *jobs*, with the *ids* the journal gave them:
+        the journal places them, and their keys' owners run them (`owned`)."""
+        return [
+            Append(job_id, key, data, unique, window, due)
+            for job_id, (key, data, unique, window, due) in zip(ids, jobs, strict=True)
+        ]
+
+    def accepted(self, accepting: Accepting, superseded: Sequence[Change]) -> Accepted:
+        """The journal took *accepting* but *superseded* some of its starts (their keys were
+        halted meanwhile): the jobs are durable now; what the shell does next."""
+        holding: list[Lane] = []
+        give_back: list[Entry] = []
+        for entry, mark in accepting.starts:
+            returned, free = self.early_start_answered(entry, marked=mark not in superseded)
+            if free is not None:
+                holding.append(free)
+            if returned:
+                give_back.append(entry)
+        spawn: list[Lane] = []
+        wake: list[Lane] = []
+        for lane, wants_actor in self.commit_many(accepting.runs):
+            (spawn if wants_actor else wake).append(lane)
+        return Accepted(tuple(holding), tuple(spawn), tuple(wake), tuple(give_back))
+
+    def refused(self, accepting: Accepting) -> list[Lane]:
+        """The journal refused *accepting* (or its write was cut short): forget its jobs as if
+        never sent.  Returns the lanes to start a task for (`retract`)."""
+        for _ in accepting.later:
+            self.unschedule()
+        return self.retract_many(accepting.runs)
 
     def _reserved(self, state: LaneState, run: Run) -> None:
         """*run*, of *state*'s lane, is reserved: count its jobs, its spilled ones in flight."""

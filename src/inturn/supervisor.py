@@ -55,7 +55,7 @@ from ._schedule import due_time
 from ._tasks import start_task
 from .actors import Actor
 from .codec import Codec, JSONCodec
-from .core import Core
+from .core import Core, NewJob
 from .errors import (
     JobDiscarded,
     SupervisorClosed,
@@ -65,7 +65,6 @@ from .fleet import Fleet, FleetJournal, capacity_for
 from .info import JobInfo, KeyFilter, KeyInfo
 from .jobs import Item, Stats
 from .journal import (
-    Append,
     Journal,
     MemoryJournal,
 )
@@ -157,11 +156,9 @@ class Supervisor(Operating):
         """
         self._check_open()
         runtime = self._runtime
-        batch: list[tuple[str, bytes, str | None]] = []  # what `Core.reserve_many` takes
-        extras: dict[int, tuple[float | None, float | None]] = {}  # an `Item`'s window, due time
+        batch: list[NewJob] = []  # what `Core.accept` takes
         now = runtime.unix_now()
         first: dict[str, int] = {}  # unique key -> the item that takes it
-        scheduled = False  # an item has a due time
         items: Iterable[object] = jobs  # checked here: callers may pass anything
         valid: str | None = None  # the last key validated: a batch often repeats one
         for position, item in enumerate(items):
@@ -169,70 +166,34 @@ class Supervisor(Operating):
                 key, payload = item
                 if type(key) is not str or key != valid:
                     key = valid = validate_key(key)
-                batch.append((key, self._encode(payload), None))
+                batch.append((key, self._encode(payload), None, None, None))
                 continue
-            due: float | None = None
-            if isinstance(item, Item):
-                key, payload, unique, unique_for = (
-                    item.key,
-                    item.payload,
-                    item.unique,
-                    item.unique_for,
-                )
-                due = due_time(item.delay, item.at, now)
-            else:
+            if not isinstance(item, Item):
                 raise TypeError(
                     "send_many takes (key, payload) pairs or inturn.Item values,"
                     f" not a {type(item).__name__}"
                 )
-            key, unique = validate_key(key), validate_unique(unique)
-            unique_for = validate_unique_for(unique_for, unique)
+            due = due_time(item.delay, item.at, now)
+            key, unique = validate_key(item.key), validate_unique(item.unique)
+            unique_for = validate_unique_for(item.unique_for, unique)
             if unique is not None and first.setdefault(unique, position) != position:
                 raise ValueError(
                     f"send_many: items {first[unique]} and {position} both take unique key"
                     f" {unique!r}"
                 )
-            batch.append((key, self._encode(payload), unique))
-            extras[position] = (unique_for, due)
-            scheduled = scheduled or due is not None
+            batch.append((key, self._encode(item.payload), unique, unique_for, due))
         if not batch:
             await trio.lowlevel.checkpoint()
             return []
         if self._fleet is not None:
             ids = await self._fleet.new_ids(len(batch))
-            appends = [
-                Append(job_id, key, data, unique, *extras.get(position, (None, None)))
-                for position, (job_id, (key, data, unique)) in enumerate(
-                    zip(ids, batch, strict=True)
-                )
-            ]
-            await self._fleet.append(appends, now=now)
+            await self._fleet.append(runtime.core.appends(ids, batch), now=now)
             await schedule_point()
             return ids
-        core = runtime.core
-        later: list[Append] = []  # the scheduled jobs'
-        windows: list[float | None] = []  # the others' unique_for, if any has one
-        if not scheduled:  # the core reserves the whole batch in one call
-            runs = core.reserve_many(batch)
-            ids = list(range(runs[0].first, core.next_id))
-            if extras:
-                windows = [extras.get(position, (None, None))[0] for position in range(len(batch))]
-        else:  # ids rise in the order given, the scheduled jobs' too
-            ids, runs, now_due = [], [], []
-            for position, (key, data, unique) in enumerate(batch):
-                unique_for, due = extras.get(position, (None, None))
-                if due is None:
-                    runs.extend(core.reserve_many([(key, data, unique)]))
-                    now_due.append((key, data, unique))
-                    windows.append(unique_for)
-                    ids.append(runs[-1].first)
-                else:
-                    later.append(self._scheduled(key, data, unique, unique_for, due))
-                    ids.append(later[-1].job_id)
-            batch = now_due
-        await self._journal_new(runs, batch, windows, later)
+        accepting = runtime.core.accept(batch)
+        await self._journal_new(accepting)
         await schedule_point()
-        return ids
+        return accepting.ids
 
     async def submit(
         self,
@@ -462,35 +423,14 @@ class Supervisor(Operating):
         unique = validate_unique(unique)
         window = validate_unique_for(unique_for, unique)
         due = None if delay is None and at is None else due_time(delay, at, runtime.unix_now())
-        data = self._encode(payload)
+        job: NewJob = (key, self._encode(payload), unique, window, due)
         if self._fleet is not None:  # the journal places it; its key's owner runs it
             [job_id] = await self._fleet.new_ids(1)
-            append = Append(
-                job_id=job_id, key=key, data=data, unique=unique, unique_for=window, due_at=due
-            )
-            await self._fleet.append([append], now=runtime.unix_now())
+            await self._fleet.append(runtime.core.appends([job_id], [job]), now=runtime.unix_now())
             return job_id
-        if due is not None:
-            append = self._scheduled(key, data, unique, window, due)
-            await self._journal_new([], [], later=[append])
-            return append.job_id
-        job = (key, data, unique)
-        runs = runtime.core.reserve_many([job])
-        await self._journal_new(runs, [job], [window])
-        return runs[0].first
-
-    def _scheduled(
-        self, key: str | None, data: bytes, unique: str | None, window: float | None, due: float
-    ) -> Append:
-        """The `Append` of a new scheduled job, its id taken; `_journal_new` writes it."""
-        return Append(
-            job_id=self._runtime.core.schedule(),
-            key=key,
-            data=data,
-            unique=unique,
-            unique_for=window,
-            due_at=due,
-        )
+        accepting = runtime.core.accept([job])
+        await self._journal_new(accepting)
+        return accepting.ids[0]
 
 
 @asynccontextmanager

@@ -11,6 +11,7 @@ import inturn
 from inturn.core import Backoff, Core, Discarding, Entry
 from inturn.errors import PermanentError, Snooze, describe
 from inturn.journal.records import (
+    Append,
     Complete,
     Discard,
     MarkAttempt,
@@ -167,3 +168,63 @@ def test_a_batch_follower_shares_its_heads_discard_and_halts_nothing_again() -> 
     shared = core.follower_discarded(follower, PermanentError("no"))
     assert not shared.halt
     assert shared.changes == (Discard(follower.id, shared.text, halt=False),)
+
+
+def test_accepting_a_job_writes_it_with_its_start_and_asks_for_an_actor() -> None:
+    core = Core(RETRY)
+    accepting = core.accept([("k", b"x", None, None, None)])
+    assert accepting.changes == (Append(1, "k", b"x", None, None), MarkAttempt(1, 1))
+    assert accepting.ids == [1]
+    accepted = core.accepted(accepting, ())
+    assert (accepted.spawn, accepted.wake, accepted.give_back) == (("k",), (), ())
+    head = core.start("k")
+    assert head is not None
+    assert head.marked  # its start went with its acceptance
+
+
+def test_accepting_keeps_the_order_given_with_a_scheduled_job_among_them() -> None:
+    core = Core(RETRY)
+    accepting = core.accept(
+        [
+            ("a", b"1", None, None, None),
+            ("b", b"2", "u", 60.0, 500.0),  # scheduled
+            ("a", b"3", None, None, None),
+        ]
+    )
+    assert accepting.ids == [1, 2, 3]
+    assert [type(change).__name__ for change in accepting.changes] == [
+        "Append",
+        "MarkAttempt",
+        "Append",
+        "Append",
+    ]
+    assert accepting.later == (Append(2, "b", b"2", "u", 60.0, 500.0),)
+    assert core.stats(actors=0, running=0).scheduled == 1  # counted before the write returns
+    core.accepted(accepting, ())
+    assert core.stats(actors=0, running=0).queued == 2
+
+
+def test_a_refused_acceptance_leaves_nothing_behind() -> None:
+    core = Core(RETRY)
+    accepting = core.accept([("k", b"x", None, None, None), (None, b"y", None, None, 9.0)])
+    assert core.refused(accepting) == []
+    stats = core.stats(actors=0, running=0)
+    assert (stats.queued, stats.scheduled) == (0, 0)
+    assert core.idle
+
+
+def test_a_start_accepted_on_a_key_halted_meanwhile_is_given_back() -> None:
+    core = Core(RETRY)
+    accepting = core.accept([("k", b"x", None, None, None)])
+    core.halt("k")  # a pause landed while the send was journaled
+    [(entry, _)] = accepting.starts
+    accepted = core.accepted(accepting, ())
+    assert accepted.give_back == (entry,)
+
+
+def test_a_fleet_members_new_jobs_are_appends_with_the_journals_ids() -> None:
+    jobs = [("k", b"x", None, None, None), (None, b"y", "u", 5.0, None)]
+    assert Core.appends([40, 41], jobs) == [
+        Append(40, "k", b"x", None, None, None),
+        Append(41, None, b"y", "u", 5.0, None),
+    ]
