@@ -54,7 +54,7 @@ giving back the attempt the handler did not finish.
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, TypeVar, assert_never
+from typing import TypeVar, assert_never
 
 import attrs
 import trio
@@ -63,10 +63,6 @@ from ._runtime import Runtime, key_of
 from .core import Backoff, Discarding, Entry, Lane, Outcome
 from .errors import BatchError, DecodeError, PermanentError
 from .jobs import Job, new_job
-
-if TYPE_CHECKING:
-    pass
-
 
 _T = TypeVar("_T")
 

@@ -7,6 +7,7 @@ means none of them waits any more.
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 import inturn
@@ -16,8 +17,9 @@ from .test_members import member
 BEHIND = 20
 
 
-async def test_wait_idle_waits_for_jobs_sent_to_a_key_the_member_owns(
-    pg_dsn: str, pg_schema: str
+@pytest.mark.parametrize("ending", ["wait_idle", "leaving the block"])
+async def test_a_member_waits_for_the_jobs_it_sent_to_a_key_it_owns(
+    pg_dsn: str, pg_schema: str, ending: str
 ) -> None:
     """Regression: with the key's first job running, the 20 sent behind it were left waiting."""
     ran: list[object] = []
@@ -36,27 +38,7 @@ async def test_wait_idle_waits_for_jobs_sent_to_a_key_the_member_owns(
         for n in range(1, BEHIND + 1):
             await sup.send("k", n)
         release.set()
-        await sup.wait_idle()
-        assert ran == list(range(BEHIND + 1))
-
-
-async def test_leaving_the_block_runs_what_the_member_sent_to_its_own_key(
-    pg_dsn: str, pg_schema: str
-) -> None:
-    ran: list[object] = []
-    first_runs = trio.Event()
-    release = trio.Event()
-
-    async def handler(job: inturn.Job) -> None:
-        if job.payload == 0:
-            first_runs.set()
-            await release.wait()
-        ran.append(job.payload)
-
-    async with inturn.open_supervisor(handler, journal=member(pg_dsn, pg_schema)) as sup:
-        await sup.send("k", 0)
-        await first_runs.wait()
-        for n in range(1, BEHIND + 1):
-            await sup.send("k", n)
-        release.set()
+        if ending == "wait_idle":
+            await sup.wait_idle()
+            assert ran == list(range(BEHIND + 1))
     assert ran == list(range(BEHIND + 1))
