@@ -28,6 +28,7 @@ __all__ = [
     "NewJob",
     "Outcome",
     "Page",
+    "Returning",
     "Run",
     "new_entry",
 ]
@@ -184,6 +185,17 @@ class Accepting:
     def ids(self) -> list[int]:
         """The new jobs' ids, in the order they were given (they rise)."""
         return [change.job_id for change in self.changes if isinstance(change, Append)]
+
+
+@attrs.frozen
+class Returning:
+    """Journal *changes* for jobs going back into their keys (scheduled jobs falling due, a
+    dead letter requeued): each one's own change (*firsts*, in the entries' order), and with
+    the first of a lane its start when it runs next at once (*starts*)."""
+
+    changes: tuple[Change, ...]
+    firsts: tuple[Change, ...]
+    starts: tuple[tuple[Entry, MarkAttempt], ...]
 
 
 @attrs.frozen

@@ -119,21 +119,8 @@ class Journaling:
         runtime = self._runtime
         core = runtime.core
         due = requeue_of is None
-        changes: list[Change] = []
-        firsts: list[Change] = []  # each entry's own change
-        starting: list[tuple[Entry, MarkAttempt]] = []
-        lane = None  # the previous entry's: one behind it in its lane cannot start next
-        for entry in entries:
-            first: Change = (
-                Due(entry.id, entry.place) if requeue_of is None else Requeue(requeue_of, entry.id)
-            )
-            changes.append(first)
-            firsts.append(first)
-            if entry.lane != lane and core.starts_next(entry):  # its start goes in the same write
-                mark = MarkAttempt(entry.id, entry.attempt)
-                changes.append(mark)
-                starting.append((entry, mark))
-            lane = entry.lane
+        returning = core.returning(entries, requeue_of=requeue_of)
+        changes, firsts, starting = returning.changes, returning.firsts, returning.starts
         now = runtime.unix_now()
         try:
             superseded = await runtime.journal.write(changes, now=now)
@@ -150,7 +137,9 @@ class Journaling:
             raise
         if self._runtime.closed:
             await self._closed_while_journaled(changes, starting, superseded)
-        give_back = self._started_early(starting, superseded)
+        holding, give_back = core.starts_answered(starting, superseded)
+        for lane in holding:
+            runtime.start_holding(lane)
         for entry, first in zip(entries, firsts, strict=True):
             if due:
                 core.unschedule()  # in its lane now, or finished by another writer
@@ -194,20 +183,6 @@ class Journaling:
         if self._answered is not None:
             self._answered.set()
             self._answered = None
-
-    def _started_early(
-        self, starting: list[tuple[Entry, MarkAttempt]], superseded: Sequence[Change]
-    ) -> list[Entry]:
-        """Tell the core which of the starts journaled with their jobs held; return those whose
-        marks go back (a key halted meanwhile starts nothing: its mark goes back, and its slot)."""
-        runtime = self._runtime
-        give_back: list[Entry] = []
-        for entry, mark in starting:
-            returned, free = runtime.core.early_start_answered(entry, marked=mark not in superseded)
-            runtime.start_holding(free)
-            if returned:
-                give_back.append(entry)
-        return give_back
 
     def _interrupt(self, lane: Lane, *, backing_off: bool = False) -> bool:
         """Cancel what *lane*'s actor does (its running attempt; or its backoff)."""

@@ -76,6 +76,7 @@ from ._entries import (
     NewJob,
     Outcome,
     Page,
+    Returning,
     Run,
     new_entry,
 )
@@ -87,10 +88,12 @@ from .journal.records import (
     Change,
     Complete,
     Discard,
+    Due,
     FleetChange,
     MarkAttempt,
     Recovery,
     Release,
+    Requeue,
     Retrying,
     StoredJob,
 )
@@ -107,6 +110,7 @@ __all__ = [
     "NewJob",
     "Outcome",
     "Page",
+    "Returning",
     "Run",
 ]
 
@@ -266,22 +270,54 @@ class Core:
             for job_id, (key, data, unique, window, due) in zip(ids, jobs, strict=True)
         ]
 
+    def returning(self, entries: Sequence[Entry], *, requeue_of: int | None = None) -> Returning:
+        """The changes that journal reserved *entries* going back into their lanes, in one write:
+        scheduled jobs falling due (`Due`, at their places), or with *requeue_of* the one dead
+        letter going back as *entries*' one job (`Requeue`).  The first entry of a lane that
+        runs next at once has its start journaled with it (`starts_next`).  Changes nothing
+        but that start's slot."""
+        changes: list[Change] = []
+        firsts: list[Change] = []
+        starts: list[tuple[Entry, MarkAttempt]] = []
+        lane = None  # the previous entry's: one behind it in its lane cannot start next
+        for entry in entries:
+            first: Change = (
+                Due(entry.id, entry.place) if requeue_of is None else Requeue(requeue_of, entry.id)
+            )
+            changes.append(first)
+            firsts.append(first)
+            if entry.lane != lane and self.starts_next(entry):  # its start goes with it
+                mark = MarkAttempt(entry.id, entry.attempt)
+                changes.append(mark)
+                starts.append((entry, mark))
+            lane = entry.lane
+        return Returning(tuple(changes), tuple(firsts), tuple(starts))
+
     def accepted(self, accepting: Accepting, superseded: Sequence[Change]) -> Accepted:
         """The journal took *accepting* but *superseded* some of its starts (their keys were
         halted meanwhile): the jobs are durable now; what the shell does next."""
-        holding: list[Lane] = []
-        give_back: list[Entry] = []
-        for entry, mark in accepting.starts:
-            returned, free = self.early_start_answered(entry, marked=mark not in superseded)
-            if free is not None:
-                holding.append(free)
-            if returned:
-                give_back.append(entry)
+        holding, give_back = self.starts_answered(accepting.starts, superseded)
         spawn: list[Lane] = []
         wake: list[Lane] = []
         for lane, wants_actor in self.commit_many(accepting.runs):
             (spawn if wants_actor else wake).append(lane)
         return Accepted(tuple(holding), tuple(spawn), tuple(wake), tuple(give_back))
+
+    def starts_answered(
+        self, starts: Sequence[tuple[Entry, MarkAttempt]], superseded: Sequence[Change]
+    ) -> tuple[list[Lane], list[Entry]]:
+        """The journal answered the write that carried *starts* with their jobs
+        (`early_start_answered` for each): the lanes given a slot a refused start freed, and
+        the entries whose marks go back (their key was halted meanwhile)."""
+        holding: list[Lane] = []
+        give_back: list[Entry] = []
+        for entry, mark in starts:
+            returned, free = self.early_start_answered(entry, marked=mark not in superseded)
+            if free is not None:
+                holding.append(free)
+            if returned:
+                give_back.append(entry)
+        return holding, give_back
 
     def refused(self, accepting: Accepting) -> list[Lane]:
         """The journal refused *accepting* (or its write was cut short): forget its jobs as if

@@ -14,9 +14,11 @@ from inturn.journal.records import (
     Append,
     Complete,
     Discard,
+    Due,
     MarkAttempt,
     Recovery,
     Release,
+    Requeue,
     Retrying,
     StoredJob,
 )
@@ -228,3 +230,20 @@ def test_a_fleet_members_new_jobs_are_appends_with_the_journals_ids() -> None:
         Append(40, "k", b"x", None, None, None),
         Append(41, None, b"y", "u", 5.0, None),
     ]
+
+
+def test_jobs_going_back_into_their_keys_are_written_with_their_starts() -> None:
+    core = Core(RETRY)
+    due = [core.promote(StoredJob(n, key, b"{}", due_at=1.0)) for n, key in [(1, "a"), (2, "a")]]
+    returning = core.returning(due)
+    first, second = due
+    assert returning.firsts == (Due(1, first.place), Due(2, second.place))
+    assert returning.changes == (Due(1, first.place), MarkAttempt(1, 1), Due(2, second.place))
+    assert returning.starts == ((first, MarkAttempt(1, 1)),)  # the one behind it waits
+
+
+def test_a_requeued_dead_letter_is_written_as_its_requeue() -> None:
+    core = Core(RETRY)
+    entry = core.reserve("k", b"{}")
+    returning = core.returning([entry], requeue_of=7)
+    assert returning.firsts == (Requeue(7, entry.id),)
