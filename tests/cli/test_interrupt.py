@@ -9,6 +9,7 @@ already taken by the holder.  On a SQLite file and on a PostgreSQL schema.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sqlite3
 import subprocess
@@ -28,7 +29,7 @@ def inbox(target: tuple[str, ...]) -> list[tuple[int, str, bool]]:
     """The commands in the journal's inbox: id, verb, and whether taken."""
     select = "SELECT id, verb, taken_at IS NOT NULL FROM commands ORDER BY id"
     if len(target) == 1:
-        with sqlite3.connect(target[0]) as connection:
+        with contextlib.closing(sqlite3.connect(target[0])) as connection:
             return [(int(i), str(v), bool(t)) for i, v, t in connection.execute(select)]
     import psycopg
 
