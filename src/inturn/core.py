@@ -171,8 +171,9 @@ class Core:
         self._place(entry, self._lane(entry.lane))
         return entry
 
-    def reserve_many(self, jobs: Iterable[tuple[str | None, bytes, str | None]]) -> list[Run]:
-        """`reserve` each of *jobs* (``(key, data, unique)``), in order: a batch in one call.
+    def reserve_many(self, jobs: Iterable[NewJob]) -> list[Run]:
+        """`reserve` each of *jobs* (``(key, data, unique, ...)``, `NewJob`s due now), in order:
+        a batch in one call.
 
         Returns the batch as runs of one lane's jobs in a row (`Run`), as
         `Supervisor.send_many`'s batches usually hold them: each run looks
@@ -184,7 +185,7 @@ class Core:
         state = None
         job_id = self.next_id
         window, max_buffered = self.window, self.max_buffered
-        for key, data, unique in jobs:
+        for key, data, unique, _, _ in jobs:
             if run is None or key is None or key != run.lane:
                 if run is not None:
                     assert state is not None
@@ -228,38 +229,43 @@ class Core:
         changes: list[Change] = []
         starts: list[tuple[Entry, MarkAttempt]] = []
         later: list[Append] = []
-        now: list[NewJob] = []  # the jobs due now since the last scheduled one
-
-        def reserve() -> None:
-            reserved = self.reserve_many([(key, data, unique) for key, data, unique, _, _ in now])
-            jobs_now = iter(now)
-            for run in reserved:
-                for job_id in range(run.first, run.first + run.size):
-                    key, data, unique, window, _ = next(jobs_now)
-                    changes.append(Append(job_id, key, data, unique, window))
-                    if job_id == run.first and run.entries and self.starts_next(run.entries[0]):
-                        head = run.entries[0]  # its start goes in the same write
-                        mark = MarkAttempt(job_id, head.attempt)
-                        changes.append(mark)
-                        starts.append((head, mark))
-            runs.extend(reserved)
-            now.clear()
-
-        for job in jobs:
-            key, data, unique, window, due = job
+        first = 0  # the first job due now not reserved yet
+        for position, (key, data, unique, window, due) in enumerate(jobs):
             if due is None:
-                now.append(job)
                 continue
-            if now:
-                reserve()
+            if first < position:
+                self._accept_now(jobs[first:position], runs, changes, starts)
             append = Append(self.schedule(), key, data, unique, window, due)
             changes.append(append)
             later.append(append)
-        if now:
-            reserve()
+            first = position + 1
+        if first < len(jobs):
+            self._accept_now(jobs[first:] if first else jobs, runs, changes, starts)
         if later:
             self.scheduled(len(later))
         return Accepting(tuple(runs), tuple(changes), tuple(starts), tuple(later))
+
+    def _accept_now(
+        self,
+        jobs: Sequence[NewJob],
+        runs: list[Run],
+        changes: list[Change],
+        starts: list[tuple[Entry, MarkAttempt]],
+    ) -> None:
+        """`accept` for *jobs*, all due now: reserved in a row, each run's first job with
+        its start when it runs next at once."""
+        position = 0
+        for run in self.reserve_many(jobs):
+            for job_id in range(run.first, run.first + run.size):
+                key, data, unique, window, _ = jobs[position]
+                position += 1
+                changes.append(Append(job_id, key, data, unique, window))
+                if job_id == run.first and run.entries and self.starts_next(run.entries[0]):
+                    head = run.entries[0]  # its start goes in the same write
+                    mark = MarkAttempt(job_id, head.attempt)
+                    changes.append(mark)
+                    starts.append((head, mark))
+            runs.append(run)
 
     @staticmethod
     def appends(ids: Sequence[int], jobs: Sequence[NewJob]) -> list[Append]:

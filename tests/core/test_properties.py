@@ -481,7 +481,7 @@ def test_reserve_many_and_commit_many_do_what_reserve_and_commit_do_one_by_one(
     ]
     one_by_one, at_once = cores
     entries = [one_by_one.reserve(key, b"1") for key in batch]
-    reserved = at_once.reserve_many([(key, b"1", None) for key in batch])
+    reserved = at_once.reserve_many([(key, b"1", None, None, None) for key in batch])
     # runs of one lane's jobs in a row, ids rising; the core keeps no entry for a spilled job
     assert [job_id for run in reserved for job_id in range(run.first, run.first + run.size)] == [
         entry.id for entry in entries
