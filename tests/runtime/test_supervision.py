@@ -388,8 +388,8 @@ async def test_send_refused_by_the_journal_changes_nothing(
 async def test_a_plain_send_the_memory_journal_refuses_changes_nothing(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """A plain send to a `MemoryJournal` is journaled in a call (`append_now`): refused,
-    it raises JournalError and leaves no trace, and the slot its start took is free."""
+    """A plain send the `MemoryJournal` refuses raises JournalError and leaves no trace, and
+    the slot its start took is free."""
     gate = trio.Event()
 
     async def handler(job: inturn.Job) -> None:

@@ -33,7 +33,7 @@ from ._reads import (
     key_matches,
 )
 from ._recovery import KeyCount, recovery
-from ._rules import Held, judge, starts_on_halted, used_before
+from ._rules import Held, judge, starts_on_halted
 from .records import (
     Answer,
     Append,
@@ -161,61 +161,6 @@ class MemoryJournal:
         # for, and the runtime yields where fairness needs it.
         await trio.lowlevel.checkpoint_if_cancelled()
         return self._write(changes, now)
-
-    def append_now(self, job_id: int, key: str, data: bytes, attempt: int = 0) -> bool:
-        """`write` of ``[Append(job_id, key, data)]``, and of ``MarkAttempt(job_id, attempt)``
-        with it if *attempt*, answered at once: False if that start was superseded.
-
-        A memory journal's answer needs no waiting, and a plain send is the
-        commonest write there is: the runtime writes it here, in a call, with
-        no coroutine and no records to build.  The short way for that one
-        batch, by the same rules (`_rules`) and the same steps as `write`'s
-        (`test_memory_now` holds the two equal on any sequence).  It raises
-        what `write` would, changing nothing, but is no cancellation point:
-        the caller checks for a cancel first.
-        """
-        self._check_open()
-        used_before(job_id, self._next_id)  # a job with no unique key breaks no other rule
-        clock = time.time()
-        if self._expiry:
-            self._expire(clock)
-        row = self._append(job_id, key, data, None, None, None, clock)
-        if not attempt:
-            return True
-        if starts_on_halted(attempt, row.attempts, row.key, self._halted):
-            return False
-        row.mark(attempt)
-        return True
-
-    def complete_now(
-        self, job_id: int, next_id: int | None = None, attempt: int = 0, *, now: float | None = None
-    ) -> bool | None:
-        """`write` of ``[Complete(job_id)]``, and of ``MarkAttempt(next_id, attempt)`` with it
-        if *next_id*, answered at once: False if that start was superseded.
-
-        None, changing nothing, where `write` would supersede the completion or
-        refuse the batch (a job that is gone, or never was; a closed journal):
-        the caller writes it there.  As `append_now`, for the commonest write
-        of an actor; *now* as `write`'s.
-        """
-        jobs = self._jobs
-        if not self._is_open or job_id not in jobs or next_id == job_id:
-            return None
-        behind = None if next_id is None else jobs.get(next_id)
-        if next_id is not None and behind is None:
-            return None
-        if now is not None:
-            check_now(now)
-        clock = time.time() if now is None else now
-        if self._expiry:
-            self._expire(clock)
-        self._forget(job_id, clock)
-        if behind is None:
-            return True
-        if starts_on_halted(attempt, behind.attempts, behind.key, self._halted):
-            return False
-        behind.mark(attempt)
-        return True
 
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()
