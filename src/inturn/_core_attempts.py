@@ -390,23 +390,8 @@ class Attempts(Paging):
         They are the running head of their lane and, for a batch, the jobs
         right behind it, in order: all leave the FIFO at once.
         """
-        if len(entries) == 1:
-            self.complete_head(entries[0])
-            return
         self._finish(*entries)
         self._completed += len(entries)
-
-    def complete_head(self, head: Entry) -> None:
-        """`complete` of running *head* alone: `_finish`, inlined, for the commonest case."""
-        fifo = self._lanes[head.lane].fifo
-        assert fifo[0] is head, "only the head of its lane finishes"
-        assert head.running, "only a running job finishes"
-        assert isinstance(fifo, list), "a lane holding jobs holds them in a list"
-        head.running = False
-        del fifo[0]
-        self._buffered -= 1
-        self._pending -= 1
-        self._completed += 1
 
     def discard(self, entry: Entry, *, halt: bool) -> None:
         """*entry* is a dead letter (and the journal knows); maybe park its key."""

@@ -108,7 +108,13 @@ class Paging(CoreState):
     # -- fleet mode: lanes the journal gave this process -------------------
 
     def owned(
-        self, key: str, backlog: Backlog, jobs: Sequence[StoredJob] = (), *, marked: bool = False
+        self,
+        key: str,
+        backlog: Backlog,
+        jobs: Sequence[StoredJob] = (),
+        *,
+        marked: bool = False,
+        epoch: int | None = None,
     ) -> bool:
         """This process owns *key* (a fleet's claim): its unfinished jobs are *backlog*, the first *jobs*.
 
@@ -118,10 +124,14 @@ class Paging(CoreState):
         ran dry and the journal says more waits: a job may have come back
         below the last place read, so the lane reads its sequence from the
         start).  With *marked*, the claim marked the first job's next
-        attempt, as a completion marks its successor's.  Return True if the
-        lane needs an actor.
+        attempt, as a completion marks its successor's.  *epoch* is the
+        claim's fencing token (None: the key is still owned under the one
+        it has, its release refused for jobs that came meanwhile).  Return
+        True if the lane needs an actor.
         """
         state = self._lane(key)
+        if epoch is not None:
+            state.epoch = epoch
         if state.halted:
             # The journal let go of a halted key at once: it kept this one, so it holds
             # no halt of it now (an operator resumed it from another process).  The
@@ -148,6 +158,24 @@ class Paging(CoreState):
         if marked and state.fifo:
             state.fifo[0].marked = True  # its next attempt, `Entry.attempt`
         return self._wants_actor(state)
+
+    def owns(self, lane: Lane) -> bool:
+        """Whether this fleet member decides for *lane*: it owns the key (`owned`, until
+        `disown`), or holds the keyless job."""
+        if isinstance(lane, str):
+            return self.epoch(lane) is not None
+        return self.is_known(lane)
+
+    def reclaimed(self, key: str, epoch: int) -> None:
+        """Owned *key* was released as its actor asked, and claimed again (under *epoch*)
+        before the actor heard: the new token holds from now, and the actor goes on with
+        what the claim found (`owned`)."""
+        self._lanes[key].epoch = epoch
+
+    def epoch(self, lane: Lane) -> int | None:
+        """*lane*'s fencing token while this fleet member owns its key; None otherwise."""
+        state = self._lanes.get(lane)
+        return None if state is None else state.epoch
 
     def claim_page(self, keys: int) -> int:
         """How many jobs of each key a claim of up to *keys* keys should read with it: their

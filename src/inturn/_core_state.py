@@ -39,9 +39,12 @@ class CoreState:
     max_snoozes: int = 100
     """A job's `Snooze`s in a row before one more counts as a failed attempt."""
     batch: int = 1
-    fleet: bool = False
-    """A fleet member: a key run dry is handed back with its last completion (`completion`)."""
     """At most this many jobs of one lane run as one batch (`followers`)."""
+    fleet: bool = False
+    """A fleet member: a key run dry is handed back with its last completion (`completion`),
+    or by its actor (`resting`)."""
+    linger: bool = True
+    """A key with nothing to run keeps its lane for the shell's ``idle_timeout`` (`resting`)."""
     next_id: int = 1
     _lanes: dict[Lane, LaneState] = attrs.field(factory=dict, init=False)
     _pending: int = attrs.field(default=0, init=False)
@@ -338,7 +341,14 @@ class CoreState:
         self._pending -= 1
 
     def _drop_if_unused(self, lane: Lane, state: LaneState) -> None:
-        if not (state.size or state.attached or state.halted or state.holding or state.skipped):
+        if not (
+            state.size
+            or state.attached
+            or state.halted
+            or state.holding
+            or state.skipped
+            or state.epoch is not None
+        ):
             del self._lanes[lane]
 
     @staticmethod

@@ -113,7 +113,7 @@ def new_entry(
 
 @attrs.define(eq=False, slots=True)
 class Run:
-    """Jobs of one lane that `Core.reserve_many` reserved in a row: ids *first* on.
+    """Jobs of one lane that `Core.accept` reserved in a row: ids *first* on.
 
     The first ``len(entries)`` joined the lane's FIFO; the *spilled* jobs
     after them are in the journal only, and the core keeps no `Entry` for
@@ -174,17 +174,14 @@ class Accepting:
     with a lane's first job its start (*starts*) when it runs next at once.  Then tell the
     core (`Core.accepted`, or `Core.refused` if the journal refused the batch)."""
 
+    ids: range
+    """The new jobs' ids, in the order they were given."""
     runs: tuple[Run, ...]
-    """The jobs due now, as `Core.reserve_many` reserved them."""
+    """The jobs due now, a lane's in a row together."""
     changes: tuple[Change, ...]
     starts: tuple[tuple[Entry, MarkAttempt], ...]
     later: tuple[Append, ...]
     """The `Append`s of the jobs with a due time: they join their lanes when due."""
-
-    @property
-    def ids(self) -> list[int]:
-        """The new jobs' ids, in the order they were given (they rise)."""
-        return [change.job_id for change in self.changes if isinstance(change, Append)]
 
 
 @attrs.frozen
@@ -271,6 +268,8 @@ class LaneState:
     earlier may still bring the job back, and it is dropped."""
     pages: int = 0
     """Serial of the last page asked for."""
+    epoch: int | None = None
+    """A fleet member's fencing token for the key, while it owns it (`Core.owned`)."""
 
     @property
     def size(self) -> int:

@@ -65,8 +65,6 @@ class FleetPart(Protocol):
     A protocol, so that the actors need not import the fleet, which drives them.
     """
 
-    epochs: dict[str, int]
-    """Each owned key's fencing token."""
     poll_interval: float
 
     @property
@@ -130,6 +128,11 @@ class Runtime:
     batch: int | None = None
     """The handler takes a list of up to this many jobs of one key (`Core.followers`)."""
     nursery: trio.Nursery | None = None
+    now: Callable[[], float] = attrs.field(
+        factory=lambda: trio.lowlevel.current_clock().current_time
+    )
+    """Trio time now, as ``trio.current_time()`` gives it (a mock clock's, in tests), read
+    from the run's clock directly: called a few times a job."""
     actors: dict[Lane, ActorLike] = attrs.field(factory=dict)
     """Lanes with an actor: running, or about to get a task."""
     lingering: dict[Lane, float] = attrs.field(factory=dict)
@@ -261,7 +264,7 @@ class Runtime:
         if seconds == math.inf:
             self.lingering[lane] = seconds
         else:
-            self._linger_until(lane, trio.current_time() + seconds)
+            self._linger_until(lane, self.now() + seconds)
             self.core.try_retire(lane)
 
     def _linger_until(self, lane: Lane, deadline: float) -> None:
@@ -286,10 +289,39 @@ class Runtime:
         else:
             self.lingering[lane] = math.inf  # the head is still being journaled: its send wakes it
 
-    def exited(self, actor: ActorLike) -> None:
-        """*actor*'s lane let it go (retired, or released to the fleet): forget it."""
+    def retired(self, actor: ActorLike) -> None:
+        """*actor*'s lane is gone (`Core.resting`): forget it; a fleet member has room for
+        one more claim."""
         del self.actors[actor.lane]
         self.log.debug("actor.exited", key=actor.key)
+        if self.fleet is not None:
+            self.fleet.retired()
+
+    # -- a fleet member's (`inturn.fleet`), for its actors ---------------------
+
+    async def let_go(self, actor: ActorLike) -> bool:
+        """*actor*'s key, run dry, goes back to the journal (`Core.resting`): True if it is
+        released (the actor ends), False if jobs came for it meanwhile."""
+        assert self.fleet is not None
+        assert actor.key is not None
+        if not await self.fleet.let_go(actor.key):
+            return False
+        del self.actors[actor.lane]
+        self.log.debug("actor.exited", key=actor.key)
+        return True
+
+    async def hold_lease(self) -> None:
+        """Renew this member's lease if it may have stalled past its heartbeat, or stop
+        (`LeaseLost`): before a handler runs a start an earlier write marked."""
+        assert self.fleet is not None
+        await self.fleet.journal.hold()
+
+    async def complete_last(
+        self, changes: Sequence[Change], release: Release, now: float | None
+    ) -> Sequence[FleetChange]:
+        """Write a completion, and *release* its key in the same transaction (`Core.completion`)."""
+        assert self.fleet is not None
+        return await self.fleet.complete_last(changes, release, now)
 
     def give_slot(self, lane: Lane) -> None:
         """*lane* has nothing to run now: its slot goes to the oldest lane waiting."""
@@ -305,7 +337,7 @@ class Runtime:
             del self.lingering[lane]
             self._resume(lane)
         elif deadline == math.inf:  # held for a send that was refused: it lingers anew
-            self._linger_until(lane, trio.current_time() + self.idle_timeout)
+            self._linger_until(lane, self.now() + self.idle_timeout)
 
     def _resume(self, lane: Lane) -> None:
         """Lingering *lane* (taken out of `lingering`) has work: it gets an actor again."""
@@ -335,7 +367,7 @@ class Runtime:
         The ``now`` of the writes that finish a job or take a unique key, so
         that dedup windows pass in the time the handlers see.
         """
-        return self.core.unix_time(trio.current_time())
+        return self.core.unix_time(self.now())
 
     def close(self) -> None:
         """No more jobs are accepted; every ``ask`` still waiting is told; spare workers exit.
@@ -478,7 +510,7 @@ class Runtime:
                 return
 
     def _may_restart(self) -> bool:
-        now = trio.current_time()
+        now = self.now()
         self._crashes.append(now)
         while self._crashes[0] <= now - self.restart_window:
             self._crashes.popleft()

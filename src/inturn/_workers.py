@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from typing import Final, Protocol
 
 import attrs
@@ -44,6 +45,7 @@ class Pool(Protocol):
     spare: dict[Worker, None]
     lingering: dict[Lane, float]
     reaper: IdleReaper
+    now: Callable[[], float]
 
     def retire(self, lane: Lane) -> None: ...
 
@@ -103,7 +105,7 @@ class IdleReaper:
                 await self._added.wait()
                 continue
             await trio.sleep_until(first)
-            now = trio.current_time() + self.slack
+            now = self.runtime.now() + self.slack
             while deadlines and deadlines[0] <= now:
                 lane = lanes.popleft()
                 if lingering.get(lane) == deadlines.popleft():  # not woken since
@@ -166,7 +168,7 @@ class Worker:
         runtime = self.runtime
         if runtime.closed:
             return None
-        self.since = trio.current_time()
+        self.since = self.runtime.now()
         if not runtime.spare:
             runtime.reaper.spare_added()
         runtime.spare[self] = None

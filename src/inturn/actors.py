@@ -151,33 +151,26 @@ class Actor:
         something overtook; then it lingers, lets the fleet have its key,
         or retires, as the lane allows.
         """
-        runtime, core, fleet = self.runtime, self.runtime.core, self.runtime.fleet
+        runtime, core = self.runtime, self.runtime.core
         overtaken = core.take_back_mark(self.lane)  # before the slot goes
         runtime.give_slot(self.lane)
         if overtaken is not None:
             await runtime.give_back([overtaken])
             return False  # a resume may have landed meanwhile, its wake-up missed
-        # A keyless lane holds one job: nothing will follow it, so it doesn't linger;
-        # nor does a fleet member's key, which another member may send to.
-        lingers = self.key is not None and fleet is None and runtime.idle_timeout > 0
-        if lingers and not core.is_halted(self.lane):
-            runtime.linger(self, runtime.idle_timeout)
-            return True  # its worker goes back to the pool: a send gets it a new actor
-        if fleet is not None and not core.stopping and core.may_let_go(self.lane):
-            assert self.key is not None
-            if await fleet.let_go(self.key):  # the journal released the key
-                runtime.exited(self)
+        match core.resting(self.lane):
+            case "linger":
+                runtime.linger(self, runtime.idle_timeout)
+                return True  # its worker goes back to the pool: a send gets it a new actor
+            case "let go":
+                return await runtime.let_go(self)  # False: jobs came meanwhile, to page in
+            case "retired":
+                runtime.retired(self)
                 return True
-            return False  # jobs came meanwhile: page them in
-        if core.try_retire(self.lane):
-            runtime.exited(self)
-            if fleet is not None:
-                fleet.retired()  # a keyless job's lane
-            return True
-        if not core.has_work(self.lane):
-            runtime.linger(self)  # the head is still being journaled: its send wakes the lane
-            return True
-        return False  # a send landed meanwhile: serve it
+            case "wait":
+                runtime.linger(self)  # the head is still being journaled: its send wakes it
+                return True
+            case "again":
+                return False  # a send landed meanwhile: serve it
 
     async def _attempt(self, entry: Entry, *, checked: bool) -> None:
         """Run started *entry*'s attempt and carry out its outcome.
@@ -234,7 +227,7 @@ class Actor:
         if entry.exhausted:
             await self._carry_out(core.given_up(entry))
             return None
-        at = core.recovered_wait(entry, trio.current_time())
+        at = core.recovered_wait(entry, runtime.now())
         if at is not None:  # recovered in a backoff: wait out what is left of it first
             runtime.give_slot(self.lane)
             runtime.log.debug(
@@ -254,11 +247,11 @@ class Actor:
             if core.marks_written([entry], await runtime.journal.write(marks)):
                 await self._start_superseded(entry)
                 return None
-        elif runtime.fleet is not None:
+        elif core.fleet:
             # Marked by an earlier write: a member that may have stalled past
             # its heartbeat since renews it first, or stops (LeaseLost).
             checked = False
-            await runtime.fleet.journal.hold()
+            await runtime.hold_lease()
         if not checked and not core.may_run(entry):  # paused or skipped meanwhile
             await self._take_back(entry)
             return None
@@ -272,9 +265,14 @@ class Actor:
     def _handed(self, entry: Entry, payload: object) -> Job:
         """The `Job` *entry*'s handler gets, with its decoded *payload*."""
         runtime = self.runtime
-        epoch = None if runtime.fleet is None else runtime.fleet.epochs.get(entry.key or "")
         job = new_job(
-            entry.id, entry.key, payload, entry.attempt, entry.unique, epoch, runtime.steps
+            entry.id,
+            entry.key,
+            payload,
+            entry.attempt,
+            entry.unique,
+            runtime.core.epoch(entry.lane),
+            runtime.steps,
         )
         if runtime.debug:
             runtime.log.debug("job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt)
@@ -323,14 +321,14 @@ class Actor:
 
     def _failed(self, entry: Entry, error: BaseException) -> Outcome:
         runtime = self.runtime
-        return runtime.core.failed(entry, error, now=trio.current_time(), random=runtime.random)
+        return runtime.core.failed(entry, error, now=runtime.now(), random=runtime.random)
 
     # -- batches (``open_supervisor(..., batch=N)``) ---------------------------
 
     async def _attempt_batch(self, head: Entry) -> None:
         """Run started *head* and the jobs behind it that join it (`Core.followers`) as one batch."""
         runtime, core = self.runtime, self.runtime.core
-        joined = core.batch_of(head, trio.current_time())
+        joined = core.batch_of(head, runtime.now())
         batch = [head] if joined is None else joined
         try:
             if joined is None:  # it is discarded, or waits out a backoff: alone
@@ -363,8 +361,8 @@ class Actor:
         runtime, core = self.runtime, self.runtime.core
         marks = core.start_marks(batch)
         if not marks:
-            if runtime.fleet is not None:  # see `_prepare`
-                await runtime.fleet.journal.hold()
+            if core.fleet:  # see `_prepare`
+                await runtime.hold_lease()
             return True
         refused = core.marks_written(batch, await runtime.journal.write(marks))
         if not refused:
@@ -423,14 +421,13 @@ class Actor:
         decoded: with that one's position and error."""
         runtime = self.runtime
         decode, steps = runtime.codec.decode, runtime.steps
-        epochs = None if runtime.fleet is None else runtime.fleet.epochs
+        epoch = runtime.core.epoch(batch[0].lane)  # one lane's jobs
         jobs: list[Job] = []
         for index, entry in enumerate(batch):
             try:
                 payload = decode(entry.data)
             except Exception as exc:
                 return jobs, (index, decode_failure(exc))
-            epoch = None if epochs is None else epochs.get(entry.key or "")
             jobs.append(
                 new_job(entry.id, entry.key, payload, entry.attempt, entry.unique, epoch, steps)
             )
@@ -453,8 +450,7 @@ class Actor:
         if completion.release is not None:
             # A fleet member hands the key back in the same transaction,
             # unless a job came for it meanwhile.
-            assert runtime.fleet is not None
-            written = runtime.fleet.complete_last(completion.changes, completion.release, now)
+            written = runtime.complete_last(completion.changes, completion.release, now)
         else:
             written = runtime.journal.write(completion.changes, now=now)
         done, gone = core.completed(completion, await self._written(written))
@@ -488,9 +484,7 @@ class Actor:
                 f"BatchError.done={error.done} is not below the batch's {len(batch)} jobs"
             )
         head, rest = batch[0], batch[1:]
-        outcome, fate = core.failed_batch(
-            batch, error, now=trio.current_time(), random=runtime.random
-        )
+        outcome, fate = core.failed_batch(batch, error, now=runtime.now(), random=runtime.random)
         if fate == "returned":
             await self._take_back(*rest)
         elif fate == "spent":

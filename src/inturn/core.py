@@ -64,7 +64,8 @@ recovery.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from typing import Literal, TypeAlias
 
 import attrs
 
@@ -111,6 +112,9 @@ __all__ = [
 
 from ._core_operators import Operators
 
+Rest: TypeAlias = Literal["linger", "let go", "retired", "wait", "again"]
+"""What an actor with nothing to start does (`Core.resting`)."""
+
 
 @attrs.define(eq=False)
 class Core(Operators):
@@ -131,101 +135,61 @@ class Core(Operators):
         self._place(entry, self._lane(entry.lane))
         return entry
 
-    def reserve_many(self, jobs: Iterable[NewJob]) -> list[Run]:
-        """`reserve` each of *jobs* (``(key, data, unique, ...)``, `NewJob`s due now), in order:
-        a batch in one call.
-
-        Returns the batch as runs of one lane's jobs in a row (`Run`), as
-        `Supervisor.send_many`'s batches usually hold them: each run looks
-        its lane up once, and builds no `Entry` for the jobs it spills.
-        """
-        runs: list[Run] = []
-        run: Run | None = None
-        run_key = None  # the run's first key object: its buffered jobs share it
-        state = None
-        job_id = self.next_id
-        window, max_buffered = self.window, self.max_buffered
-        for key, data, unique, _, _ in jobs:
-            if run is None or key is None or key != run.lane:
-                if run is not None:
-                    assert state is not None
-                    self._reserved(state, run)
-                run = Run(job_id if key is None else key, job_id, [])
-                run_key = key
-                state = self._lane(run.lane)
-                runs.append(run)
-            assert state is not None
-            fifo = state.growing()
-            if key is not None and (
-                run.spilled  # `_place`'s test: once one job spills, the rest of its lane does
-                or state.on_disk
-                or len(fifo) >= window
-                or (fifo and self._buffered >= max_buffered)
-            ):
-                run.spilled += 1
-            else:  # `_buffer`, inlined; one key string for the run, not one a job
-                entry = new_entry(job_id, job_id, run_key, data, unique, run.lane)
-                fifo.append(entry)
-                state.tail = job_id
-                self._buffered += 1
-                run.entries.append(entry)
-            job_id += 1
-        if run is not None:
-            assert state is not None
-            self._reserved(state, run)
-        self.next_id = job_id
-        return runs
-
     def accept(self, jobs: Sequence[NewJob]) -> Accepting:
         """Give new *jobs* their ids and places, in order, and the changes that journal them.
 
-        A job due now is reserved (`reserve_many`); one with a due time is
-        scheduled (`schedule`) and counted at once (`scheduled`: the
-        scheduler may read it from the journal before the write returns).
-        A lane's first job that runs next at once (`starts_next`) has its
-        start journaled with it.  Then `accepted`, or `refused`.
+        A job due now joins its lane's FIFO, or is spilled (`_spills`): the
+        core keeps no `Entry` for a spilled job, and its lane pages it in
+        later, so a producer that outruns its key pays for none.  A lane's
+        first job that runs next at once (`starts_next`) has its start
+        journaled with it.  A job with a due time gets its id and no more
+        (`schedule`), and is counted at once (`scheduled`: the scheduler may
+        read it from the journal before the write returns).  Then
+        `accepted`, or `refused`.
         """
-        runs: list[Run] = []
         changes: list[Change] = []
+        runs: list[Run] = []
         starts: list[tuple[Entry, MarkAttempt]] = []
         later: list[Append] = []
-        first = 0  # the first job due now not reserved yet
-        for position, (key, data, unique, window, due) in enumerate(jobs):
-            if due is None:
-                continue
-            if first < position:
-                self._accept_now(jobs[first:position], runs, changes, starts)
-            append = Append(self.schedule(), key, data, unique, window, due)
+        first = job_id = self.next_id
+        run: Run | None = None  # the jobs of one lane in a row, the current one's among them
+        run_key = None  # the run's first key object: its buffered jobs share it
+        state: LaneState
+        fifo: list[Entry]
+        for key, data, unique, window, due in jobs:
+            append = Append(job_id, key, data, unique, window, due)
             changes.append(append)
-            later.append(append)
-            first = position + 1
-        if first < len(jobs):
-            self._accept_now(jobs[first:] if first else jobs, runs, changes, starts)
+            if due is not None:
+                later.append(append)
+                run = None  # a run's ids are consecutive
+            else:
+                if run is None or key is None or key != run.lane:
+                    run = Run(job_id if key is None else key, job_id, [])
+                    runs.append(run)
+                    run_key, state = key, self._lane(run.lane)
+                    fifo = state.growing()
+                if self._spills(state, key):
+                    run.spilled += 1
+                    state.on_disk += 1
+                else:  # `_buffer`, with the run's list and key
+                    entry = new_entry(job_id, job_id, run_key, data, unique, run.lane)
+                    fifo.append(entry)
+                    state.tail = job_id
+                    self._buffered += 1
+                    run.entries.append(entry)
+                    if job_id == run.first and self._takes_start(entry, state):
+                        mark = MarkAttempt(job_id, entry.attempt)  # in the same write
+                        changes.append(mark)
+                        starts.append((entry, mark))
+            job_id += 1
+        self.next_id = job_id
+        for run in runs:
+            self._reserved(run)
         if later:
             self.scheduled(len(later))
-        return Accepting(tuple(runs), tuple(changes), tuple(starts), tuple(later))
-
-    def _accept_now(
-        self,
-        jobs: Sequence[NewJob],
-        runs: list[Run],
-        changes: list[Change],
-        starts: list[tuple[Entry, MarkAttempt]],
-    ) -> None:
-        """`accept` for *jobs*, all due now: reserved in a row, each run's first job with
-        its start when it runs next at once."""
-        position = 0
-        for run in self.reserve_many(jobs):
-            for job_id in range(run.first, run.first + run.size):
-                key, data, unique, window, _ = jobs[position]
-                position += 1
-                changes.append(Append(job_id, key, data, unique, window))
-                if job_id == run.first and run.entries and self.starts_next(run.entries[0]):
-                    head = run.entries[0]  # its start goes in the same write
-                    mark = MarkAttempt(job_id, head.attempt)
-                    changes.append(mark)
-                    starts.append((head, mark))
-            runs.append(run)
+        return Accepting(
+            range(first, job_id), tuple(runs), tuple(changes), tuple(starts), tuple(later)
+        )
 
     @staticmethod
     def appends(ids: Sequence[int], jobs: Sequence[NewJob]) -> list[Append]:
@@ -292,13 +256,13 @@ class Core(Operators):
             self.unschedule()
         return self.retract_many(accepting.runs)
 
-    def _reserved(self, state: LaneState, run: Run) -> None:
-        """*run*, of *state*'s lane, is reserved: count its jobs, its spilled ones in flight."""
+    def _reserved(self, run: Run) -> None:
+        """*run* is reserved: count its jobs, its spilled ones in flight."""
+        state = self._lanes[run.lane]
         self._pending += run.size
         if state.halted:
             self._parked += run.size
         if run.spilled:
-            state.on_disk += run.spilled
             places = range(run.first + len(run.entries), run.first + run.size)
             if state.spilling is None:
                 state.spilling = list(places)
@@ -348,29 +312,31 @@ class Core(Operators):
         if discarded:
             self._discarded += 1
 
-    def _place(self, entry: Entry, state: LaneState) -> None:
-        """Put a new *entry* at the end of its lane, *state*: in the FIFO, or spilled."""
-        if entry.key is not None and (
+    def _spills(self, state: LaneState, key: str | None) -> bool:
+        """Whether a new job of *key*, whose lane is *state*, stays in the journal only.
+
+        A key's FIFO holds at most ``window`` jobs, all FIFOs about
+        ``max_buffered`` (each key's head always); once one job of a lane
+        spills, every later one does, so the FIFO is the oldest part of it.
+        A keyless job is a lane of its own, its head: it never spills.
+        """
+        return key is not None and bool(
             state.on_disk
             or len(state.fifo) >= self.window
             or (state.fifo and self._buffered >= self.max_buffered)
-        ):
+        )
+
+    def _place(self, entry: Entry, state: LaneState) -> None:
+        """Put a new *entry* at the end of its lane, *state*: in the FIFO, or spilled."""
+        if self._spills(state, entry.key):
             entry.spilled = True
             state.on_disk += 1
             if state.spilling is None:
                 state.spilling = []
             state.spilling.append(entry.place)
-        else:  # `_buffer` and `_count`, inlined: once per job sent
-            fifo = state.fifo
-            if isinstance(fifo, list):
-                fifo.append(entry)
-            else:
-                state.fifo = [entry]  # `LaneState.growing`, inlined
-            state.tail = entry.place
-            self._buffered += 1
-        self._pending += 1
-        if state.halted:
-            self._parked += 1
+        else:
+            self._buffer(state, entry)
+        self._count(state, entry)
 
     # -- the journal's answer ----------------------------------------------
 
@@ -384,7 +350,7 @@ class Core(Operators):
         return not state.attached and self._wants_actor(state)  # attached: once per job
 
     def commit_many(self, runs: Sequence[Run]) -> list[tuple[Lane, bool]]:
-        """`commit` each job of *runs* (from `reserve_many`), in order: a batch in one call.
+        """`commit` each job of *runs* (from `accept`), in order: a batch in one call.
 
         Returns each run's lane, and whether it needs a new actor (asked
         once the run is durable, as `commit` would answer for the run's
@@ -402,7 +368,7 @@ class Core(Operators):
         return answers
 
     def retract_many(self, runs: Sequence[Run]) -> list[Lane]:
-        """The journal refused the batch *runs* (from `reserve_many`): forget it all.
+        """The journal refused the batch *runs* (from `accept`): forget it all.
 
         Returns the lanes to start actors for, as `retract` gives them.
         """
@@ -489,6 +455,24 @@ class Core(Operators):
         return [lane for lane, state in self._lanes.items() if self._wants_actor(state)]
 
     # -- actors ------------------------------------------------------------
+
+    def resting(self, lane: Lane) -> Rest:
+        """What *lane*'s actor does now that it has nothing to start (its slot given up).
+
+        *linger*: it ends, and its lane waits ``idle_timeout`` for a send
+        (a key's, not a fleet member's, which another member may send to).
+        *let go*: a fleet member hands the key back to the journal, which
+        keeps it if jobs came meanwhile (`owned` then).  *retired*: it ends,
+        the lane gone (`try_retire`).  *wait*: it ends, and its head, still
+        being journaled, wakes the lane.  *again*: a send landed meanwhile.
+        """
+        if isinstance(lane, str) and self.linger and not self.fleet and not self.is_halted(lane):
+            return "linger"
+        if self.fleet and not self.stopping and self.may_let_go(lane):
+            return "let go"
+        if self.try_retire(lane):
+            return "retired"
+        return "again" if self.has_work(lane) else "wait"
 
     def try_retire(self, lane: Lane) -> bool:
         """Detach *lane*'s actor if it has nothing to run; True if it must exit.

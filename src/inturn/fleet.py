@@ -105,8 +105,7 @@ class Fleet:
     """The retry policy's ``max_attempts``, for a claim to mark its heads' starts;
     None under ``max_concurrency``, where a marked head could wait for a slot."""
     owned: int = 0
-    epochs: dict[str, int] = attrs.field(factory=dict)
-    """Each owned key's fencing token, as its claim gave it."""
+    """Keys and keyless jobs owned: each key's fencing token is in its lane (`Core.epoch`)."""
     dry: bool = False
     """The last claim found nothing more, and nothing was sent since."""
 
@@ -173,7 +172,7 @@ class Fleet:
 
     def owns(self, lane: Lane) -> bool:
         """Whether this member decides for *lane*: it owns the key (or the keyless job)."""
-        return lane in self.epochs if isinstance(lane, str) else self.runtime.core.is_known(lane)
+        return self.runtime.core.owns(lane)
 
     async def fix(self, changes: list[Change]) -> Sequence[Change]:
         """Write an operator's *changes*; the superseded ones come back."""
@@ -228,15 +227,16 @@ class Fleet:
         runtime, core = self.runtime, self.runtime.core
         for claim in claims:
             runtime.log.debug("key.claimed", key=claim.key, epoch=claim.epoch)
-            if claim.key in self.epochs:
+            if core.owns(claim.key):
                 # Released as its actor asked, and claimed again before it heard:
                 # the actor goes on with what the claim found (`let_go`).
                 self._reclaimed[claim.key] = claim
-                self.epochs[claim.key] = claim.epoch
+                core.reclaimed(claim.key, claim.epoch)
                 continue
             self.owned += 1
-            self.epochs[claim.key] = claim.epoch
-            if core.owned(claim.key, claim.backlog, claim.jobs, marked=claim.marked):
+            if core.owned(
+                claim.key, claim.backlog, claim.jobs, marked=claim.marked, epoch=claim.epoch
+            ):
                 runtime.spawn(claim.key)
         for job in jobs:
             self.owned += 1
@@ -270,13 +270,14 @@ class Fleet:
             backlog = await self._release(key)
         again = self._reclaimed.pop(key, None)  # claimed again meanwhile: go on with that
         if again is not None:
-            runtime.core.owned(key, again.backlog, again.jobs, marked=again.marked)
+            runtime.core.owned(
+                key, again.backlog, again.jobs, marked=again.marked, epoch=again.epoch
+            )
             return False
         if backlog is not None:
             runtime.core.owned(key, backlog)
             return False
         runtime.core.disown(key)
-        del self.epochs[key]
         self.retired()
         return True
 

@@ -193,7 +193,7 @@ class Supervisor(Operating):
         accepting = runtime.core.accept(batch)
         await self._journal_new(accepting)
         await schedule_point()
-        return accepting.ids
+        return list(accepting.ids)
 
     async def submit(
         self,
@@ -564,6 +564,7 @@ async def open_supervisor(
             max_snoozes=max_snoozes,
             batch=batch or 1,
             fleet=getattr(journal, "fleet", False) is True,
+            linger=idle_timeout > 0,
         )
         lanes = core.restore(recovery, clock=trio.current_time(), wall=time.time())
         del recovery  # its rows and counts, O(keys): this frame lives as long as the supervisor

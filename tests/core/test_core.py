@@ -835,12 +835,12 @@ def test_a_batchs_buffered_jobs_of_one_key_share_its_key_string() -> None:
     core = make_core()
     keys = ["".join(["k", "ey"]) for _ in range(3)]  # equal, distinct objects
     assert keys[0] is not keys[1]
-    [run] = core.reserve_many([(key, b"{}", None, None, None) for key in keys])
+    [run] = core.accept([(key, b"{}", None, None, None) for key in keys]).runs
     assert [entry.key for entry in run.entries] == ["key"] * 3
     assert all(entry.key is run.lane and entry.lane is run.lane for entry in run.entries)
-    [keyless, other] = core.reserve_many(
+    [keyless, other] = core.accept(
         [(None, b"{}", None, None, None), ("other", b"{}", None, None, None)]
-    )
+    ).runs
     assert keyless.entries[0].key is None
     assert keyless.entries[0].lane == keyless.first
     assert other.entries[0].key == "other"

@@ -456,7 +456,7 @@ def twin_core(
     max_concurrency=st.sampled_from([None, 1, 2]),
     meanwhile=st.lists(st.sampled_from(["b", "c", None]), max_size=3),
 )
-def test_reserve_many_and_commit_many_do_what_reserve_and_commit_do_one_by_one(
+def test_accept_and_commit_many_do_what_reserve_and_commit_do_one_by_one(
     before: list[str | None],
     batch: list[str | None],
     halted: bool,
@@ -471,7 +471,7 @@ def test_reserve_many_and_commit_many_do_what_reserve_and_commit_do_one_by_one(
     jobs already queued (some not yet durable) and a halted key make the
     lanes differ from fresh ones.  A *refused* batch is retracted
     (`retract_many`) instead of committed; each run's first job takes a
-    slot to start at once where it can (`starts_next`), as the shell asks,
+    slot to start at once where it can (`starts_next`), as `accept` asks,
     and a refused one hands its slot on to a lane that started to wait
     for one *meanwhile*, while the batch was being journaled.
     """
@@ -481,7 +481,8 @@ def test_reserve_many_and_commit_many_do_what_reserve_and_commit_do_one_by_one(
     ]
     one_by_one, at_once = cores
     entries = [one_by_one.reserve(key, b"1") for key in batch]
-    reserved = at_once.reserve_many([(key, b"1", None, None, None) for key in batch])
+    accepting = at_once.accept([(key, b"1", None, None, None) for key in batch])
+    reserved = accepting.runs
     # runs of one lane's jobs in a row, ids rising; the core keeps no entry for a spilled job
     assert [job_id for run in reserved for job_id in range(run.first, run.first + run.size)] == [
         entry.id for entry in entries
@@ -498,7 +499,8 @@ def test_reserve_many_and_commit_many_do_what_reserve_and_commit_do_one_by_one(
         entry for n, entry in enumerate(entries) if n == 0 or entries[n - 1].lane != entry.lane
     ]
     starts = [one_by_one.starts_next(entry) for entry in firsts]
-    assert [bool(run.entries) and at_once.starts_next(run.entries[0]) for run in reserved] == starts
+    started = {entry.id for entry, _ in accepting.starts}
+    assert [bool(run.entries) and run.entries[0].id in started for run in reserved] == starts
     for core in cores:  # sent one by one while the batch is journaled
         for key in meanwhile:
             if core.commit(core.reserve(key, b"2")):

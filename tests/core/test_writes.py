@@ -176,7 +176,7 @@ def test_accepting_a_job_writes_it_with_its_start_and_asks_for_an_actor() -> Non
     core = Core(RETRY)
     accepting = core.accept([("k", b"x", None, None, None)])
     assert accepting.changes == (Append(1, "k", b"x", None, None), MarkAttempt(1, 1))
-    assert accepting.ids == [1]
+    assert accepting.ids == range(1, 2)
     accepted = core.accepted(accepting, ())
     assert (accepted.spawn, accepted.wake, accepted.give_back) == (("k",), (), ())
     head = core.start("k")
@@ -193,7 +193,7 @@ def test_accepting_keeps_the_order_given_with_a_scheduled_job_among_them() -> No
             ("a", b"3", None, None, None),
         ]
     )
-    assert accepting.ids == [1, 2, 3]
+    assert accepting.ids == range(1, 4)
     assert [type(change).__name__ for change in accepting.changes] == [
         "Append",
         "MarkAttempt",

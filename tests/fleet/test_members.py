@@ -115,12 +115,12 @@ async def test_a_key_claimed_again_before_its_actor_heard_it_was_released_goes_o
         superseded = await real_write(changes, now=now)
         if not superseded and not raced:  # the last job completed, and the key released
             raced = True
-            fleet = sup._runtime.fleet
-            assert fleet is not None
+            core = sup._runtime.core
             key = "k"
-            epoch = fleet.epochs[key]
+            epoch = core.epoch(key)
+            assert epoch is not None
             await sup.send(key, "second")
-            while fleet.epochs[key] == epoch:  # noqa: ASYNC110 (until the claimer takes it again)
+            while core.epoch(key) == epoch:  # noqa: ASYNC110 (until the claimer takes it again)
                 await trio.sleep(0.01)
         return superseded
 

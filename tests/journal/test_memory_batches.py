@@ -3,7 +3,7 @@
 A send writes an `Append` (maybe with its start), `send_many` many, an
 attempt a `MarkAttempt` (a batch handler many), a completion a `Complete`
 (a batch many; maybe with the next job's start); the journal checks those in
-one pass and applies them (`_write_short`).
+one pass and applies them (`MemoryJournal._short_ways`).
 Any batch, of those shapes or near them (an id used before, a start of
 another job, a unique key, a job never appended, a job completed or started
 twice, a halted key), must leave the journal, the answer and the error
@@ -13,7 +13,7 @@ exactly as the general way (`_rules.judge`, then each change applied) does.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -27,8 +27,7 @@ from .test_shared_rules import SETUP, completions, discards, sends, starts, stat
 class GeneralPath(MemoryJournal):
     """A MemoryJournal that never takes the short way."""
 
-    def _write_short(self, changes: Sequence[Change], now: float) -> Sequence[Change] | None:
-        return None
+    _short_ways: ClassVar[dict[type[Change], Any]] = {}
 
 
 async def outcome(batch: Sequence[Change], journal: MemoryJournal) -> tuple[object, dict[str, Any]]:
@@ -68,6 +67,6 @@ async def test_the_short_way_takes_the_batches_it_is_for(batch: list[Change]) ->
     await journal.open()
     for change in SETUP:
         await journal.write([change])
-    taken = journal._write_short(batch, 0.0)
+    taken = journal._short_ways[type(batch[0])](journal, batch, 0.0)
     assert taken is not None
     assert list(taken) == [change for change in batch[-1:] if change == MarkAttempt(9, 1)]

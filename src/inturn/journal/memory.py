@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Sequence, Set as AbstractSet
-from typing import assert_never
+from collections.abc import Callable, Mapping, Sequence, Set as AbstractSet
+from typing import ClassVar, TypeAlias, assert_never
 
 import attrs
 import trio
@@ -63,6 +63,10 @@ def _by_place(job: StoredJob) -> int:
 
 _NONE: tuple[Change, ...] = ()
 """What ``write`` returns when nothing was superseded (the usual answer, not a new list)."""
+
+_ShortWay: TypeAlias = Callable[["MemoryJournal", Sequence[Change], float], Sequence[Change] | None]
+"""A short way of `MemoryJournal._write`: what the batch superseded, or None to judge it the
+general way."""
 
 
 @attrs.define(eq=False)
@@ -340,11 +344,22 @@ class MemoryJournal:
                 del self._reserved[unique]
 
     def _write(self, changes: Sequence[Change], now: float | None) -> Sequence[Change]:
-        """`write`, once checked: judge the batch, apply it, answer what it superseded."""
+        """`write`, once checked: judge the batch, apply it, answer what it superseded.
+
+        The runtime's commonest batches take a short way first (`_short_ways`: a
+        send's or `send_many`'s, an attempt's start or a batch handler's
+        starts, a completion or a batch's, each maybe with the start of the
+        job behind): a pass to check that a batch is one of them, then the
+        same rule (`starts_on_halted`) and the same steps as the general way's.
+        `test_memory_batches` holds the two ways equal on these batches and on
+        batches near them.  A short way answers None, changing nothing, for
+        any other batch.
+        """
         self._check_open()
         clock = time.time() if now is None else now
         if changes:
-            many = self._write_short(changes, clock)
+            short = self._short_ways.get(type(changes[0]))
+            many = None if short is None else short(self, changes, clock)
             if many is not None:
                 return many
         superseded = judge(changes, self._held, self._next_id, clock)  # all or nothing
@@ -352,24 +367,6 @@ class MemoryJournal:
         if not superseded:
             return _NONE
         return [changes[position] for position in sorted(superseded)]
-
-    def _write_short(self, changes: Sequence[Change], now: float) -> Sequence[Change] | None:
-        """`_write`'s short way for the runtime's commonest batches: what they superseded;
-        None, changing nothing, for any other batch, which the general way judges.
-
-        The batches are a send's (or `send_many`'s), an attempt's start (or a
-        batch handler's starts) and a completion (or a batch's), each maybe
-        with the start of the job behind (below): a pass to check that a batch is one of them,
-        then the same rule (`starts_on_halted`) and the same steps as the
-        general way's.  `test_memory_batches` holds the two ways equal on
-        these batches and on batches near them.
-        """
-        first = changes[0]
-        if isinstance(first, Append):
-            return self._send_many(changes, now)
-        if isinstance(first, MarkAttempt):
-            return self._start_many(changes)
-        return self._complete_many(changes, now)
 
     def _send_many(self, changes: Sequence[Change], now: float) -> Sequence[Change] | None:
         """`Append`s with neither a unique key, a window nor a due time, each maybe followed by
@@ -400,7 +397,7 @@ class MemoryJournal:
                     row.mark(change.attempt)
         return superseded or _NONE
 
-    def _start_many(self, changes: Sequence[Change]) -> Sequence[Change] | None:
+    def _start_many(self, changes: Sequence[Change], now: float) -> Sequence[Change] | None:
         """`MarkAttempt`s of distinct unfinished jobs."""
         marks: dict[int, tuple[MarkAttempt, Row]] = {}
         for change in changes:
@@ -440,6 +437,13 @@ class MemoryJournal:
             return [start]
         behind.mark(start.attempt)
         return _NONE
+
+    _short_ways: ClassVar[Mapping[type[Change], _ShortWay]] = {
+        Append: _send_many,
+        MarkAttempt: _start_many,
+        Complete: _complete_many,
+    }
+    """`_write`'s short ways, by the type of a batch's first change."""
 
     def _carry_out(
         self, changes: Sequence[Change], superseded: AbstractSet[int], now: float
