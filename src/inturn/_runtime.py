@@ -310,7 +310,7 @@ class Runtime:
         self.log.debug("actor.exited", key=actor.key)
         return True
 
-    async def hold_lease(self) -> None:
+    async def renew_lease(self) -> None:
         """Renew this member's lease if it may have stalled past its heartbeat, or stop
         (`LeaseLost`): before a handler runs a start an earlier write marked."""
         assert self.fleet is not None

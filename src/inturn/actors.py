@@ -251,7 +251,7 @@ class Actor:
             # Marked by an earlier write: a member that may have stalled past
             # its heartbeat since renews it first, or stops (LeaseLost).
             checked = False
-            await runtime.hold_lease()
+            await runtime.renew_lease()
         if not checked and not core.may_run(entry):  # paused or skipped meanwhile
             await self._take_back(entry)
             return None
@@ -362,7 +362,7 @@ class Actor:
         marks = core.start_marks(batch)
         if not marks:
             if core.fleet:  # see `_prepare`
-                await runtime.hold_lease()
+                await runtime.renew_lease()
             return True
         refused = core.marks_written(batch, await runtime.journal.write(marks))
         if not refused:
