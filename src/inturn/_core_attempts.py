@@ -325,10 +325,13 @@ class Attempts(Paging):
         self, completion: Completion, superseded: Sequence[FleetChange]
     ) -> tuple[list[Entry], list[Entry]]:
         """The journal took *completion* but *superseded* some of it: the jobs complete now,
-        and those another writer finished first (gone as `superseded` says)."""
-        successor = completion.successor
+        and those another writer finished first (gone as `superseded` says).  A fleet
+        key's `Release` it took let the key go (`releases`)."""
+        successor, release = completion.successor, completion.release
         if successor is not None and MarkAttempt(successor.id, successor.attempt) not in superseded:
             successor.marked = True
+        if release is not None and release not in superseded:
+            self._lanes[release.key].released = True
         done, gone = list(completion.batch), list[Entry]()
         if superseded:
             done = []

@@ -18,6 +18,7 @@ from ._entries import (
 )
 from .journal.records import (
     Backlog,
+    Claim,
     StoredJob,
 )
 
@@ -166,11 +167,37 @@ class Paging(CoreState):
             return self.epoch(lane) is not None
         return self.is_known(lane)
 
-    def reclaimed(self, key: str, epoch: int) -> None:
-        """Owned *key* was released as its actor asked, and claimed again (under *epoch*)
-        before the actor heard: the new token holds from now, and the actor goes on with
-        what the claim found (`owned`)."""
-        self._lanes[key].epoch = epoch
+    def reclaimed(self, claim: Claim) -> None:
+        """Owned *claim.key* was released as its actor asked, and claimed again before the
+        actor heard: the new token holds from now, and the actor goes on with what the
+        claim found (`let_go`)."""
+        state = self._lanes[claim.key]
+        state.epoch, state.reclaim = claim.epoch, claim
+
+    def let_go(self, key: str, backlog: Backlog | None) -> bool:
+        """The journal answered the release of *key*, whose actor ran out of work: True if
+        the lane is gone (the key with it), False if the lane goes on.
+
+        *backlog*: jobs came meanwhile and the journal kept the key (None: it
+        let the key go, or the release rode with the key's last completion,
+        `releases`).  A claim of the key since (`reclaimed`) wins: the lane
+        goes on with what it found.
+        """
+        state = self._lanes[key]
+        again, state.reclaim, state.released = state.reclaim, None, False
+        if again is not None:
+            self.owned(key, again.backlog, again.jobs, marked=again.marked, epoch=again.epoch)
+            return False
+        if backlog is not None:
+            self.owned(key, backlog)
+            return False
+        self.disown(key)
+        return True
+
+    def releases(self, key: str) -> bool:
+        """Whether letting *key* go takes a write: not if it went back with its last
+        completion (`Core.completed`)."""
+        return not self._lanes[key].released
 
     def epoch(self, lane: Lane) -> int | None:
         """*lane*'s fencing token while this fleet member owns its key; None otherwise."""

@@ -14,7 +14,7 @@ from typing import TypeAlias
 
 import attrs
 
-from .journal.records import Append, Change, MarkAttempt, Release
+from .journal.records import Append, Change, Claim, MarkAttempt, Release
 
 __all__ = [
     "Accepted",
@@ -270,6 +270,12 @@ class LaneState:
     """Serial of the last page asked for."""
     epoch: int | None = None
     """A fleet member's fencing token for the key, while it owns it (`Core.owned`)."""
+    released: bool = False
+    """The key went back to the journal with its last completion (`Core.completed`); its
+    actor has not heard yet (`Core.let_go`)."""
+    reclaim: Claim | None = None
+    """The key, released as its actor asked, was claimed again before the actor heard
+    (`Core.reclaimed`): what that claim found, for the actor to go on with."""
 
     @property
     def size(self) -> int:

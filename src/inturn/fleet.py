@@ -124,10 +124,6 @@ class Fleet:
     _next: int = 0
     _granting: trio.Lock = attrs.field(factory=trio.Lock)
     _woken: trio.Event = attrs.field(factory=trio.Event)
-    _reclaimed: dict[str, Claim] = attrs.field(factory=dict)
-    """Keys claimed again while their actor was releasing them, with what the claim found."""
-    _released: set[str] = attrs.field(factory=set)
-    """Keys released with their last completion, whose actors have not heard yet."""
 
     # -- sending -------------------------------------------------------------
 
@@ -230,8 +226,7 @@ class Fleet:
             if core.owns(claim.key):
                 # Released as its actor asked, and claimed again before it heard:
                 # the actor goes on with what the claim found (`let_go`).
-                self._reclaimed[claim.key] = claim
-                core.reclaimed(claim.key, claim.epoch)
+                core.reclaimed(claim)
                 continue
             self.owned += 1
             if core.owned(
@@ -250,10 +245,7 @@ class Fleet:
     ) -> Sequence[FleetChange]:
         """Write *changes*, the completion of the last jobs a key holds, and *release* the key
         in the same transaction (the core decides when: `Core.completion`)."""
-        superseded = await self.journal.write_releasing([*changes, release], now=now)
-        if release not in superseded:
-            self._released.add(release.key)  # `let_go` needs not ask again
-        return superseded
+        return await self.journal.write_releasing([*changes, release], now=now)
 
     async def let_go(self, key: str) -> bool:
         """*key*'s actor ran out of work: True if the key is released (the actor exits).
@@ -262,22 +254,10 @@ class Fleet:
         journal that fails is asked again every *poll_interval*; the key
         stays owned meanwhile.
         """
-        runtime = self.runtime
-        if key in self._released:  # with its last completion
-            self._released.discard(key)
-            backlog = None
-        else:
-            backlog = await self._release(key)
-        again = self._reclaimed.pop(key, None)  # claimed again meanwhile: go on with that
-        if again is not None:
-            runtime.core.owned(
-                key, again.backlog, again.jobs, marked=again.marked, epoch=again.epoch
-            )
+        core = self.runtime.core
+        backlog = await self._release(key) if core.releases(key) else None
+        if not core.let_go(key, backlog):
             return False
-        if backlog is not None:
-            runtime.core.owned(key, backlog)
-            return False
-        runtime.core.disown(key)
         self.retired()
         return True
 
