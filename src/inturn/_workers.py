@@ -168,7 +168,7 @@ class Worker:
         runtime = self.runtime
         if runtime.closed:
             return None
-        self.since = self.runtime.now()
+        self.since = runtime.now()
         if not runtime.spare:
             runtime.reaper.spare_added()
         runtime.spare[self] = None
