@@ -28,6 +28,7 @@ from .journal.records import (
     MarkAttempt,
     Release,
     Retrying,
+    Step,
 )
 
 
@@ -36,6 +37,12 @@ class Attempts(Paging):
     """Starting jobs and settling their attempts."""
 
     # -- starting ----------------------------------------------------------
+
+    @staticmethod
+    def step_taken(job_id: int, name: str, data: bytes) -> Step:
+        """The change that journals step *name* of running job *job_id*, which returned
+        *data* (encoded): a later attempt returns it without taking the step again."""
+        return Step(job_id, name, data)
 
     def start(self, lane: Lane) -> Entry | None:
         """The head of *lane* if the gate lets it run now; it is marked running."""

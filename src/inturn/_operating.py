@@ -15,7 +15,6 @@ import trio
 
 from ._claims import one_at_a_time, until_unclaimed
 from ._fixes import (
-    SKIPPED_TEXT,
     check_job_id,
     purge_dead,
     requeue_check,
@@ -24,7 +23,7 @@ from ._fixes import (
 )
 from ._journaling import Journaling
 from ._tasks import start_task
-from .core import Entry, Lane
+from .core import Entry, Lane, Skipping
 from .errors import (
     InturnError,
     JobStateError,
@@ -35,18 +34,7 @@ from .errors import (
 )
 from .events import exception_text
 from .info import JobInfo
-from .journal import (
-    Answer,
-    Change,
-    Command,
-    Discard,
-    Halt,
-    MarkAttempt,
-    Requeue,
-    Resume,
-    Revive,
-    StoredJob,
-)
+from .journal import Answer, Command, StoredJob
 from .keys import validate_key
 
 _T = TypeVar("_T")
@@ -68,16 +56,17 @@ class Operating(Journaling):
         self._check_open()
         runtime = self._runtime
         if self._fleet is not None and not self._fleet.owns(key):
-            await self._fleet.fix([Resume(key)])  # a halted key is nobody's: claimable now
+            await self._fleet.fix(runtime.core.resume_elsewhere(key).changes)
             runtime.log.info("key.resumed", key=key)
             await schedule_point()
             return
         async with self._changing_halt(key):
-            if not runtime.core.is_halted(key):
+            resuming = runtime.core.resuming(key)
+            if resuming is None:
                 await trio.lowlevel.checkpoint()
                 return
             async with runtime.writing_halt(key):
-                await runtime.journal.write([Resume(key)], now=runtime.unix_now())
+                await runtime.journal.write(resuming.changes, now=runtime.unix_now())
                 if runtime.core.resume(key):
                     runtime.spawn(key)
         runtime.log.info("key.resumed", key=key)
@@ -126,12 +115,12 @@ class Operating(Journaling):
         fleet = self._fleet
         assert fleet is not None
         if head:
-            change: Change = Revive(info.id, resume=info.key is not None)
             job_id = info.id
+            fix = self._runtime.core.requeue_elsewhere(info.id, info.key, None)
         else:
             [job_id] = await fleet.new_ids(1)
-            change = Requeue(info.id, job_id)
-        if await fleet.fix([change]):
+            fix = self._runtime.core.requeue_elsewhere(info.id, info.key, job_id)
+        if await fleet.fix(fix.changes):
             await requeue_check(self._runtime.journal, info.id)  # requeued meanwhile: say so
             raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
         fleet.nudge()
@@ -151,30 +140,22 @@ class Operating(Journaling):
         # must be heard back before this revive is, as the journal has them.
         # (A skip that starts later waits for this revive: `Core.accepting`.)
         await until_unclaimed(self._skipping, info.id)
-        resume = info.key is not None and runtime.core.is_halted(info.key)
-        runtime.core.reviving(info.id)
+        reviving = runtime.core.requeuing_head(info.id, info.key)
         async with contextlib.AsyncExitStack() as halt_written:
             try:
-                if resume:  # heard in journal order with a halting discard
+                if reviving.resume:  # heard in journal order with a halting discard
                     await halt_written.enter_async_context(runtime.writing_halt(info.key))
-                revive = Revive(info.id, resume=resume)
-                superseded = await runtime.journal.write([revive], now=runtime.unix_now())
+                superseded = await runtime.journal.write(reviving.changes, now=runtime.unix_now())
             except BaseException:
                 runtime.core.revive_refused(info.id)
                 self._answer_skips()
                 raise
-            needs_actor = False
-            if superseded:
-                runtime.core.revive_refused(info.id)
-            else:
-                stored = StoredJob(id=info.id, key=info.key, data=info.data, unique=info.unique)
-                needs_actor = runtime.core.revive(stored)
-                if resume:
-                    assert info.key is not None
-                    needs_actor = runtime.core.resume(info.key) or needs_actor
-                    runtime.log.info("key.resumed", key=info.key)
+            stored = StoredJob(id=info.id, key=info.key, data=info.data, unique=info.unique)
+            needs_actor = runtime.core.revived(reviving, stored, superseded)
+            if needs_actor is not None and reviving.resume:
+                runtime.log.info("key.resumed", key=info.key)
         self._answer_skips()
-        if superseded:
+        if needs_actor is None:
             await requeue_check(runtime.journal, info.id)  # requeued meanwhile: say so
             raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
         lane = info.key if info.key is not None else info.id
@@ -197,16 +178,14 @@ class Operating(Journaling):
             info = await skip_check(runtime.journal, info.id)
             if info.state != "scheduled":
                 return False
-            changes = [Discard(info.id, SKIPPED_TEXT)]
-            superseded = await runtime.journal.write(changes, now=runtime.unix_now())
+            skipping = runtime.core.skipping_elsewhere(info.id, info.key)
+            superseded = await runtime.journal.write(skipping.changes, now=runtime.unix_now())
             runtime.core.unschedule(discarded=True)  # gone, by this skip or by another writer
             if superseded:
                 runtime.check_idle()
                 await skip_check(runtime.journal, info.id)  # say what it is now
                 raise JobStateError(info.id, "dead", "another writer discarded it first")
-        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
-        runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
-        runtime.check_idle()
+        self._discarded(skipping)
         return True
 
     async def skip(self, job_id: int) -> None:
@@ -260,10 +239,11 @@ class Operating(Journaling):
         """
         runtime = self._runtime
         assert self._fleet is not None
-        if await self._fleet.fix([Discard(info.id, SKIPPED_TEXT)]):
+        skipping = runtime.core.skipping_elsewhere(info.id, info.key)
+        if await self._fleet.fix(skipping.changes):
             await skip_check(runtime.journal, info.id)  # say what it is now
             raise JobStateError(info.id, "dead", "another writer discarded it first")
-        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
+        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=skipping.text)
 
     async def _skip(self, info: JobInfo) -> None:
         runtime, core = self._runtime, self._runtime.core
@@ -291,31 +271,30 @@ class Operating(Journaling):
             # then this skip is of the job as it is now.
             await self._skip(await skip_check(runtime.journal, info.id))
             return
-        head = core.head(lane)
-        waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
-        discard = Discard(info.id, SKIPPED_TEXT)
-        changes: list[Change] = [discard]
-        if head is not None and waiting_head and head.marked and not head.running:
-            # Its start was journaled early (with its acceptance, or its predecessor's
-            # completion) and never ran: its dead letter must not count that attempt.
-            changes.insert(0, MarkAttempt(head.id, head.attempt - 1))
+        skipping = core.skipping(info.id, info.key, place)
         try:
-            superseded = await runtime.journal.write(changes, now=runtime.unix_now())
+            superseded = await runtime.journal.write(skipping.changes, now=runtime.unix_now())
         except BaseException:
             core.unskip(info.id, info.key)
             runtime.wake(lane)
             raise
-        if discard in superseded:  # another writer finished it first: it keeps that outcome
-            core.unskip(info.id, info.key)  # and leaves no mark: a revive of it runs
+        if not core.skip_answered(skipping, superseded):
+            # Another writer finished it first: it keeps that outcome.
             runtime.wake(lane)  # a head that waited for this discard: its start is superseded
             await skip_check(runtime.journal, info.id)
             raise JobStateError(info.id, "dead", "another writer discarded it first")
-        core.skipped(info.id, info.key, place)
-        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
-        runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
-        if waiting_head:
+        self._discarded(skipping)
+        if skipping.cut_backoff:
             self._interrupt(lane, backing_off=True)  # cut its backoff short
         runtime.wake(lane)  # the actor goes on to the next job
+
+    def _discarded(self, skipping: Skipping) -> None:
+        """The journal discarded the job *skipping* names: say so, and tell its ``ask``."""
+        runtime = self._runtime
+        runtime.log.warning(
+            "job.discarded", key=skipping.key, job_id=skipping.job_id, error=skipping.text
+        )
+        runtime.finished(skipping.job_id, error=PermanentError(skipping.text))
 
     async def _until_skippable(self, info: JobInfo, place: int, running: Entry | None) -> None:
         """Wait until skipped job *info* (at *place*) is accepted and, if it was *running*, stopped.
@@ -382,7 +361,7 @@ class Operating(Journaling):
                 key=key, limit=1
             ):
                 raise KeyNotFound(key)
-            await self._fleet.fix([Halt(key)])  # its owner starts nothing more
+            await self._fleet.fix(runtime.core.pause_elsewhere(key).changes)
             runtime.log.info("key.paused", key=key)
             await schedule_point()
             return
@@ -390,14 +369,14 @@ class Operating(Journaling):
             await trio.lowlevel.checkpoint()
             raise KeyNotFound(key)
         async with self._changing_halt(key):
-            if runtime.core.is_halted(key):
-                await trio.lowlevel.checkpoint()
-                return
             # Halted in the core first, so nothing starts while the Halt is being
             # journaled; a start already under way takes itself back (Core.may_run).
-            runtime.core.pause(key)
+            pausing = runtime.core.pausing(key)
+            if pausing is None:  # halted already
+                await trio.lowlevel.checkpoint()
+                return
             try:
-                await runtime.journal.write([Halt(key)], now=runtime.unix_now())
+                await runtime.journal.write(pausing.changes, now=runtime.unix_now())
             except BaseException:
                 if runtime.core.pause_refused(key):
                     runtime.spawn(key)

@@ -94,22 +94,26 @@ from .journal.records import (
 )
 
 __all__ = [
+    "SKIPPED_TEXT",
     "Accepted",
     "Accepting",
     "Backoff",
     "Core",
     "Discarding",
     "Entry",
+    "Fix",
     "Lane",
     "NewJob",
     "Outcome",
     "Page",
     "Returning",
+    "Reviving",
     "Run",
+    "Skipping",
 ]
 
 
-from ._core_operators import Operators
+from ._core_operators import SKIPPED_TEXT, Fix, Operators, Reviving, Skipping
 
 
 @attrs.define(eq=False)
@@ -243,21 +247,28 @@ class Core(Operators):
         runs next at once has its start journaled with it (`starts_next`).  Changes nothing
         but that start's slot."""
         changes: list[Change] = []
-        firsts: list[Change] = []
+        firsts: Sequence[Change] = (
+            self.dues([entry.id for entry in entries], [entry.place for entry in entries])
+            if requeue_of is None
+            else [Requeue(requeue_of, entry.id) for entry in entries]
+        )
         starts: list[tuple[Entry, MarkAttempt]] = []
         lane = None  # the previous entry's: one behind it in its lane cannot start next
-        for entry in entries:
-            first: Change = (
-                Due(entry.id, entry.place) if requeue_of is None else Requeue(requeue_of, entry.id)
-            )
+        for entry, first in zip(entries, firsts, strict=True):
             changes.append(first)
-            firsts.append(first)
             if entry.lane != lane and self.starts_next(entry):  # its start goes with it
                 mark = MarkAttempt(entry.id, entry.attempt)
                 changes.append(mark)
                 starts.append((entry, mark))
             lane = entry.lane
         return Returning(tuple(changes), tuple(firsts), tuple(starts))
+
+    @staticmethod
+    def dues(job_ids: Sequence[int], places: Sequence[int]) -> list[Due]:
+        """The changes that move scheduled jobs *job_ids*, due, into their keys' sequences at
+        *places* (fresh numbers above every id and place before): `returning`'s, and a fleet
+        member's, whose journal gives it the numbers."""
+        return [Due(job_id, place) for job_id, place in zip(job_ids, places, strict=True)]
 
     def accepted(self, accepting: Accepting, superseded: Sequence[Change]) -> Accepted:
         """The journal took *accepting* but *superseded* some of its starts (their keys were

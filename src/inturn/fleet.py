@@ -44,7 +44,6 @@ from .journal.records import (
     Backlog,
     Change,
     Claim,
-    Due,
     FleetChange,
     Release,
     StoredJob,
@@ -158,8 +157,8 @@ class Fleet:
 
     async def promote(self, due: list[JobInfo]) -> None:
         """Due scheduled jobs join their keys' sequences (their places given at commit)."""
-        ids = await self.new_ids(len(due))
-        await self.journal.write([Due(info.id, seq) for info, seq in zip(due, ids, strict=True)])
+        places = await self.new_ids(len(due))
+        await self.journal.write(self.runtime.core.dues([info.id for info in due], places))
         self.nudge()
 
     # -- operators' fixes for keys another member owns -----------------------
@@ -175,7 +174,7 @@ class Fleet:
         """Whether this member decides for *lane*: it owns the key (or the keyless job)."""
         return lane in self.epochs if isinstance(lane, str) else self.runtime.core.is_known(lane)
 
-    async def fix(self, changes: list[Change]) -> Sequence[Change]:
+    async def fix(self, changes: Sequence[Change]) -> Sequence[Change]:
         """Write an operator's *changes*; the superseded ones come back."""
         return await self.journal.fix(changes, now=self.runtime.unix_now())
 
