@@ -30,6 +30,7 @@ claim.  Jobs owned by other live members are theirs.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -120,9 +121,8 @@ class Fleet:
         """
         return self.dry and not self.owned
 
-    _ids: range = range(0)
-    _next: int = 0
-    _granting: trio.Lock = attrs.field(factory=trio.Lock)
+    _blocks: list[range] = attrs.field(factory=list)
+    """Ids granted and not handed out yet, in blocks, the lowest first."""
     _woken: trio.Event = attrs.field(factory=trio.Event)
     _reclaimed: dict[str, Claim] = attrs.field(factory=dict)
     """Keys claimed again while their actor was releasing them, with what the claim found."""
@@ -132,18 +132,27 @@ class Fleet:
     # -- sending -------------------------------------------------------------
 
     async def new_ids(self, count: int) -> list[int]:
-        """*count* fresh ids, rising; no checkpoint unless the block runs out."""
+        """*count* fresh ids, rising; no checkpoint unless the blocks granted run out.
+
+        Sends that run out together each ask for a block, with no lock held
+        across the wait: every block granted joins `_blocks`, lowest first, and
+        what one send does not use the next one takes.
+        """
         ids: list[int] = []
         while len(ids) < count:
-            if self._next >= self._ids.stop:
-                async with self._granting:
-                    if self._next >= self._ids.stop:
-                        self._ids = await self.journal.ids(max(ID_BLOCK, count - len(ids)))
-                        self._next = self._ids.start
+            if not self._blocks:
+                block = await self.journal.ids(max(ID_BLOCK, count - len(ids)))
+                bisect.insort(self._blocks, block, key=lambda granted: granted.start)
                 continue
-            take = min(count - len(ids), self._ids.stop - self._next)
-            ids.extend(range(self._next, self._next + take))
-            self._next += take
+            block = self._blocks[0]
+            take = min(count - len(ids), len(block))
+            ids.extend(block[:take])
+            if take == len(block):
+                del self._blocks[0]
+            else:
+                self._blocks[0] = block[take:]
+        if len(ids) > 1:
+            ids.sort()  # from two blocks granted out of order, at worst
         return ids
 
     async def append(self, appends: list[Append], *, now: float | None) -> None:
