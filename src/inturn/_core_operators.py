@@ -190,7 +190,20 @@ class Operators(Attempts):
         it).  Returns its entry if its attempt is running: the shell cuts it
         short and waits for it to stop.  Then `skipping` says what to journal,
         and `skip_answered` hears the answer (`unskip`, if the write failed).
+        If its attempt finished first, the skip goes on with the job as the
+        journal has it now (`skip_again`), or ends (`unskip`).
+
+        Skips of one job may be under way at once (two operators'): the core
+        counts them, and the job keeps its mark until the last is answered,
+        so a skip the journal refuses never lets the job start while another
+        one's discard is on its way.
         """
+        self._skips[job_id] = self._skips.get(job_id, 0) + 1
+        return self.skip_again(job_id, key)
+
+    def skip_again(self, job_id: int, key: str | None) -> Entry | None:
+        """`skip`'s mark for a skip already under way (counted), on the job as the core holds
+        it now: a revived job it did not find before."""
         lane = job_id if key is None else key
         state = self._lanes.get(lane)
         if state is None:
@@ -225,8 +238,22 @@ class Operators(Attempts):
         entry = self._in_memory(state, job_id)
         return entry is not None and not entry.durable
 
+    def skips_under_way(self, job_id: int) -> bool:
+        """Whether an operator's skip of *job_id* waits for its answer: a requeue of the dead
+        letter it makes must be heard after it, as the journal has them."""
+        return job_id in self._skips
+
+    def _skip_ends(self, job_id: int) -> bool:
+        """A skip of *job_id* is answered: True if no other one is under way."""
+        others = self._skips.pop(job_id, 0) - 1
+        if others > 0:
+            self._skips[job_id] = others
+            return False
+        return True
+
     def skipped(self, job_id: int, key: str | None, place: int) -> None:
         """The journal discarded skipped, not running *job_id* (at *place*): forget it."""
+        self._skip_ends(job_id)
         lane: Lane = job_id if key is None else key
         state = self._lanes[lane]
         self._discarded += 1
@@ -240,7 +267,10 @@ class Operators(Attempts):
         self._forget(lane, state, entry)
 
     def unskip(self, job_id: int, key: str | None) -> None:
-        """The journal refused to discard skipped *job_id*: it may run after all."""
+        """The journal refused to discard skipped *job_id* (or the skip was called off): it
+        may run after all, unless another skip of it is under way."""
+        if not self._skip_ends(job_id):
+            return
         lane = job_id if key is None else key
         state = self._lanes.get(lane)
         if state is None:

@@ -60,6 +60,8 @@ class CoreState:
     """Scheduled jobs not due yet (in the journal only)."""
     _reviving: set[int] = attrs.field(factory=set, init=False)
     """Dead letters whose `Revive` is being journaled (`reviving`)."""
+    _skips: dict[int, int] = attrs.field(factory=dict, init=False)
+    """Operators' skips under way, by job id: how many (`skip`, until its answer)."""
     _pausing: set[str] = attrs.field(factory=set, init=False)
     """Keys halted only by a pause whose `Halt` is being journaled (`pause`)."""
     stopping: bool = attrs.field(default=False, init=False)

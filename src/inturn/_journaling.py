@@ -36,16 +36,14 @@ class Journaling:
         self._fleet = fleet
         """This supervisor's part of a fleet (``runtime.fleet`` too); None when it holds its
         journal alone."""
-        self._skipping: dict[int, trio.Event] = {}
-        """Skips under way, by job id."""
         self._halting: dict[str, trio.Event] = {}
         """Keys whose halt an operator's `Halt`, `Resume` or `Revive` being journaled may
         change (`_changing_halt`)."""
         self._valid_key: str | None = None
         """The last key `send` validated."""
         self._answered: trio.Event | None = None
-        """Set when a write that accepts jobs is answered; made only while a skip waits for
-        one (`_skip`)."""
+        """Set when a write that accepts jobs, or an operator's skip, is answered; made only
+        while an operator waits for one (`_until_answered`)."""
 
     def _check_open(self) -> None:
         if self._runtime.closed:
@@ -179,10 +177,19 @@ class Journaling:
         )
 
     def _answer_skips(self) -> None:
-        """A write that accepts jobs was answered: wake the skips waiting for one (`_skip`)."""
+        """A write that accepts jobs, or a skip, was answered: wake the operators waiting for
+        one (`_until_answered`)."""
         if self._answered is not None:
             self._answered.set()
             self._answered = None
+
+    async def _until_answered(self) -> None:
+        """Wait for the next answer to a write that accepts jobs, or to a skip: the operator
+        asks the core again then (a skip, whether the job it skips is accepted; a requeue,
+        whether a skip of its job is under way)."""
+        if self._answered is None:
+            self._answered = trio.Event()
+        await self._answered.wait()
 
     def _interrupt(self, lane: Lane, *, backing_off: bool = False) -> bool:
         """Cancel what *lane*'s actor does (its running attempt; or its backoff)."""

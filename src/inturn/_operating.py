@@ -13,7 +13,6 @@ from typing import TypeVar
 
 import trio
 
-from ._claims import one_at_a_time, until_unclaimed
 from ._fixes import (
     check_job_id,
     purge_dead,
@@ -139,7 +138,8 @@ class Operating(Journaling):
         # A skip of the job under way may have made the dead letter: its discard
         # must be heard back before this revive is, as the journal has them.
         # (A skip that starts later waits for this revive: `Core.accepting`.)
-        await until_unclaimed(self._skipping, info.id)
+        while runtime.core.skips_under_way(info.id):
+            await self._until_answered()
         reviving = runtime.core.requeuing_head(info.id, info.key)
         async with contextlib.AsyncExitStack() as halt_written:
             try:
@@ -216,20 +216,37 @@ class Operating(Journaling):
         self._check_open()
         runtime = self._runtime
         checked = check_job_id(job_id)
-        # One skip of a job at a time; the next one sees its outcome.
-        async with one_at_a_time(self._skipping, checked):
-            info = await skip_check(runtime.journal, checked)
-            if self._fleet is not None and (
-                info.state == "scheduled"  # in no key's sequence: nobody's
-                or not self._fleet.owns(info.id if info.key is None else info.key)
-            ):
-                await self._fleet_skip(info)
+        info = await skip_check(runtime.journal, checked)
+        if self._fleet is not None and (
+            info.state == "scheduled"  # in no key's sequence: nobody's
+            or not self._fleet.owns(info.id if info.key is None else info.key)
+        ):
+            await self._fleet_skip(info)
+            return
+        if info.state == "scheduled":
+            if await self._skip_scheduled(info):
                 return
-            if info.state == "scheduled":
-                if await self._skip_scheduled(info):
+            info = await skip_check(runtime.journal, checked)  # promoted meanwhile
+        # Another operator's skip of the job may be under way: the core counts both,
+        # the journal discards it once, and the other skip hears it superseded.
+        try:
+            if await self._skip(info):
+                return
+            # Its attempt finished first (its outcome was being journaled, or the
+            # handler shielded itself): it keeps that outcome, and the caller learns
+            # which from the error a skip of it raises now.  Unless it is unfinished
+            # again (a dead letter another operator requeued at its head meanwhile):
+            # then this skip, still under way, is of the job as it is now.
+            while True:
+                try:
+                    info = await skip_check(runtime.journal, checked)
+                except BaseException:
+                    runtime.core.unskip(info.id, info.key)  # this skip ends here
+                    raise
+                if await self._skip(info, again=True):
                     return
-                info = await skip_check(runtime.journal, checked)  # promoted meanwhile
-            await self._skip(info)
+        finally:
+            self._answer_skips()  # a requeue of it may wait for this skip's answer
 
     async def _fleet_skip(self, info: JobInfo) -> None:
         """`skip` of a job this fleet member does not own: its discard, straight to the journal.
@@ -245,17 +262,21 @@ class Operating(Journaling):
             raise JobStateError(info.id, "dead", "another writer discarded it first")
         runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=skipping.text)
 
-    async def _skip(self, info: JobInfo) -> None:
+    async def _skip(self, info: JobInfo, *, again: bool = False) -> bool:
+        """Skip *info*, a job in its key's sequence (*again*: this skip is under way already,
+        the core counts it); False if its attempt finished first: the skip is still under
+        way, and the caller looks the job up again."""
         runtime, core = self._runtime, self._runtime.core
         lane: Lane = info.id if info.key is None else info.key
         place = info.id if info.place is None else info.place
-        running = core.skip(info.id, info.key)  # from here on, it never starts
+        # From here on, it never starts.
+        running = core.skip_again(info.id, info.key) if again else core.skip(info.id, info.key)
         runtime.log.info("job.skipped", key=info.key, job_id=info.id)
         if running is not None:
             self._interrupt(lane)
         try:
             await self._until_skippable(info, place, running)
-            if running is None and (running := core.skip(info.id, info.key)) is not None:
+            if running is None and (running := core.skip_again(info.id, info.key)) is not None:
                 # Revived meanwhile with no skip to mark it, and started: cut it short.
                 self._interrupt(lane)
                 await self._until_skippable(info, place, running)
@@ -264,13 +285,7 @@ class Operating(Journaling):
             runtime.wake(lane)
             raise
         if running is not None and not core.holds(running):
-            # Its attempt finished first (its outcome was being journaled, or the
-            # handler shielded itself): it keeps that outcome, and the caller learns
-            # which from the error a skip of it raises now.  Unless it is unfinished
-            # again (a dead letter another operator requeued at its head meanwhile):
-            # then this skip is of the job as it is now.
-            await self._skip(await skip_check(runtime.journal, info.id))
-            return
+            return False
         skipping = core.skipping(info.id, info.key, place)
         try:
             superseded = await runtime.journal.write(skipping.changes, now=runtime.unix_now())
@@ -287,6 +302,7 @@ class Operating(Journaling):
         if skipping.cut_backoff:
             self._interrupt(lane, backing_off=True)  # cut its backoff short
         runtime.wake(lane)  # the actor goes on to the next job
+        return True
 
     def _discarded(self, skipping: Skipping) -> None:
         """The journal discarded the job *skipping* names: say so, and tell its ``ask``."""
@@ -307,9 +323,7 @@ class Operating(Journaling):
         while runtime.core.accepting(info.id, info.key, place):
             if runtime.closed:  # its sender never commits it now
                 raise SupervisorClosed(f"the supervisor stopped while job {info.id} was sent")
-            if self._answered is None:
-                self._answered = trio.Event()
-            await self._answered.wait()
+            await self._until_answered()
         while running is not None and running.running:
             await runtime.wait_stopped()
 
