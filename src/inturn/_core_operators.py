@@ -172,6 +172,47 @@ class Operators(Attempts):
         self.skipped(skipping.job_id, skipping.key, skipping.place)
         return True
 
+    def skip_reading(self) -> None:
+        """An operator's skip reads its job from the journal now; then `skip_read`."""
+        self._skip_reads += 1
+
+    def skip_read(self, job_id: int) -> bool:
+        """The skip's read of *job_id* (`skip_reading`) is answered: True if the job, if
+        it was scheduled then, was promoted meanwhile (read it again)."""
+        self._skip_reads -= 1
+        promoted = job_id in self._promoted_meanwhile
+        if not self._skip_reads:
+            self._promoted_meanwhile.clear()
+        return promoted
+
+    def skipping_scheduled(
+        self, job_id: int, key: str | None, *, promoted: bool
+    ) -> Skipping | None:
+        """An operator skips *job_id*, which the journal showed scheduled (and *promoted*
+        since, as `skip_read` said).  None if it may be in its key's sequence now: being
+        promoted (wait until it is not, `promoting`), or promoted (read it again).  Else its
+        discard, and until its answer (`scheduled_skip_answered`, or `unskip` if the write
+        failed) the scheduler promotes it no more (`promote_due`)."""
+        if promoted or job_id in self._promoting:
+            return None
+        self._skips[job_id] = self._skips.get(job_id, 0) + 1
+        return self.skipping_elsewhere(job_id, key)
+
+    def promoting(self, job_id: int) -> bool:
+        """Whether scheduled *job_id*'s `Due` is being journaled (`promote_due`)."""
+        return job_id in self._promoting
+
+    def scheduled_skip_answered(self, skipping: Skipping, superseded: Iterable[Change]) -> bool:
+        """The journal answered the discard of scheduled job *skipping*: True if it
+        discarded it.  Either way it is scheduled no more (by this skip, or by another
+        writer's change), and counted out once."""
+        job_id = skipping.job_id
+        self._skip_ends(job_id)
+        if job_id not in self._unscheduled:
+            self._unscheduled.add(job_id)
+            self.unschedule(discarded=True)
+        return skipping.discard not in superseded
+
     @staticmethod
     def skipping_elsewhere(job_id: int, key: str | None, place: int | None = None) -> Skipping:
         """The skip of a job the core holds nothing of: scheduled, or on a key another fleet

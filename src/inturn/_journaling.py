@@ -111,8 +111,8 @@ class Journaling:
         letter now), with the entry retracted.  Else the entries are
         scheduled jobs joining their keys (`Due`), which wait for their due
         time no more; one the journal superseded is retracted alone (another
-        writer finished it: this supervisor's own skips take the schedule's
-        lock, so it is one in another process).
+        writer finished it: `Core.promote_due` passes by the jobs this
+        supervisor's own skips discard).
         """
         runtime = self._runtime
         core = runtime.core
@@ -140,7 +140,7 @@ class Journaling:
             runtime.start_holding(lane)
         for entry, first in zip(entries, firsts, strict=True):
             if due:
-                core.unschedule()  # in its lane now, or finished by another writer
+                core.due_answered(entry)  # in its lane now, or finished by another writer
             if first in superseded:
                 runtime.start_holding(core.retract(entry))
                 continue
@@ -224,16 +224,16 @@ class Journaling:
         schedule, core = runtime.schedule, runtime.core
         while not core.stopping:
             schedule.reading()
+            core.schedule_reading()
             try:
-                async with schedule.lock:
-                    found = await runtime.journal.scheduled(limit=PAGE)
-                    now = runtime.unix_now()
-                    # (a hand-made row may lack its due time: due at once)
-                    due = [info for info in found if info.due_at is None or info.due_at <= now]
-                    if due and self._fleet is not None:
-                        await self._fleet.promote(due)
-                    elif due:
-                        await self._promote(due)
+                found = await runtime.journal.scheduled(limit=PAGE)
+                now = runtime.unix_now()
+                # (a hand-made row may lack its due time: due at once)
+                due = [info for info in found if info.due_at is None or info.due_at <= now]
+                if due and self._fleet is not None:
+                    await self._fleet.promote(due)
+                elif due:
+                    await self._promote(due)
             except Exception as exc:
                 runtime.log.error(
                     "schedule.failed", error=describe(exc), exception=exception_text(exc)
@@ -249,10 +249,14 @@ class Journaling:
             await schedule.wait(math.inf if first is None else core.clock_time(first))
 
     async def _promote(self, due: list[JobInfo]) -> None:
-        """Due scheduled jobs join their keys' sequences, in one write."""
+        """Due scheduled jobs join their keys' sequences, in one write (`Core.promote_due`).
+
+        One that an operator's skip is discarding is left scheduled: once
+        that skip is answered, the scheduler reads again.
+        """
         runtime = self._runtime
-        entries = [
-            runtime.core.promote(
+        promoting = runtime.core.promote_due(
+            [
                 StoredJob(
                     id=info.id,
                     key=info.key,
@@ -260,11 +264,14 @@ class Journaling:
                     unique=info.unique,
                     attempts=info.attempts,
                 )
-            )
-            for info in due
-        ]
-        await self._journal(entries)
-        runtime.check_idle()
+                for info in due
+            ]
+        )
+        if promoting.entries:
+            await self._journal(list(promoting.entries))
+            runtime.check_idle()
+        elif promoting.held:
+            await self._until_answered()
 
 
 def _job_of(change: Change) -> int:

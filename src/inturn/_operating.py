@@ -168,23 +168,28 @@ class Operating(Journaling):
         await schedule_point()
         return info.id
 
-    async def _skip_scheduled(self, info: JobInfo) -> bool:
-        """Skip *info* if it is still scheduled (the scheduler may promote it meanwhile).
+    async def _skip_scheduled(self, info: JobInfo, *, promoted: bool) -> bool:
+        """Skip *info*, which the journal showed scheduled (and *promoted* since, as the
+        core says): the scheduler may promote it meanwhile, and the core decides
+        (`Core.skipping_scheduled`).
 
-        Returns False if it is in its key's sequence now: skip it there.
+        Returns False if it may be in its key's sequence now: read it again.
         """
-        runtime = self._runtime
-        async with runtime.schedule.lock:
-            info = await skip_check(runtime.journal, info.id)
-            if info.state != "scheduled":
-                return False
-            skipping = runtime.core.skipping_elsewhere(info.id, info.key)
+        runtime, core = self._runtime, self._runtime.core
+        skipping = core.skipping_scheduled(info.id, info.key, promoted=promoted)
+        if skipping is None:
+            while core.promoting(info.id):
+                await self._until_answered()
+            return False
+        try:
             superseded = await runtime.journal.write(skipping.changes, now=runtime.unix_now())
-            runtime.core.unschedule(discarded=True)  # gone, by this skip or by another writer
-            if superseded:
-                runtime.check_idle()
-                await skip_check(runtime.journal, info.id)  # say what it is now
-                raise JobStateError(info.id, "dead", "another writer discarded it first")
+        except BaseException:
+            core.unskip(info.id, info.key)
+            raise
+        if not core.scheduled_skip_answered(skipping, superseded):
+            runtime.check_idle()
+            await skip_check(runtime.journal, info.id)  # say what it is now
+            raise JobStateError(info.id, "dead", "another writer discarded it first")
         self._discarded(skipping)
         return True
 
@@ -216,17 +221,20 @@ class Operating(Journaling):
         self._check_open()
         runtime = self._runtime
         checked = check_job_id(job_id)
-        info = await skip_check(runtime.journal, checked)
-        if self._fleet is not None and (
-            info.state == "scheduled"  # in no key's sequence: nobody's
-            or not self._fleet.owns(info.id if info.key is None else info.key)
-        ):
-            await self._fleet_skip(info)
-            return
-        if info.state == "scheduled":
-            if await self._skip_scheduled(info):
+        try:
+            info, promoted = await self._skip_read(checked)
+            if self._fleet is not None and (
+                info.state == "scheduled"  # in no key's sequence: nobody's
+                or not self._fleet.owns(info.id if info.key is None else info.key)
+            ):
+                await self._fleet_skip(info)
                 return
-            info = await skip_check(runtime.journal, checked)  # promoted meanwhile
+            while info.state == "scheduled":
+                if await self._skip_scheduled(info, promoted=promoted):
+                    return
+                info, promoted = await self._skip_read(checked)  # promoted meanwhile, perhaps
+        finally:
+            self._answer_skips()  # the scheduler may wait for this skip's answer
         # Another operator's skip of the job may be under way: the core counts both,
         # the journal discards it once, and the other skip hears it superseded.
         try:
@@ -247,6 +255,17 @@ class Operating(Journaling):
                     return
         finally:
             self._answer_skips()  # a requeue of it may wait for this skip's answer
+
+    async def _skip_read(self, job_id: int) -> tuple[JobInfo, bool]:
+        """The job to skip as the journal has it now (`skip_check`), and whether the core
+        promoted it meanwhile, if it was scheduled."""
+        core = self._runtime.core
+        core.skip_reading()
+        try:
+            info = await skip_check(self._runtime.journal, job_id)
+        finally:
+            promoted = core.skip_read(job_id)
+        return info, promoted
 
     async def _fleet_skip(self, info: JobInfo) -> None:
         """`skip` of a job this fleet member does not own: its discard, straight to the journal.

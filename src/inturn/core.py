@@ -79,6 +79,7 @@ from ._entries import (
     NewJob,
     Outcome,
     Page,
+    Promoting,
     Returning,
     Run,
     new_entry,
@@ -106,6 +107,7 @@ __all__ = [
     "NewJob",
     "Outcome",
     "Page",
+    "Promoting",
     "Returning",
     "Reviving",
     "Run",
@@ -352,12 +354,34 @@ class Core(Operators):
         self._place(entry, self._lane(entry.lane))
         return entry
 
-    def unschedule(self, *, discarded: bool = False) -> None:
-        """A scheduled job waits no more: due, or (*discarded*) skipped by an operator."""
-        assert self._waiting_due > 0
-        self._waiting_due -= 1
-        if discarded:
-            self._discarded += 1
+    def schedule_reading(self) -> None:
+        """The scheduler reads the journal's due jobs now: it sees every skip answered before,
+        so they need not be passed by any more (unless a skip of the job is under way)."""
+        if self._unscheduled:
+            self._unscheduled = {job_id for job_id in self._unscheduled if job_id in self._skips}
+
+    def promote_due(self, due: Sequence[StoredJob]) -> Promoting:
+        """Scheduled jobs *due*, read from the journal, join their lanes (`promote`): all but
+        those an operator's skip is discarding (*held*: read again once it is answered), or
+        discarded since the read (passed by).  Journal the entries (`returning`), then
+        `due_answered` for each (or `retract`, if the write failed)."""
+        entries: list[Entry] = []
+        held = False
+        for stored in due:
+            if stored.id in self._skips:
+                held = True
+            elif stored.id not in self._unscheduled:
+                entries.append(self.promote(stored))
+                self._promoting.add(stored.id)
+        return Promoting(tuple(entries), held)
+
+    def due_answered(self, entry: Entry) -> None:
+        """The journal answered the `Due` of promoted *entry*: it waits for its due time no
+        more (in its lane now, or finished by another writer: `commit` or `retract`)."""
+        self._promoting.discard(entry.id)
+        if self._skip_reads:
+            self._promoted_meanwhile.add(entry.id)
+        self.unschedule()
 
     def _place(self, entry: Entry, state: LaneState) -> None:
         """Put a new *entry* at the end of its lane, *state*: in the FIFO, or spilled."""
@@ -449,6 +473,8 @@ class Core(Operators):
         took for its start (`starts_next`), if its own lane has no actor.
         """
         assert not entry.durable, "a durable job cannot be retracted"
+        if self._promoting:
+            self._promoting.discard(entry.id)
         lane = entry.lane
         state = self._lanes[lane]
         if entry.spilled:
