@@ -211,6 +211,14 @@ class Journaling:
         (a `Resume` answered after a later `Halt` took effect), and a pause
         could return before its halt is in the journal.  Each waits for the
         one before, then decides on what the core holds now.
+
+        A lock, not a number: the journals group concurrent writes into one
+        commit in no promised order, so a per-key number the core gave each
+        write could not tell it which the journal applied last.  Apart from
+        `Runtime.halt_writes` (which an actor's halting discard takes): a
+        head requeue waits here for a skip of its job under way, which may
+        wait for an attempt whose failure for good takes that one; and a
+        pause's `Halt` in flight does not hold such a discard back.
         """
         return one_at_a_time(self._halting, key)
 
