@@ -28,6 +28,7 @@ from .journal.records import (
     MarkAttempt,
     Release,
     Retrying,
+    Step,
 )
 
 
@@ -36,6 +37,12 @@ class Attempts(Paging):
     """Starting jobs and settling their attempts."""
 
     # -- starting ----------------------------------------------------------
+
+    @staticmethod
+    def step_taken(job_id: int, name: str, data: bytes) -> Step:
+        """The change that journals step *name* of running job *job_id*, which returned
+        *data* (encoded): a later attempt returns it without taking the step again."""
+        return Step(job_id, name, data)
 
     def start(self, lane: Lane) -> Entry | None:
         """The head of *lane* if the gate lets it run now; it is marked running."""
@@ -51,13 +58,17 @@ class Attempts(Paging):
         They are marked running with it.  A batch stops before a job that
         is not ready to run as one of many: not durable yet, skipped, out of
         attempts (it is discarded as a head, alone) or recovered in a
-        backoff.  A lane that holds its attempt marks (halted, stopping) has
-        no running head, so it never gets here.
+        backoff.  None joins a head whose lane halted (or the core stopped)
+        since it started: the actor awaits in between, and `may_run` takes
+        the start back (a follower marked running after the halt would be
+        parked twice, once by the halt and once as it stops).
         """
         state = self._lanes[head.lane]
         assert head.running
         assert state.fifo[0] is head
         batch: list[Entry] = []
+        if state.halted or self.stopping:
+            return batch
         for entry in state.fifo[1 : self.batch]:
             if (
                 not entry.durable

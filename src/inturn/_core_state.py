@@ -63,6 +63,18 @@ class CoreState:
     """Scheduled jobs not due yet (in the journal only)."""
     _reviving: set[int] = attrs.field(factory=set, init=False)
     """Dead letters whose `Revive` is being journaled (`reviving`)."""
+    _skips: dict[int, int] = attrs.field(factory=dict, init=False)
+    """Operators' skips under way, by job id: how many (`skip`, until its answer)."""
+    _promoting: set[int] = attrs.field(factory=set, init=False)
+    """Scheduled jobs whose `Due` is being journaled (`promote_due`, until `due_answered`)."""
+    _skip_reads: int = attrs.field(default=0, init=False)
+    """Operators' skips reading a job from the journal now (`skip_reading`)."""
+    _promoted_meanwhile: set[int] = attrs.field(factory=set, init=False)
+    """Scheduled jobs promoted while a skip read (`due_answered`): a skip that read one
+    scheduled reads it again (`skip_read`).  Emptied when no skip reads."""
+    _unscheduled: set[int] = attrs.field(factory=set, init=False)
+    """Scheduled jobs an operator's skip took out of `_waiting_due`, which a read of the
+    scheduler's made before may still bring (`promote_due` passes them by)."""
     _pausing: set[str] = attrs.field(factory=set, init=False)
     """Keys halted only by a pause whose `Halt` is being journaled (`pause`)."""
     stopping: bool = attrs.field(default=False, init=False)
@@ -101,6 +113,13 @@ class CoreState:
         if not state.halted:
             state.halted = True
             self._parked += self._parkable(state)
+
+    def unschedule(self, *, discarded: bool = False) -> None:
+        """A scheduled job waits no more: due, or (*discarded*) skipped by an operator."""
+        assert self._waiting_due > 0
+        self._waiting_due -= 1
+        if discarded:
+            self._discarded += 1
 
     # -- slots (max_concurrency) --------------------------------------------
     #

@@ -28,6 +28,7 @@ __all__ = [
     "NewJob",
     "Outcome",
     "Page",
+    "Promoting",
     "Returning",
     "Run",
     "new_entry",
@@ -193,6 +194,16 @@ class Returning:
     changes: tuple[Change, ...]
     firsts: tuple[Change, ...]
     starts: tuple[tuple[Entry, MarkAttempt], ...]
+
+
+@attrs.frozen
+class Promoting:
+    """Scheduled jobs falling due: *entries* joined their lanes (journal them, `Core.returning`);
+    *held* says some were left scheduled, as an operator's skip of them is under way (the
+    scheduler reads them again once it is answered)."""
+
+    entries: tuple[Entry, ...]
+    held: bool
 
 
 @attrs.frozen

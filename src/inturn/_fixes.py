@@ -9,13 +9,13 @@ from __future__ import annotations
 import trio
 
 from ._checks import check_count, check_number
+from .core import Core
 from .errors import JobNotFound, JobStateError
 from .info import JobInfo
-from .journal import Journal, Purge
+from .journal import Journal
 from .keys import validate_key
 
 __all__ = [
-    "SKIPPED_TEXT",
     "check_job_id",
     "check_limit",
     "check_purge",
@@ -24,9 +24,6 @@ __all__ = [
     "schedule_point",
     "skip_check",
 ]
-
-SKIPPED_TEXT = "skipped by operator"
-"""The error text a skipped job keeps as a dead letter."""
 
 _PURGE_BATCH = 1000
 
@@ -84,12 +81,11 @@ async def purge_dead(journal: Journal, older_than: object, key: str | None, now:
     """Delete the dead letters discarded more than *older_than* seconds before *now* (the
     Unix time of the clock that discarded them: a supervisor's); return how many."""
     seconds, key = check_purge(older_than, key)
-    # 0: every dead letter, whatever clock dated it (a mock clock's may run ahead of *now*).
-    before = None if seconds == 0 else now - seconds
+    before = Core.purge_before(seconds, now)
     purged = 0
     while dead := await journal.dead_letters(key=key, limit=_PURGE_BATCH, finished_before=before):
         # A dead letter requeued meanwhile is superseded, not purged: the rest are.
-        superseded = await journal.write([Purge(info.id) for info in dead])
+        superseded = await journal.write(Core.purges(info.id for info in dead))
         purged += len(dead) - len(superseded)
     await schedule_point()
     return purged

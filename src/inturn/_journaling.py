@@ -36,16 +36,14 @@ class Journaling:
         self._fleet = fleet
         """This supervisor's part of a fleet (``runtime.fleet`` too); None when it holds its
         journal alone."""
-        self._skipping: dict[int, trio.Event] = {}
-        """Skips under way, by job id."""
         self._halting: dict[str, trio.Event] = {}
         """Keys whose halt an operator's `Halt`, `Resume` or `Revive` being journaled may
         change (`_changing_halt`)."""
         self._valid_key: str | None = None
         """The last key `send` validated."""
         self._answered: trio.Event | None = None
-        """Set when a write that accepts jobs is answered; made only while a skip waits for
-        one (`_skip`)."""
+        """Set when a write that accepts jobs, or an operator's skip, is answered; made only
+        while an operator waits for one (`_until_answered`)."""
 
     def _check_open(self) -> None:
         if self._runtime.closed:
@@ -113,8 +111,8 @@ class Journaling:
         letter now), with the entry retracted.  Else the entries are
         scheduled jobs joining their keys (`Due`), which wait for their due
         time no more; one the journal superseded is retracted alone (another
-        writer finished it: this supervisor's own skips take the schedule's
-        lock, so it is one in another process).
+        writer finished it: `Core.promote_due` passes by the jobs this
+        supervisor's own skips discard).
         """
         runtime = self._runtime
         core = runtime.core
@@ -142,7 +140,7 @@ class Journaling:
             runtime.start_holding(lane)
         for entry, first in zip(entries, firsts, strict=True):
             if due:
-                core.unschedule()  # in its lane now, or finished by another writer
+                core.due_answered(entry)  # in its lane now, or finished by another writer
             if first in superseded:
                 runtime.start_holding(core.retract(entry))
                 continue
@@ -179,10 +177,19 @@ class Journaling:
         )
 
     def _answer_skips(self) -> None:
-        """A write that accepts jobs was answered: wake the skips waiting for one (`_skip`)."""
+        """A write that accepts jobs, or a skip, was answered: wake the operators waiting for
+        one (`_until_answered`)."""
         if self._answered is not None:
             self._answered.set()
             self._answered = None
+
+    async def _until_answered(self) -> None:
+        """Wait for the next answer to a write that accepts jobs, or to a skip: the operator
+        asks the core again then (a skip, whether the job it skips is accepted; a requeue,
+        whether a skip of its job is under way)."""
+        if self._answered is None:
+            self._answered = trio.Event()
+        await self._answered.wait()
 
     def _interrupt(self, lane: Lane, *, backing_off: bool = False) -> bool:
         """Cancel what *lane*'s actor does (its running attempt; or its backoff)."""
@@ -204,6 +211,14 @@ class Journaling:
         (a `Resume` answered after a later `Halt` took effect), and a pause
         could return before its halt is in the journal.  Each waits for the
         one before, then decides on what the core holds now.
+
+        A lock, not a number: the journals group concurrent writes into one
+        commit in no promised order, so a per-key number the core gave each
+        write could not tell it which the journal applied last.  Apart from
+        `Runtime.halt_writes` (which an actor's halting discard takes): a
+        head requeue waits here for a skip of its job under way, which may
+        wait for an attempt whose failure for good takes that one; and a
+        pause's `Halt` in flight does not hold such a discard back.
         """
         return one_at_a_time(self._halting, key)
 
@@ -217,16 +232,16 @@ class Journaling:
         schedule, core = runtime.schedule, runtime.core
         while not core.stopping:
             schedule.reading()
+            core.schedule_reading()
             try:
-                async with schedule.lock:
-                    found = await runtime.journal.scheduled(limit=PAGE)
-                    now = runtime.unix_now()
-                    # (a hand-made row may lack its due time: due at once)
-                    due = [info for info in found if info.due_at is None or info.due_at <= now]
-                    if due and self._fleet is not None:
-                        await self._fleet.promote(due)
-                    elif due:
-                        await self._promote(due)
+                found = await runtime.journal.scheduled(limit=PAGE)
+                now = runtime.unix_now()
+                # (a hand-made row may lack its due time: due at once)
+                due = [info for info in found if info.due_at is None or info.due_at <= now]
+                if due and self._fleet is not None:
+                    await self._fleet.promote(due)
+                elif due:
+                    await self._promote(due)
             except Exception as exc:
                 runtime.log.error(
                     "schedule.failed", error=describe(exc), exception=exception_text(exc)
@@ -242,10 +257,14 @@ class Journaling:
             await schedule.wait(math.inf if first is None else core.clock_time(first))
 
     async def _promote(self, due: list[JobInfo]) -> None:
-        """Due scheduled jobs join their keys' sequences, in one write."""
+        """Due scheduled jobs join their keys' sequences, in one write (`Core.promote_due`).
+
+        One that an operator's skip is discarding is left scheduled: once
+        that skip is answered, the scheduler reads again.
+        """
         runtime = self._runtime
-        entries = [
-            runtime.core.promote(
+        promoting = runtime.core.promote_due(
+            [
                 StoredJob(
                     id=info.id,
                     key=info.key,
@@ -253,11 +272,14 @@ class Journaling:
                     unique=info.unique,
                     attempts=info.attempts,
                 )
-            )
-            for info in due
-        ]
-        await self._journal(entries)
-        runtime.check_idle()
+                for info in due
+            ]
+        )
+        if promoting.entries:
+            await self._journal(list(promoting.entries))
+            runtime.check_idle()
+        elif promoting.held:
+            await self._until_answered()
 
 
 def _job_of(change: Change) -> int:

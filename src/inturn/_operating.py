@@ -13,9 +13,7 @@ from typing import TypeVar
 
 import trio
 
-from ._claims import one_at_a_time, until_unclaimed
 from ._fixes import (
-    SKIPPED_TEXT,
     check_job_id,
     purge_dead,
     requeue_check,
@@ -24,7 +22,7 @@ from ._fixes import (
 )
 from ._journaling import Journaling
 from ._tasks import start_task
-from .core import Entry, Lane
+from .core import Entry, Lane, Skipping
 from .errors import (
     InturnError,
     JobStateError,
@@ -35,18 +33,7 @@ from .errors import (
 )
 from .events import exception_text
 from .info import JobInfo
-from .journal import (
-    Answer,
-    Change,
-    Command,
-    Discard,
-    Halt,
-    MarkAttempt,
-    Requeue,
-    Resume,
-    Revive,
-    StoredJob,
-)
+from .journal import Answer, Command, StoredJob
 from .keys import validate_key
 
 _T = TypeVar("_T")
@@ -68,16 +55,17 @@ class Operating(Journaling):
         self._check_open()
         runtime = self._runtime
         if self._fleet is not None and not self._fleet.owns(key):
-            await self._fleet.fix([Resume(key)])  # a halted key is nobody's: claimable now
+            await self._fleet.fix(runtime.core.resume_elsewhere(key).changes)
             runtime.log.info("key.resumed", key=key)
             await schedule_point()
             return
         async with self._changing_halt(key):
-            if not runtime.core.is_halted(key):
+            resuming = runtime.core.resuming(key)
+            if resuming is None:
                 await trio.lowlevel.checkpoint()
                 return
             async with runtime.writing_halt(key):
-                await runtime.journal.write([Resume(key)], now=runtime.unix_now())
+                await runtime.journal.write(resuming.changes, now=runtime.unix_now())
                 if runtime.core.resume(key):
                     runtime.spawn(key)
         runtime.log.info("key.resumed", key=key)
@@ -126,12 +114,12 @@ class Operating(Journaling):
         fleet = self._fleet
         assert fleet is not None
         if head:
-            change: Change = Revive(info.id, resume=info.key is not None)
             job_id = info.id
+            fix = self._runtime.core.requeue_elsewhere(info.id, info.key, None)
         else:
             [job_id] = await fleet.new_ids(1)
-            change = Requeue(info.id, job_id)
-        if await fleet.fix([change]):
+            fix = self._runtime.core.requeue_elsewhere(info.id, info.key, job_id)
+        if await fleet.fix(fix.changes):
             await requeue_check(self._runtime.journal, info.id)  # requeued meanwhile: say so
             raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
         fleet.nudge()
@@ -150,31 +138,24 @@ class Operating(Journaling):
         # A skip of the job under way may have made the dead letter: its discard
         # must be heard back before this revive is, as the journal has them.
         # (A skip that starts later waits for this revive: `Core.accepting`.)
-        await until_unclaimed(self._skipping, info.id)
-        resume = info.key is not None and runtime.core.is_halted(info.key)
-        runtime.core.reviving(info.id)
+        while runtime.core.skips_under_way(info.id):
+            await self._until_answered()
+        reviving = runtime.core.requeuing_head(info.id, info.key)
         async with contextlib.AsyncExitStack() as halt_written:
             try:
-                if resume:  # heard in journal order with a halting discard
+                if reviving.resume:  # heard in journal order with a halting discard
                     await halt_written.enter_async_context(runtime.writing_halt(info.key))
-                revive = Revive(info.id, resume=resume)
-                superseded = await runtime.journal.write([revive], now=runtime.unix_now())
+                superseded = await runtime.journal.write(reviving.changes, now=runtime.unix_now())
             except BaseException:
                 runtime.core.revive_refused(info.id)
                 self._answer_skips()
                 raise
-            needs_actor = False
-            if superseded:
-                runtime.core.revive_refused(info.id)
-            else:
-                stored = StoredJob(id=info.id, key=info.key, data=info.data, unique=info.unique)
-                needs_actor = runtime.core.revive(stored)
-                if resume:
-                    assert info.key is not None
-                    needs_actor = runtime.core.resume(info.key) or needs_actor
-                    runtime.log.info("key.resumed", key=info.key)
+            stored = StoredJob(id=info.id, key=info.key, data=info.data, unique=info.unique)
+            needs_actor = runtime.core.revived(reviving, stored, superseded)
+            if needs_actor is not None and reviving.resume:
+                runtime.log.info("key.resumed", key=info.key)
         self._answer_skips()
-        if superseded:
+        if needs_actor is None:
             await requeue_check(runtime.journal, info.id)  # requeued meanwhile: say so
             raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
         lane = info.key if info.key is not None else info.id
@@ -187,26 +168,29 @@ class Operating(Journaling):
         await schedule_point()
         return info.id
 
-    async def _skip_scheduled(self, info: JobInfo) -> bool:
-        """Skip *info* if it is still scheduled (the scheduler may promote it meanwhile).
+    async def _skip_scheduled(self, info: JobInfo, *, promoted: bool) -> bool:
+        """Skip *info*, which the journal showed scheduled (and *promoted* since, as the
+        core says): the scheduler may promote it meanwhile, and the core decides
+        (`Core.skipping_scheduled`).
 
-        Returns False if it is in its key's sequence now: skip it there.
+        Returns False if it may be in its key's sequence now: read it again.
         """
-        runtime = self._runtime
-        async with runtime.schedule.lock:
-            info = await skip_check(runtime.journal, info.id)
-            if info.state != "scheduled":
-                return False
-            changes = [Discard(info.id, SKIPPED_TEXT)]
-            superseded = await runtime.journal.write(changes, now=runtime.unix_now())
-            runtime.core.unschedule(discarded=True)  # gone, by this skip or by another writer
-            if superseded:
-                runtime.check_idle()
-                await skip_check(runtime.journal, info.id)  # say what it is now
-                raise JobStateError(info.id, "dead", "another writer discarded it first")
-        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
-        runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
-        runtime.check_idle()
+        runtime, core = self._runtime, self._runtime.core
+        skipping = core.skipping_scheduled(info.id, info.key, promoted=promoted)
+        if skipping is None:
+            while core.promoting(info.id):
+                await self._until_answered()
+            return False
+        try:
+            superseded = await runtime.journal.write(skipping.changes, now=runtime.unix_now())
+        except BaseException:
+            core.unskip(info.id, info.key)
+            raise
+        if not core.scheduled_skip_answered(skipping, superseded):
+            runtime.check_idle()
+            await skip_check(runtime.journal, info.id)  # say what it is now
+            raise JobStateError(info.id, "dead", "another writer discarded it first")
+        self._discarded(skipping)
         return True
 
     async def skip(self, job_id: int) -> None:
@@ -237,20 +221,51 @@ class Operating(Journaling):
         self._check_open()
         runtime = self._runtime
         checked = check_job_id(job_id)
-        # One skip of a job at a time; the next one sees its outcome.
-        async with one_at_a_time(self._skipping, checked):
-            info = await skip_check(runtime.journal, checked)
+        try:
+            info, promoted = await self._skip_read(checked)
             if self._fleet is not None and (
                 info.state == "scheduled"  # in no key's sequence: nobody's
                 or not self._fleet.owns(info.id if info.key is None else info.key)
             ):
                 await self._fleet_skip(info)
                 return
-            if info.state == "scheduled":
-                if await self._skip_scheduled(info):
+            while info.state == "scheduled":
+                if await self._skip_scheduled(info, promoted=promoted):
                     return
-                info = await skip_check(runtime.journal, checked)  # promoted meanwhile
-            await self._skip(info)
+                info, promoted = await self._skip_read(checked)  # promoted meanwhile, perhaps
+        finally:
+            self._answer_skips()  # the scheduler may wait for this skip's answer
+        # Another operator's skip of the job may be under way: the core counts both,
+        # the journal discards it once, and the other skip hears it superseded.
+        try:
+            if await self._skip(info):
+                return
+            # Its attempt finished first (its outcome was being journaled, or the
+            # handler shielded itself): it keeps that outcome, and the caller learns
+            # which from the error a skip of it raises now.  Unless it is unfinished
+            # again (a dead letter another operator requeued at its head meanwhile):
+            # then this skip, still under way, is of the job as it is now.
+            while True:
+                try:
+                    info = await skip_check(runtime.journal, checked)
+                except BaseException:
+                    runtime.core.unskip(info.id, info.key)  # this skip ends here
+                    raise
+                if await self._skip(info, again=True):
+                    return
+        finally:
+            self._answer_skips()  # a requeue of it may wait for this skip's answer
+
+    async def _skip_read(self, job_id: int) -> tuple[JobInfo, bool]:
+        """The job to skip as the journal has it now (`skip_check`), and whether the core
+        promoted it meanwhile, if it was scheduled."""
+        core = self._runtime.core
+        core.skip_reading()
+        try:
+            info = await skip_check(self._runtime.journal, job_id)
+        finally:
+            promoted = core.skip_read(job_id)
+        return info, promoted
 
     async def _fleet_skip(self, info: JobInfo) -> None:
         """`skip` of a job this fleet member does not own: its discard, straight to the journal.
@@ -260,22 +275,27 @@ class Operating(Journaling):
         """
         runtime = self._runtime
         assert self._fleet is not None
-        if await self._fleet.fix([Discard(info.id, SKIPPED_TEXT)]):
+        skipping = runtime.core.skipping_elsewhere(info.id, info.key)
+        if await self._fleet.fix(skipping.changes):
             await skip_check(runtime.journal, info.id)  # say what it is now
             raise JobStateError(info.id, "dead", "another writer discarded it first")
-        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
+        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=skipping.text)
 
-    async def _skip(self, info: JobInfo) -> None:
+    async def _skip(self, info: JobInfo, *, again: bool = False) -> bool:
+        """Skip *info*, a job in its key's sequence (*again*: this skip is under way already,
+        the core counts it); False if its attempt finished first: the skip is still under
+        way, and the caller looks the job up again."""
         runtime, core = self._runtime, self._runtime.core
         lane: Lane = info.id if info.key is None else info.key
         place = info.id if info.place is None else info.place
-        running = core.skip(info.id, info.key)  # from here on, it never starts
+        # From here on, it never starts.
+        running = core.skip_again(info.id, info.key) if again else core.skip(info.id, info.key)
         runtime.log.info("job.skipped", key=info.key, job_id=info.id)
         if running is not None:
             self._interrupt(lane)
         try:
             await self._until_skippable(info, place, running)
-            if running is None and (running := core.skip(info.id, info.key)) is not None:
+            if running is None and (running := core.skip_again(info.id, info.key)) is not None:
                 # Revived meanwhile with no skip to mark it, and started: cut it short.
                 self._interrupt(lane)
                 await self._until_skippable(info, place, running)
@@ -284,38 +304,32 @@ class Operating(Journaling):
             runtime.wake(lane)
             raise
         if running is not None and not core.holds(running):
-            # Its attempt finished first (its outcome was being journaled, or the
-            # handler shielded itself): it keeps that outcome, and the caller learns
-            # which from the error a skip of it raises now.  Unless it is unfinished
-            # again (a dead letter another operator requeued at its head meanwhile):
-            # then this skip is of the job as it is now.
-            await self._skip(await skip_check(runtime.journal, info.id))
-            return
-        head = core.head(lane)
-        waiting_head = head is not None and head.id == info.id  # in a backoff, maybe
-        discard = Discard(info.id, SKIPPED_TEXT)
-        changes: list[Change] = [discard]
-        if head is not None and waiting_head and head.marked and not head.running:
-            # Its start was journaled early (with its acceptance, or its predecessor's
-            # completion) and never ran: its dead letter must not count that attempt.
-            changes.insert(0, MarkAttempt(head.id, head.attempt - 1))
+            return False
+        skipping = core.skipping(info.id, info.key, place)
         try:
-            superseded = await runtime.journal.write(changes, now=runtime.unix_now())
+            superseded = await runtime.journal.write(skipping.changes, now=runtime.unix_now())
         except BaseException:
             core.unskip(info.id, info.key)
             runtime.wake(lane)
             raise
-        if discard in superseded:  # another writer finished it first: it keeps that outcome
-            core.unskip(info.id, info.key)  # and leaves no mark: a revive of it runs
+        if not core.skip_answered(skipping, superseded):
+            # Another writer finished it first: it keeps that outcome.
             runtime.wake(lane)  # a head that waited for this discard: its start is superseded
             await skip_check(runtime.journal, info.id)
             raise JobStateError(info.id, "dead", "another writer discarded it first")
-        core.skipped(info.id, info.key, place)
-        runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=SKIPPED_TEXT)
-        runtime.finished(info.id, error=PermanentError(SKIPPED_TEXT))
-        if waiting_head:
+        self._discarded(skipping)
+        if skipping.cut_backoff:
             self._interrupt(lane, backing_off=True)  # cut its backoff short
         runtime.wake(lane)  # the actor goes on to the next job
+        return True
+
+    def _discarded(self, skipping: Skipping) -> None:
+        """The journal discarded the job *skipping* names: say so, and tell its ``ask``."""
+        runtime = self._runtime
+        runtime.log.warning(
+            "job.discarded", key=skipping.key, job_id=skipping.job_id, error=skipping.text
+        )
+        runtime.finished(skipping.job_id, error=PermanentError(skipping.text))
 
     async def _until_skippable(self, info: JobInfo, place: int, running: Entry | None) -> None:
         """Wait until skipped job *info* (at *place*) is accepted and, if it was *running*, stopped.
@@ -328,9 +342,7 @@ class Operating(Journaling):
         while runtime.core.accepting(info.id, info.key, place):
             if runtime.closed:  # its sender never commits it now
                 raise SupervisorClosed(f"the supervisor stopped while job {info.id} was sent")
-            if self._answered is None:
-                self._answered = trio.Event()
-            await self._answered.wait()
+            await self._until_answered()
         while running is not None and running.running:
             await runtime.wait_stopped()
 
@@ -382,7 +394,7 @@ class Operating(Journaling):
                 key=key, limit=1
             ):
                 raise KeyNotFound(key)
-            await self._fleet.fix([Halt(key)])  # its owner starts nothing more
+            await self._fleet.fix(runtime.core.pause_elsewhere(key).changes)
             runtime.log.info("key.paused", key=key)
             await schedule_point()
             return
@@ -390,14 +402,14 @@ class Operating(Journaling):
             await trio.lowlevel.checkpoint()
             raise KeyNotFound(key)
         async with self._changing_halt(key):
-            if runtime.core.is_halted(key):
-                await trio.lowlevel.checkpoint()
-                return
             # Halted in the core first, so nothing starts while the Halt is being
             # journaled; a start already under way takes itself back (Core.may_run).
-            runtime.core.pause(key)
+            pausing = runtime.core.pausing(key)
+            if pausing is None:  # halted already
+                await trio.lowlevel.checkpoint()
+                return
             try:
-                await runtime.journal.write([Halt(key)], now=runtime.unix_now())
+                await runtime.journal.write(pausing.changes, now=runtime.unix_now())
             except BaseException:
                 if runtime.core.pause_refused(key):
                     runtime.spawn(key)

@@ -64,9 +64,6 @@ class Schedule:
 
     deadline: float = math.inf
     """The runtime clock's time of the earliest due time known; inf if none."""
-    lock: trio.Lock = attrs.field(factory=trio.Lock)
-    """Held while jobs are promoted, and while an operator skips a scheduled
-    job: the two never cross (a skip sees the job scheduled, or in its key)."""
     _woken: trio.Event = attrs.field(factory=trio.Event)
 
     def reading(self) -> None:

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._checks import check_step
+from .core import Core
 from .errors import EncodeError, JobStateError, PermanentError
-from .journal.records import Step
 
 if TYPE_CHECKING:
     from .codec import Codec
@@ -80,7 +80,7 @@ class StepLog:
         self, job_id: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
     ) -> bytes:
         data = await take_step(self.codec, job_id, name, fn, args, self.max_payload)
-        if await self.journal.write([Step(job_id, name, data)], now=self.now()):
+        if await self.journal.write([Core.step_taken(job_id, name, data)], now=self.now()):
             raise JobStateError(
                 job_id, "finished", f"another writer finished it: step {name!r} not recorded"
             )

@@ -80,6 +80,7 @@ from ._entries import (
     NewJob,
     Outcome,
     Page,
+    Promoting,
     Returning,
     Run,
     new_entry,
@@ -95,22 +96,27 @@ from .journal.records import (
 )
 
 __all__ = [
+    "SKIPPED_TEXT",
     "Accepted",
     "Accepting",
     "Backoff",
     "Core",
     "Discarding",
     "Entry",
+    "Fix",
     "Lane",
     "NewJob",
     "Outcome",
     "Page",
+    "Promoting",
     "Returning",
+    "Reviving",
     "Run",
+    "Skipping",
 ]
 
 
-from ._core_operators import Operators
+from ._core_operators import SKIPPED_TEXT, Fix, Operators, Reviving, Skipping
 
 Rest: TypeAlias = Literal["linger", "let go", "retired", "wait", "again"]
 """What an actor with nothing to start does (`Core.resting`)."""
@@ -207,21 +213,28 @@ class Core(Operators):
         runs next at once has its start journaled with it (`starts_next`).  Changes nothing
         but that start's slot."""
         changes: list[Change] = []
-        firsts: list[Change] = []
+        firsts: Sequence[Change] = (
+            self.dues([entry.id for entry in entries], [entry.place for entry in entries])
+            if requeue_of is None
+            else [Requeue(requeue_of, entry.id) for entry in entries]
+        )
         starts: list[tuple[Entry, MarkAttempt]] = []
         lane = None  # the previous entry's: one behind it in its lane cannot start next
-        for entry in entries:
-            first: Change = (
-                Due(entry.id, entry.place) if requeue_of is None else Requeue(requeue_of, entry.id)
-            )
+        for entry, first in zip(entries, firsts, strict=True):
             changes.append(first)
-            firsts.append(first)
             if entry.lane != lane and self.starts_next(entry):  # its start goes with it
                 mark = MarkAttempt(entry.id, entry.attempt)
                 changes.append(mark)
                 starts.append((entry, mark))
             lane = entry.lane
         return Returning(tuple(changes), tuple(firsts), tuple(starts))
+
+    @staticmethod
+    def dues(job_ids: Sequence[int], places: Sequence[int]) -> list[Due]:
+        """The changes that move scheduled jobs *job_ids*, due, into their keys' sequences at
+        *places* (fresh numbers above every id and place before): `returning`'s, and a fleet
+        member's, whose journal gives it the numbers."""
+        return [Due(job_id, place) for job_id, place in zip(job_ids, places, strict=True)]
 
     def accepted(self, accepting: Accepting, superseded: Sequence[Change]) -> Accepted:
         """The journal took *accepting* but *superseded* some of its starts (their keys were
@@ -305,12 +318,34 @@ class Core(Operators):
         self._place(entry, self._lane(entry.lane))
         return entry
 
-    def unschedule(self, *, discarded: bool = False) -> None:
-        """A scheduled job waits no more: due, or (*discarded*) skipped by an operator."""
-        assert self._waiting_due > 0
-        self._waiting_due -= 1
-        if discarded:
-            self._discarded += 1
+    def schedule_reading(self) -> None:
+        """The scheduler reads the journal's due jobs now: it sees every skip answered before,
+        so they need not be passed by any more (unless a skip of the job is under way)."""
+        if self._unscheduled:
+            self._unscheduled = {job_id for job_id in self._unscheduled if job_id in self._skips}
+
+    def promote_due(self, due: Sequence[StoredJob]) -> Promoting:
+        """Scheduled jobs *due*, read from the journal, join their lanes (`promote`): all but
+        those an operator's skip is discarding (*held*: read again once it is answered), or
+        discarded since the read (passed by).  Journal the entries (`returning`), then
+        `due_answered` for each (or `retract`, if the write failed)."""
+        entries: list[Entry] = []
+        held = False
+        for stored in due:
+            if stored.id in self._skips:
+                held = True
+            elif stored.id not in self._unscheduled:
+                entries.append(self.promote(stored))
+                self._promoting.add(stored.id)
+        return Promoting(tuple(entries), held)
+
+    def due_answered(self, entry: Entry) -> None:
+        """The journal answered the `Due` of promoted *entry*: it waits for its due time no
+        more (in its lane now, or finished by another writer: `commit` or `retract`)."""
+        self._promoting.discard(entry.id)
+        if self._skip_reads:
+            self._promoted_meanwhile.add(entry.id)
+        self.unschedule()
 
     def _spills(self, state: LaneState, key: str | None) -> bool:
         """Whether a new job of *key*, whose lane is *state*, stays in the journal only.
@@ -404,6 +439,8 @@ class Core(Operators):
         took for its start (`starts_next`), if its own lane has no actor.
         """
         assert not entry.durable, "a durable job cannot be retracted"
+        if self._promoting:
+            self._promoting.discard(entry.id)
         lane = entry.lane
         state = self._lanes[lane]
         if entry.spilled:

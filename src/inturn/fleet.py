@@ -30,6 +30,7 @@ claim.  Jobs owned by other live members are theirs.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -44,7 +45,6 @@ from .journal.records import (
     Backlog,
     Change,
     Claim,
-    Due,
     FleetChange,
     Release,
     StoredJob,
@@ -120,26 +120,34 @@ class Fleet:
         """
         return self.dry and not self.owned
 
-    _ids: range = range(0)
-    _next: int = 0
-    _granting: trio.Lock = attrs.field(factory=trio.Lock)
+    _blocks: list[range] = attrs.field(factory=list)
+    """Ids granted and not handed out yet, in blocks, the lowest first."""
     _woken: trio.Event = attrs.field(factory=trio.Event)
 
     # -- sending -------------------------------------------------------------
 
     async def new_ids(self, count: int) -> list[int]:
-        """*count* fresh ids, rising; no checkpoint unless the block runs out."""
+        """*count* fresh ids, rising; no checkpoint unless the blocks granted run out.
+
+        Sends that run out together each ask for a block, with no lock held
+        across the wait: every block granted joins `_blocks`, lowest first, and
+        what one send does not use the next one takes.
+        """
         ids: list[int] = []
         while len(ids) < count:
-            if self._next >= self._ids.stop:
-                async with self._granting:
-                    if self._next >= self._ids.stop:
-                        self._ids = await self.journal.ids(max(ID_BLOCK, count - len(ids)))
-                        self._next = self._ids.start
+            if not self._blocks:
+                block = await self.journal.ids(max(ID_BLOCK, count - len(ids)))
+                bisect.insort(self._blocks, block, key=lambda granted: granted.start)
                 continue
-            take = min(count - len(ids), self._ids.stop - self._next)
-            ids.extend(range(self._next, self._next + take))
-            self._next += take
+            block = self._blocks[0]
+            take = min(count - len(ids), len(block))
+            ids.extend(block[:take])
+            if take == len(block):
+                del self._blocks[0]
+            else:
+                self._blocks[0] = block[take:]
+        if len(ids) > 1:
+            ids.sort()  # from two blocks granted out of order, at worst
         return ids
 
     async def append(self, appends: list[Append], *, now: float | None) -> None:
@@ -153,8 +161,8 @@ class Fleet:
 
     async def promote(self, due: list[JobInfo]) -> None:
         """Due scheduled jobs join their keys' sequences (their places given at commit)."""
-        ids = await self.new_ids(len(due))
-        await self.journal.write([Due(info.id, seq) for info, seq in zip(due, ids, strict=True)])
+        places = await self.new_ids(len(due))
+        await self.journal.write(self.runtime.core.dues([info.id for info in due], places))
         self.nudge()
 
     # -- operators' fixes for keys another member owns -----------------------
@@ -170,7 +178,7 @@ class Fleet:
         """Whether this member decides for *lane*: it owns the key (or the keyless job)."""
         return self.runtime.core.owns(lane)
 
-    async def fix(self, changes: list[Change]) -> Sequence[Change]:
+    async def fix(self, changes: Sequence[Change]) -> Sequence[Change]:
         """Write an operator's *changes*; the superseded ones come back."""
         return await self.journal.fix(changes, now=self.runtime.unix_now())
 

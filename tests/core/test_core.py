@@ -829,6 +829,29 @@ def test_a_batch_may_not_run_once_its_key_halts_one_job_is_skipped_or_the_core_s
     assert core.may_run(batch[0]) is (what == "skipped")
 
 
+@pytest.mark.parametrize("what", ["halted", "stopping"])
+def test_a_head_whose_key_halts_before_its_batch_forms_runs_alone_and_parks_once(
+    what: str,
+) -> None:
+    """A pause landing between a head's start and its batch (the actor awaits in between):
+    no job joins it, since its start is taken back, and once it is the key's jobs are
+    parked once each (a follower marked running after the halt was parked twice, and
+    ``wait_idle`` never returned)."""
+    core = Core(inturn.Retry(), batch=3)
+    for _ in range(3):
+        accept(core, "k")
+    head = core.start("k")
+    assert head is not None
+    if what == "halted":
+        core.pause("k")
+    else:
+        core.stop()
+    assert core.followers(head) == []
+    assert not core.may_run(head)
+    core.interrupt(head)
+    assert core.idle is (what == "halted")
+
+
 def test_a_batchs_buffered_jobs_of_one_key_share_its_key_string() -> None:
     """Sent in bulk, each job carries its own equal string; the entries keep one per run
     (at 100,000 keys with ten jobs each, 5.7 MiB of a backlog's peak)."""
