@@ -3,9 +3,9 @@
 A race between two writers, an operator and an actor, a send and a page, is
 tested by holding one side where a slow disk or a slow network would hold it,
 doing the other, then letting the first go.  Each test used to write its own
-wrapper for that; they differed in where the hold sat (before the write
-reaches the journal, or after it committed and before its writer is told) and
-in nothing else worth a class.
+wrapper for that; they differed in where the hold sat (before a write reaches
+the journal, or after it committed and before its writer is told; before or
+after a load or an operator's read reads) and in nothing else worth a class.
 
 A `Hold` says which calls wait and lets them go::
 
@@ -19,15 +19,21 @@ A `Hold` says which calls wait and lets them go::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import attrs
 import trio
 
 import inturn
+from inturn.info import JobInfo, KeyFilter, KeyInfo
 from inturn.journal import Change, StoredJob
 from inturn.testing import FaultyJournal
+
+_T = TypeVar("_T")
+
+READS = ("job", "jobs", "keys", "scheduled", "dead_letters")
+"""The operator reads a `GatingJournal` can hold (`GatingJournal.hold_reads`)."""
 
 
 def everything(*args: object) -> bool:
@@ -56,7 +62,8 @@ class Hold:
     fails: bool = False
     """Once let go, a held write raises `JournalError` instead of reaching the journal."""
     held: list[Any] = attrs.field(factory=list, init=False)
-    """What each call held so far carried: a write's changes, a load's ``(key, after, limit)``."""
+    """What each call held so far carried: a write's changes, a load's ``(key, after, limit)``,
+    a read's name."""
     _gates: list[trio.Event] = attrs.field(factory=list, init=False)
     _released: bool = attrs.field(default=False, init=False)
     _arrived: trio.Event = attrs.field(factory=trio.Event, init=False)
@@ -109,7 +116,8 @@ class Hold:
 @attrs.define(eq=False)
 class GatingJournal(FaultyJournal):
     """Delegates to *inner* (failing what *fail* picks, as `FaultyJournal` does), holding
-    the writes and loads its holds pick, and keeping what was written and loaded.
+    the writes, loads and operator reads its holds pick, and keeping what was written and
+    loaded.
 
     *closes*: False leaves *inner* open when this journal is closed, so a write
     held across a supervisor's stop still lands, as a durable write queued
@@ -124,6 +132,7 @@ class GatingJournal(FaultyJournal):
     _before: list[Hold] = attrs.field(factory=list, init=False)
     _after: list[Hold] = attrs.field(factory=list, init=False)
     _loads: list[tuple[Hold, bool]] = attrs.field(factory=list, init=False)
+    _reads: dict[str, list[tuple[Hold, bool]]] = attrs.field(factory=dict, init=False)
     _wrote: trio.Event = attrs.field(factory=trio.Event, init=False)
 
     def hold_writes(
@@ -161,6 +170,22 @@ class GatingJournal(FaultyJournal):
         sent meanwhile are in it."""
         hold = Hold(lambda key, after, limit: picks(key), limit)
         self._loads.append((hold, read_first))
+        return hold
+
+    def hold_reads(
+        self,
+        name: str,
+        picks: Callable[[], bool] = everything,
+        *,
+        read_first: bool = True,
+        limit: int | None = None,
+    ) -> Hold:
+        """Hold the operator reads called *name* (``"job"``, ``"dead_letters"``, ...)
+        that *picks* chooses: each is read before the hold if *read_first* (what it
+        found is what it returns), else once it is let go."""
+        assert name in READS, name
+        hold = Hold(picks, limit)
+        self._reads.setdefault(name, []).append((hold, read_first))
         return hold
 
     async def wait_written(self, picks: Callable[[Sequence[Change]], bool]) -> None:
@@ -207,6 +232,49 @@ class GatingJournal(FaultyJournal):
         page = self._kept(await self.inner.load(key, after, limit)) if read_first else ()
         await hold.wait((key, after, limit))
         return page if read_first else self._kept(await self.inner.load(key, after, limit))
+
+    async def _read(self, name: str, read: Callable[[], Awaitable[_T]]) -> _T:
+        found = next(
+            ((hold, first) for hold, first in self._reads.get(name, ()) if hold.wants()), None
+        )
+        if found is None:
+            return await read()
+        hold, read_first = found
+        if read_first:
+            result = await read()
+            await hold.wait(name)
+            return result
+        await hold.wait(name)
+        return await read()
+
+    async def job(self, job_id: int) -> JobInfo | None:
+        return await self._read("job", lambda: self.inner.job(job_id))
+
+    async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]:
+        return await self._read("jobs", lambda: self.inner.jobs(key, limit=limit, after=after))
+
+    async def keys(
+        self, *, state: KeyFilter | None = None, limit: int = 100, now: float
+    ) -> list[KeyInfo]:
+        return await self._read("keys", lambda: self.inner.keys(state=state, limit=limit, now=now))
+
+    async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
+        return await self._read("scheduled", lambda: self.inner.scheduled(key=key, limit=limit))
+
+    async def dead_letters(
+        self,
+        *,
+        key: str | None = None,
+        limit: int = 100,
+        after: int = 0,
+        finished_before: float | None = None,
+    ) -> list[JobInfo]:
+        return await self._read(
+            "dead_letters",
+            lambda: self.inner.dead_letters(
+                key=key, limit=limit, after=after, finished_before=finished_before
+            ),
+        )
 
     def _kept(self, page: Sequence[StoredJob]) -> Sequence[StoredJob]:
         self.pages.append([job.id for job in page])

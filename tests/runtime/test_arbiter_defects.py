@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 import structlog
 import trio
@@ -27,23 +26,6 @@ REAL_GUARD = 10.0
 
 def ran(recorder: Recorder) -> list[int]:
     return [call.job.id for call in recorder.calls]
-
-
-@attrs.define(eq=False)
-class HeldDeadLetters(FaultyJournal):
-    """Once armed, the next dead_letters() reads, sets `read`, and returns only once `go` is set."""
-
-    armed: bool = False
-    read: trio.Event = attrs.field(factory=trio.Event)
-    go: trio.Event = attrs.field(factory=trio.Event)
-
-    async def dead_letters(self, **kwargs):
-        found = await self.inner.dead_letters(**kwargs)
-        if self.armed:
-            self.armed = False
-            self.read.set()
-            await self.go.wait()
-        return found
 
 
 # -- 1: a job waiting for a slot loses no attempt -----------------------------------
@@ -335,7 +317,7 @@ async def test_defect7_a_job_skipped_while_its_page_loads_never_runs(
 async def test_defect8_purge_dead_racing_a_requeue_purges_the_rest(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    journal = HeldDeadLetters(inturn.MemoryJournal())
+    journal = GatingJournal(inturn.MemoryJournal())
     broken = True
 
     async def handler(job):
@@ -356,12 +338,12 @@ async def test_defect8_purge_dead_racing_a_requeue_purges_the_rest(
         await sup.send("b", 2)
         await sup.wait_idle()
         broken = False
-        journal.armed = True
+        read = journal.hold_reads("dead_letters", limit=1)  # the purge's
         async with trio.open_nursery() as nursery:
             nursery.start_soon(purge, sup)
-            await journal.read.wait()  # the purge has read both dead letters
+            await read.wait_held()  # the purge has read both dead letters
             requeued = await sup.requeue(first)
-            journal.go.set()
+            read.release()
         assert purged == [1], purged
         await sup.wait_idle()
         assert await sup.dead_letters() == []

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-import attrs
 import pytest
 import trio
 import trio.testing
@@ -1051,21 +1051,6 @@ async def test_a_head_requeue_of_a_job_failing_for_good_as_it_is_skipped_waits_f
     cancel): a head requeue of the dead letter, called before the skip learns the outcome,
     waits for the skip, which raises as the job is a dead letter; then the job runs again.
     One operator call that changes a job at a time, so each hears back in journal order."""
-    reading, go = trio.Event(), trio.Event()
-
-    @attrs.define(eq=False)
-    class HeldRead(FaultyJournal):
-        """Holds the second read of a job: the skip's, once the attempt has ended."""
-
-        reads: int = 0
-
-        async def job(self, job_id: int) -> JobInfo | None:
-            self.reads += 1
-            if self.reads == 2:
-                reading.set()
-                await go.wait()
-            return await super().job(job_id)
-
     release = trio.Event()
     attempts_made: list[int] = []
 
@@ -1077,7 +1062,10 @@ async def test_a_head_requeue_of_a_job_failing_for_good_as_it_is_skipped_waits_f
             raise inturn.PermanentError("for good")
         await trio.sleep_forever()  # the requeued job: a second skip cancels it
 
-    journal = HeldRead(inturn.MemoryJournal())
+    journal = GatingJournal(inturn.MemoryJournal())
+    reads = itertools.count(1)
+    # the second read of a job (the skip's, once the attempt has ended), read once let go
+    held = journal.hold_reads("job", lambda: next(reads) == 2, read_first=False)
     requeued: list[int] = []
     with trio.fail_after(GUARD):
         async with inturn.open_supervisor(handler, journal=journal) as sup:
@@ -1095,11 +1083,11 @@ async def test_a_head_requeue_of_a_job_failing_for_good_as_it_is_skipped_waits_f
                 nursery.start_soon(skip)
                 await trio.testing.wait_all_tasks_blocked()
                 release.set()  # it fails for good: a dead letter, as the skip waits
-                await reading.wait()
+                await held.wait_held()
                 nursery.start_soon(requeue)
                 await trio.testing.wait_all_tasks_blocked()
                 assert (requeued, attempts_made) == ([], [1])  # the requeue waits
-                go.set()
+                held.release()
             assert requeued == [job_id]
             await trio.testing.wait_all_tasks_blocked()
             assert attempts_made == [1, 1]  # running again
@@ -1964,19 +1952,6 @@ async def test_a_skip_whose_job_failed_for_good_after_its_read_leaves_no_mark_on
     ``on_discard="halt"`` and the supervisor forgets it (its key, halted, stays).  The
     skip's discard loses to the job's own, it raises, and it leaves nothing of itself
     behind: requeued at its head, the job runs."""
-    reading, go = trio.Event(), trio.Event()
-
-    @attrs.define(eq=False)
-    class HeldRead(FaultyJournal):
-        """Holds the skip's read of the job once it has been made."""
-
-        async def job(self, job_id: int) -> JobInfo | None:
-            info = await super().job(job_id)
-            if not go.is_set():
-                reading.set()
-                await go.wait()
-            return info
-
     fail = trio.Event()
     attempts_made: list[int] = []
 
@@ -1986,7 +1961,8 @@ async def test_a_skip_whose_job_failed_for_good_after_its_read_leaves_no_mark_on
             await fail.wait()
             raise inturn.PermanentError("for good")
 
-    journal = HeldRead(inturn.MemoryJournal())
+    journal = GatingJournal(inturn.MemoryJournal())
+    reads = journal.hold_reads("job")  # each read of a job, once made
     with trio.fail_after(GUARD):
         async with inturn.open_supervisor(handler, journal=journal, on_discard="halt") as sup:
             job_id = await sup.send("k", "x")
@@ -1998,10 +1974,10 @@ async def test_a_skip_whose_job_failed_for_good_after_its_read_leaves_no_mark_on
                         await sup.skip(job_id)
 
                 nursery.start_soon(skip)
-                await reading.wait()  # the skip read it running
+                await reads.wait_held()  # the skip read it running
                 fail.set()
                 await trio.testing.wait_all_tasks_blocked()  # a dead letter; the key halts
-                go.set()
+                reads.release()
             assert await sup.requeue(job_id, head=True) == job_id
             await sup.wait_idle()
             assert sup.stats().halted_keys == frozenset()
