@@ -181,7 +181,10 @@ class Shell(RuleBasedStateMachine):
     @precondition(lambda self: self.loads)
     @rule(data=st.data())
     def load_returns(self, data: st.DataObject) -> None:
-        lane = pick(data, self.loads)
+        """A page read earlier is handed over: the actor goes on."""
+        self._load_returns(pick(data, self.loads))
+
+    def _load_returns(self, lane: Lane) -> None:
         self.core.paged(*self.loads.pop(lane))
         self.tasks.add(lane)
         self._start(lane, None)
@@ -448,7 +451,7 @@ class Shell(RuleBasedStateMachine):
             for key in sorted(self.halted):
                 self._resume(key)
             for lane in list(self.loads):
-                self.load_returns_now(lane)
+                self._load_returns(lane)
             for lane in list(self.running):
                 self._complete(lane)
             for lane in list(self.backing_off):
@@ -464,8 +467,3 @@ class Shell(RuleBasedStateMachine):
 
     def _drained(self) -> bool:
         return True
-
-    def load_returns_now(self, lane: Lane) -> None:
-        self.core.paged(*self.loads.pop(lane))
-        self.tasks.add(lane)
-        self._start(lane, None)
