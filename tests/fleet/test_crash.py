@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.fleet_crash import run
+from tests.fleet.crash_driver import run
 
 
 def test_a_fleet_under_kills_and_stalls_loses_nothing_and_keeps_each_keys_order(

@@ -6,7 +6,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 import structlog
 import trio
@@ -15,6 +14,7 @@ import trio.testing
 import inturn
 from inturn.journal import Append, Complete, MarkAttempt, Retrying
 from inturn.testing import FaultyJournal, Recorder
+from tests.gating import GatingJournal, any_of
 
 from .helpers import Script
 
@@ -26,55 +26,6 @@ REAL_GUARD = 10.0
 
 def ran(recorder: Recorder) -> list[int]:
     return [call.job.id for call in recorder.calls]
-
-
-@attrs.define(eq=False)
-class FirstWriteFails(FaultyJournal):
-    """The first write waits for `gate`, then raises JournalError; the rest go through."""
-
-    gate: trio.Event = attrs.field(factory=trio.Event)
-    writes: int = 0
-
-    async def write(self, changes, *, now=None):
-        self.writes += 1
-        if self.writes == 1:
-            await self.gate.wait()
-            raise inturn.JournalError("injected failure")
-        return await self.inner.write(changes, now=now)
-
-
-@attrs.define(eq=False)
-class SlowFirstLoad(FaultyJournal):
-    """The first load reads its page when called, but returns it only once `proceed` is set."""
-
-    loaded: trio.Event = attrs.field(factory=trio.Event)
-    proceed: trio.Event = attrs.field(factory=trio.Event)
-    page: list[inturn.journal.StoredJob] = attrs.field(factory=list)
-
-    async def load(self, key, after, limit):
-        page = await self.inner.load(key, after, limit)
-        if not self.loaded.is_set():
-            self.page = list(page)
-            self.loaded.set()
-            await self.proceed.wait()
-        return page
-
-
-@attrs.define(eq=False)
-class HeldDeadLetters(FaultyJournal):
-    """Once armed, the next dead_letters() reads, sets `read`, and returns only once `go` is set."""
-
-    armed: bool = False
-    read: trio.Event = attrs.field(factory=trio.Event)
-    go: trio.Event = attrs.field(factory=trio.Event)
-
-    async def dead_letters(self, **kwargs):
-        found = await self.inner.dead_letters(**kwargs)
-        if self.armed:
-            self.armed = False
-            self.read.set()
-            await self.go.wait()
-        return found
 
 
 # -- 1: a job waiting for a slot loses no attempt -----------------------------------
@@ -135,7 +86,8 @@ async def test_defect1_a_start_marked_early_is_given_back_at_shutdown(
 
 
 async def test_defect2_a_send_is_not_refused_as_a_duplicate_of_a_job_that_never_existed() -> None:
-    journal = FirstWriteFails(inturn.MemoryJournal())
+    journal = GatingJournal(inturn.MemoryJournal())
+    first_write = journal.hold_writes(limit=1, fails=True)  # then raises JournalError
     script = Script()
     results: dict[str, object] = {}
 
@@ -151,7 +103,7 @@ async def test_defect2_a_send_is_not_refused_as_a_duplicate_of_a_job_that_never_
             await trio.testing.wait_all_tasks_blocked()  # a waits in its write
             nursery.start_soon(send, sup, "b", "k2", "hold")
             await trio.testing.wait_all_tasks_blocked()
-            journal.gate.set()
+            first_write.release()
         assert isinstance(results["b"], int), results
         assert isinstance(results["a"], inturn.JournalError), results
         with pytest.raises(inturn.DuplicateError):
@@ -335,7 +287,8 @@ async def test_defect6_two_concurrent_skips_of_a_queued_job_on_sqlite(
 async def test_defect7_a_job_skipped_while_its_page_loads_never_runs(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    journal = SlowFirstLoad(inturn.MemoryJournal())
+    journal = GatingJournal(inturn.MemoryJournal())
+    first_load = journal.hold_loads(limit=1)  # read when called, returned once released
     script = Script()
     recorder = Recorder(script)
     escalated = None
@@ -347,10 +300,10 @@ async def test_defect7_a_job_skipped_while_its_page_loads_never_runs(
                 ids = [await sup.send("k", "hold")] + [await sup.send("k", n) for n in range(8)]
                 await script.started("hold").wait()
                 script.release("hold")
-                await journal.loaded.wait()  # the page is read, not yet returned
-                victim = journal.page[0].id
+                await first_load.wait_held()  # the page is read, not yet returned
+                victim = journal.pages[0][0]
                 await sup.skip(victim)  # its Discard is journaled
-                journal.proceed.set()
+                first_load.release()
                 await sup.wait_idle()
     except inturn.JournalError as exc:
         escalated = exc
@@ -364,7 +317,7 @@ async def test_defect7_a_job_skipped_while_its_page_loads_never_runs(
 async def test_defect8_purge_dead_racing_a_requeue_purges_the_rest(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    journal = HeldDeadLetters(inturn.MemoryJournal())
+    journal = GatingJournal(inturn.MemoryJournal())
     broken = True
 
     async def handler(job):
@@ -385,12 +338,12 @@ async def test_defect8_purge_dead_racing_a_requeue_purges_the_rest(
         await sup.send("b", 2)
         await sup.wait_idle()
         broken = False
-        journal.armed = True
+        read = journal.hold_reads("dead_letters", limit=1)  # the purge's
         async with trio.open_nursery() as nursery:
             nursery.start_soon(purge, sup)
-            await journal.read.wait()  # the purge has read both dead letters
+            await read.wait_held()  # the purge has read both dead letters
             requeued = await sup.requeue(first)
-            journal.go.set()
+            read.release()
         assert purged == [1], purged
         await sup.wait_idle()
         assert await sup.dead_letters() == []
@@ -461,25 +414,6 @@ async def test_defect10_a_dead_letter_keeps_the_last_error_and_the_stopped_attem
     assert (dead.id, dead.attempts, dead.last_error, dead.stopped_during) == (1, 4, expected, 4)
 
 
-@attrs.define(eq=False)
-class HoldWrites(FaultyJournal):
-    """Once armed, writes holding a change of a type in `gates` wait for that gate to open."""
-
-    armed: bool = False
-    gates: dict[type, trio.Event] = attrs.field(factory=dict)
-    held: dict[type, trio.Event] = attrs.field(factory=dict)
-
-    def gate(self, kind: type) -> None:
-        self.gates[kind], self.held[kind] = trio.Event(), trio.Event()
-
-    async def write(self, changes, *, now=None):
-        for kind, gate in self.gates.items():
-            if self.armed and any(isinstance(change, kind) for change in changes):
-                self.held[kind].set()
-                await gate.wait()
-        return await self.inner.write(changes, now=now)
-
-
 @pytest.mark.parametrize("many", [False, True], ids=["send", "send_many"])
 @pytest.mark.parametrize(
     "first", ["halt", "send"], ids=["halt-commits-first", "send-commits-first"]
@@ -492,25 +426,22 @@ async def test_defect1_a_pause_racing_a_send_leaves_no_attempt_marked(
     (`send` and `send_many` journal a job each their own way.)"""
     from inturn.journal import Halt
 
-    journal = HoldWrites(inturn.MemoryJournal())
-    journal.gate(Append)
-    journal.gate(Halt)
+    journal = GatingJournal(inturn.MemoryJournal())
     recorder = Recorder()
     async with inturn.open_supervisor(recorder, journal=journal, max_concurrency=1) as sup:
         await sup.send("k", 0)
         await sup.wait_idle()
-        journal.armed = True
+        appends, halts = journal.hold_writes(any_of(Append)), journal.hold_writes(any_of(Halt))
         async with trio.open_nursery() as nursery:
             if many:
                 nursery.start_soon(sup.send_many, [("k", 1)])
             else:
                 nursery.start_soon(sup.send, "k", 1)
-            await journal.held[Append].wait()  # the send's write waits, its start in it
+            await appends.wait_held()  # the send's write waits, its start in it
             nursery.start_soon(sup.pause, "k")  # the core is paused at once
-            await journal.held[Halt].wait()
-            order = [Halt, Append] if first == "halt" else [Append, Halt]
-            for kind in order:
-                journal.gates[kind].set()
+            await halts.wait_held()
+            for hold in [halts, appends] if first == "halt" else [appends, halts]:
+                hold.release()
                 await trio.testing.wait_all_tasks_blocked()
         info = await sup.job(2)
         assert info is not None

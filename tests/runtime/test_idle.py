@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 import pytest
@@ -15,26 +15,25 @@ import inturn
 from inturn._workers import REAPER_SLACK
 from inturn.journal import Append, Change
 from inturn.testing import FaultyJournal, Recorder
+from tests.gating import GatingJournal, any_of
 
 IDLE = 1.0
 
 
 @attrs.define(eq=False)
-class HookedJournal(FaultyJournal):
-    """A MemoryJournal with test hooks around each ``Append`` write."""
+class AfterAppends(FaultyJournal):
+    """A MemoryJournal that calls `after_append` once each ``Append`` write is stored,
+    before its writer goes on: no checkpoint in between.  (Holding a write is
+    `tests.gating.GatingJournal`'s.)"""
 
     inner: inturn.Journal = attrs.field(factory=inturn.MemoryJournal)
-    before_append: Callable[[], Awaitable[None]] | None = None
     after_append: Callable[[], None] | None = None
 
     async def write(
         self, changes: Sequence[Change], *, now: float | None = None
     ) -> Sequence[Change]:
-        is_append = any(isinstance(change, Append) for change in changes)
-        if is_append and self.before_append is not None:
-            await self.before_append()
         superseded = await super().write(changes, now=now)
-        if is_append and self.after_append is not None:
+        if any(isinstance(change, Append) for change in changes) and self.after_append:
             self.after_append()
         return superseded
 
@@ -146,7 +145,7 @@ async def test_send_committed_at_the_deadline_before_the_actor_sees_it(
     mock_clock: trio.testing.MockClock,
 ) -> None:
     """A send that commits at the idle deadline, before the actor wakes, is run by that actor."""
-    journal = HookedJournal()
+    journal = AfterAppends()
     recorder = Recorder()
     with structlog.testing.capture_logs() as logs:
         async with inturn.open_supervisor(recorder, journal=journal, idle_timeout=IDLE) as sup:
@@ -168,8 +167,7 @@ async def test_send_reserved_before_the_deadline_and_committed_after(
     mock_clock: trio.testing.MockClock,
 ) -> None:
     """An actor whose deadline fires while a send is being journaled stays and runs that job."""
-    gate = trio.Event()
-    journal = HookedJournal()
+    journal = GatingJournal(inturn.MemoryJournal())
     recorder = Recorder()
     with structlog.testing.capture_logs() as logs:
         async with (
@@ -178,7 +176,7 @@ async def test_send_reserved_before_the_deadline_and_committed_after(
         ):
             await sup.send("k", 1)
             await trio.testing.wait_all_tasks_blocked()
-            journal.before_append = gate.wait
+            appends = journal.hold_writes(any_of(Append))
             nursery.start_soon(sup.send, "k", 2)
             await trio.testing.wait_all_tasks_blocked()  # reserved, journal write pending
 
@@ -186,7 +184,7 @@ async def test_send_reserved_before_the_deadline_and_committed_after(
             await trio.testing.wait_all_tasks_blocked()
             assert sup.stats().actors == 1  # the deadline fired, but the actor stayed
 
-            gate.set()  # the send commits at the deadline instant
+            appends.release()  # the send commits at the deadline instant
             await trio.testing.wait_all_tasks_blocked()
             assert sup.stats().completed == 2
 
@@ -219,17 +217,11 @@ async def test_actor_held_by_a_failed_send_exits_after_idle_timeout(
     mock_clock: trio.testing.MockClock,
 ) -> None:
     """An actor kept past its deadline by an in-flight send retires idle_timeout after that send fails."""
-    gate = trio.Event()
-
-    async def fail_after_gate() -> None:
-        await gate.wait()
-        raise inturn.JournalError("refused")
-
-    journal = HookedJournal()
+    journal = GatingJournal(inturn.MemoryJournal())
     async with inturn.open_supervisor(Recorder(), journal=journal, idle_timeout=IDLE) as sup:
         await sup.send("k", 1)
         await trio.testing.wait_all_tasks_blocked()
-        journal.before_append = fail_after_gate
+        appends = journal.hold_writes(any_of(Append), fails=True)  # then refused
 
         async def send_and_expect_failure() -> None:
             with pytest.raises(inturn.JournalError):
@@ -241,7 +233,7 @@ async def test_actor_held_by_a_failed_send_exits_after_idle_timeout(
             mock_clock.jump(IDLE)
             await trio.testing.wait_all_tasks_blocked()
             assert sup.stats().actors == 1
-            gate.set()
+            appends.release()
         await trio.testing.wait_all_tasks_blocked()
         assert sup.stats().actors == 1
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 import structlog
 import trio
@@ -11,8 +9,8 @@ import trio.testing
 
 import inturn
 import inturn.journal
-from inturn.journal import Change
 from inturn.testing import FaultyJournal, Recorder
+from tests.gating import GatingJournal
 
 from .helpers import dead_letters
 
@@ -237,33 +235,14 @@ async def test_resume_after_stop_raises_supervisor_closed() -> None:
         await sup.resume("k")
 
 
-class _GatedJournal(FaultyJournal):
-    """Delegates to a MemoryJournal; holds each write until ``gate`` is set; never closes it."""
-
-    def __init__(self) -> None:
-        self.memory = inturn.MemoryJournal()
-        super().__init__(self.memory)
-        self.gate = trio.Event()
-        self.gated = False
-
-    async def write(
-        self, changes: Sequence[Change], *, now: float | None = None
-    ) -> Sequence[Change]:
-        if self.gated:
-            await self.gate.wait()
-        return await super().write(changes, now=now)
-
-    async def aclose(self) -> None:
-        await trio.lowlevel.checkpoint()
-
-
 @pytest.mark.parametrize("many", [False, True], ids=["send", "send_many"])
 async def test_send_journaled_as_the_supervisor_stops_raises_but_keeps_the_job(
     many: bool, autojump_clock: trio.testing.MockClock
 ) -> None:
     """A send whose write completes after a cancelled stop raises SupervisorClosed; the job stays
     journaled, and the start journaled with it is given back (no attempt counted)."""
-    journal = _GatedJournal()
+    memory = inturn.MemoryJournal()
+    journal = GatingJournal(memory, closes=False)  # the held write lands after the stop
     outcome: list[BaseException] = []
 
     async def sender(sup: inturn.Supervisor) -> None:
@@ -278,15 +257,15 @@ async def test_send_journaled_as_the_supervisor_stops_raises_but_keeps_the_job(
     async with trio.open_nursery() as outer:
         with trio.CancelScope() as scope:
             async with inturn.open_supervisor(Recorder(), journal=journal) as sup:
-                journal.gated = True
+                writes = journal.hold_writes()
                 outer.start_soon(sender, sup)
                 await trio.testing.wait_all_tasks_blocked()
                 scope.cancel()
-        journal.gate.set()
+        writes.release()
 
     assert len(outcome) == 1
     assert "journaled" in str(outcome[0])
-    assert [(job.key, job.data, job.attempts) for job in journal.memory.unfinished()] == [
+    assert [(job.key, job.data, job.attempts) for job in memory.unfinished()] == [
         ("k", b'"late"', 0)
     ]
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-import attrs
 import pytest
 import trio
 import trio.testing
@@ -36,6 +36,7 @@ from inturn.journal import (
 from inturn.journal.records import Retrying
 from inturn.testing import FaultyJournal, Recorder
 from tests.conftest import MakeJournal
+from tests.gating import GatingJournal, Hold, any_of
 
 from .helpers import EventLog, LaggingJournal, Script
 
@@ -707,48 +708,15 @@ async def test_a_skipped_queued_job_stays_skipped_when_the_supervisor_stops_befo
     assert ran(recorder) == [hung, after]
 
 
-@attrs.define(eq=False)
-class HoldingJournal(FaultyJournal):
-    """Delegates to *inner*, holding the writes *hold* picks until `release` is set."""
-
-    hold: Callable[[Sequence[Change]], bool] = attrs.field(kw_only=True)
-    holding: trio.Event = attrs.field(factory=trio.Event)
-    """Set once a held write waits."""
-    release: trio.Event = attrs.field(factory=trio.Event)
-    shielded: bool = attrs.field(default=False, kw_only=True)
-    """A held write is not cancelled, as a durable journal's write, once queued, is not."""
-
-    applied: bool = attrs.field(default=False, kw_only=True)
-    """A held write is applied first, then held (shielded): committed, and not yet answered,
-    as a durable journal's write is between its commit and its thread's answer."""
-
-    async def write(
-        self, changes: Sequence[Change], *, now: float | None = None
-    ) -> Sequence[Change]:
-        if self.hold(changes) and self.applied:
-            superseded = await super().write(changes, now=now)
-            self.holding.set()
-            with trio.CancelScope(shield=True):
-                await self.release.wait()
-            return superseded
-        if self.hold(changes):
-            self.holding.set()
-            with trio.CancelScope(shield=self.shielded):
-                await self.release.wait()
-                if self.shielded:
-                    return await super().write(changes, now=now)
-        return await super().write(changes, now=now)
-
-
 async def test_skip_while_the_heads_start_is_being_journaled_never_runs_the_handler(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A head skipped while its next attempt's start is being written to the journal is discarded without its handler running again."""
-    journal = HoldingJournal(
-        inturn.MemoryJournal(),
-        hold=lambda changes: any(
+    journal = GatingJournal(inturn.MemoryJournal())
+    held = journal.hold_writes(
+        lambda changes: any(
             isinstance(change, MarkAttempt) and change.attempt == 2 for change in changes
-        ),
+        )
     )
     recorder = Recorder(Script())
     async with inturn.open_supervisor(recorder, journal=journal, retry=SLOW_RETRY) as sup:
@@ -756,10 +724,10 @@ async def test_skip_while_the_heads_start_is_being_journaled_never_runs_the_hand
         after = await sup.send("k", "after")
         await trio.testing.wait_all_tasks_blocked()
         assert await sup.retry_now("k")
-        await journal.holding.wait()  # attempt 2 is about to start
+        await held.wait_held()  # attempt 2 is about to start
 
         await sup.skip(head)
-        journal.release.set()
+        held.release()
         await sup.wait_idle()
         [dead] = await sup.dead_letters()
         assert (dead.id, dead.last_error) == (head, SKIPPED)
@@ -782,15 +750,12 @@ async def test_skip_of_a_job_whose_attempt_finishes_first_says_so(
     """A skip that lands while the running job's outcome is being journaled waits for it,
     and the job keeps that outcome: `skip` raises what a skip of it would raise next,
     instead of returning as if the job were skipped."""
-    journal = HoldingJournal(
-        inturn.MemoryJournal(),
-        hold=lambda changes: any(isinstance(change, finishing) for change in changes),
-        shielded=True,
-    )
+    journal = GatingJournal(inturn.MemoryJournal())
+    held = journal.hold_writes(any_of(finishing), shielded=True)
     recorder = Recorder(Script())
     async with inturn.open_supervisor(recorder, journal=journal, retry=NO_RETRY) as sup:
         job_id = await sup.send("k", payload)
-        await journal.holding.wait()  # the handler returned; its outcome is being journaled
+        await held.wait_held()  # the handler returned; its outcome is being journaled
         async with trio.open_nursery() as nursery:
 
             async def skip() -> None:
@@ -799,7 +764,7 @@ async def test_skip_of_a_job_whose_attempt_finishes_first_says_so(
 
             nursery.start_soon(skip)
             await trio.testing.wait_all_tasks_blocked()
-            journal.release.set()
+            held.release()
         await sup.wait_idle()
         stats = sup.stats()
         dead = await sup.dead_letters()
@@ -812,14 +777,11 @@ async def test_skip_of_a_job_whose_attempt_finishes_first_says_so(
     assert attempts(recorder) == [(job_id, 1)]
 
 
-def answer_held(kind: type[Change]) -> HoldingJournal:
+def answer_held(kind: type[Change]) -> tuple[GatingJournal, Hold]:
     """A memory journal that applies each write holding a *kind* change at once, and holds
-    its answer until `release`: committed, and its writer not told yet."""
-    return HoldingJournal(
-        inturn.MemoryJournal(),
-        hold=lambda changes: any(isinstance(change, kind) for change in changes),
-        applied=True,
-    )
+    its answer until released: committed, and its writer not told yet."""
+    journal = GatingJournal(inturn.MemoryJournal())
+    return journal, journal.hold_answers(any_of(kind))
 
 
 @pytest.mark.parametrize("accepted_by", ["send", "send_many", "spilled", "requeue", "promote"])
@@ -846,7 +808,8 @@ async def test_skip_of_a_job_whose_acceptance_is_not_answered_yet_discards_it(
         held.extend(found)
         return bool(found)
 
-    journal = HoldingJournal(inturn.MemoryJournal(), hold=hold, applied=True)
+    journal = GatingJournal(inturn.MemoryJournal())
+    answers = journal.hold_answers(hold)
     script = Script()
     recorder = Recorder(script)
     with trio.fail_after(GUARD):
@@ -872,10 +835,10 @@ async def test_skip_of_a_job_whose_acceptance_is_not_answered_yet_discards_it(
                         sent.append(await sup.send("b", "held", delay=5.0))
 
                 nursery.start_soon(accept)
-                await journal.holding.wait()  # in the journal; its sender not answered yet
+                await answers.wait_held()  # in the journal; its sender not answered yet
                 nursery.start_soon(sup.skip, held[0])
                 await trio.testing.wait_all_tasks_blocked()
-                journal.release.set()
+                answers.release()
             script.release("hold-first")
             after = await sup.send("b", "after")
             await sup.wait_idle()
@@ -899,7 +862,7 @@ async def test_a_scheduled_job_promoted_before_its_sender_hears_back_runs_once(
     """The scheduler may read a scheduled job from the journal, and promote it, before its
     sender's write has returned (a journal whose reads see a commit before its writer
     hears back): the job runs once when due, and the supervisor goes idle."""
-    journal = answer_held(Append)
+    journal, held = answer_held(Append)
     recorder = Recorder(Script())
     with trio.fail_after(GUARD):
         async with inturn.open_supervisor(recorder, journal=journal) as sup:
@@ -910,9 +873,9 @@ async def test_a_scheduled_job_promoted_before_its_sender_hears_back_runs_once(
                     sent.append(await sup.send("k", "later", delay=1.0))
 
                 nursery.start_soon(send)
-                await journal.holding.wait()
+                await held.wait_held()
                 await trio.sleep(2.0)  # due meanwhile: promoted, its sender still waiting
-                journal.release.set()
+                held.release()
             await sup.wait_idle()
             stats = sup.stats()
     assert ran(recorder) == sent
@@ -934,7 +897,7 @@ async def test_skip_of_a_dead_letter_whose_head_requeue_is_not_answered_yet_disc
     still recorded for the revived job (it found no lane to mark it in, and the job ran
     again in 3 runs of 10 of a retired key, as trio ordered the tasks;
     `tests/core/test_core.py` holds the core to it every time)."""
-    journal = answer_held(Revive)
+    journal, held = answer_held(Revive)
     recorder = Recorder(Script())
     with trio.fail_after(GUARD):
         async with inturn.open_supervisor(recorder, journal=journal, retry=NO_RETRY) as sup:
@@ -949,10 +912,10 @@ async def test_skip_of_a_dead_letter_whose_head_requeue_is_not_answered_yet_disc
                     assert await sup.requeue(dead, head=True) == dead
 
                 nursery.start_soon(requeue)
-                await journal.holding.wait()  # unfinished in the journal; not answered yet
+                await held.wait_held()  # unfinished in the journal; not answered yet
                 nursery.start_soon(sup.skip, dead)
                 await trio.testing.wait_all_tasks_blocked()
-                journal.release.set()
+                held.release()
             await sup.wait_idle()
             stats = sup.stats()
             dead_letters = [(info.id, info.last_error) for info in await sup.dead_letters()]
@@ -966,7 +929,7 @@ async def test_skip_of_a_job_sent_as_the_supervisor_stops_raises_supervisor_clos
 ) -> None:
     """A skip waiting for a job's sender, when the supervisor stops before the sender's
     write is answered, raises `SupervisorClosed` instead of waiting forever."""
-    journal = answer_held(Append)
+    journal, appends = answer_held(Append)
     held: list[int] = []
     with trio.fail_after(GUARD):
         async with trio.open_nursery() as outside:  # callers that outlive the supervisor
@@ -982,12 +945,12 @@ async def test_skip_of_a_job_sent_as_the_supervisor_stops_raises_supervisor_clos
                             await sup.skip(held[0])
 
                     outside.start_soon(send)
-                    await journal.holding.wait()
+                    await appends.wait_held()
                     [held] = [[job.id for job in await journal.jobs("k")]]
                     outside.start_soon(skip)
                     await trio.testing.wait_all_tasks_blocked()
                     stopping.cancel()
-            journal.release.set()
+            appends.release()
 
 
 async def test_a_cancelled_skip_of_a_running_job_leaves_it_to_run_again(
@@ -1088,21 +1051,6 @@ async def test_a_head_requeue_of_a_job_failing_for_good_as_it_is_skipped_waits_f
     cancel): a head requeue of the dead letter, called before the skip learns the outcome,
     waits for the skip, which raises as the job is a dead letter; then the job runs again.
     One operator call that changes a job at a time, so each hears back in journal order."""
-    reading, go = trio.Event(), trio.Event()
-
-    @attrs.define(eq=False)
-    class HeldRead(FaultyJournal):
-        """Holds the second read of a job: the skip's, once the attempt has ended."""
-
-        reads: int = 0
-
-        async def job(self, job_id: int) -> JobInfo | None:
-            self.reads += 1
-            if self.reads == 2:
-                reading.set()
-                await go.wait()
-            return await super().job(job_id)
-
     release = trio.Event()
     attempts_made: list[int] = []
 
@@ -1114,7 +1062,10 @@ async def test_a_head_requeue_of_a_job_failing_for_good_as_it_is_skipped_waits_f
             raise inturn.PermanentError("for good")
         await trio.sleep_forever()  # the requeued job: a second skip cancels it
 
-    journal = HeldRead(inturn.MemoryJournal())
+    journal = GatingJournal(inturn.MemoryJournal())
+    reads = itertools.count(1)
+    # the second read of a job (the skip's, once the attempt has ended), read once let go
+    held = journal.hold_reads("job", lambda: next(reads) == 2, read_first=False)
     requeued: list[int] = []
     with trio.fail_after(GUARD):
         async with inturn.open_supervisor(handler, journal=journal) as sup:
@@ -1132,11 +1083,11 @@ async def test_a_head_requeue_of_a_job_failing_for_good_as_it_is_skipped_waits_f
                 nursery.start_soon(skip)
                 await trio.testing.wait_all_tasks_blocked()
                 release.set()  # it fails for good: a dead letter, as the skip waits
-                await reading.wait()
+                await held.wait_held()
                 nursery.start_soon(requeue)
                 await trio.testing.wait_all_tasks_blocked()
                 assert (requeued, attempts_made) == ([], [1])  # the requeue waits
-                go.set()
+                held.release()
             assert requeued == [job_id]
             await trio.testing.wait_all_tasks_blocked()
             assert attempts_made == [1, 1]  # running again
@@ -1153,18 +1104,16 @@ async def test_skip_while_the_heads_retry_is_being_journaled_still_discards_it(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A head skipped while its failed attempt's Retrying record is being written is discarded at once, not left at the head after its backoff."""
-    journal = HoldingJournal(
-        inturn.MemoryJournal(),
-        hold=lambda changes: any(isinstance(change, Retrying) for change in changes),
-    )
+    journal = GatingJournal(inturn.MemoryJournal())
+    held = journal.hold_writes(any_of(Retrying))
     recorder = Recorder(Script())
     async with inturn.open_supervisor(recorder, journal=journal, retry=SLOW_RETRY) as sup:
         head = await sup.send("k", "boom")
         after = await sup.send("k", "after")
-        await journal.holding.wait()  # attempt 1 failed; its retry is being journaled
+        await held.wait_held()  # attempt 1 failed; its retry is being journaled
 
         await sup.skip(head)
-        journal.release.set()
+        held.release()
         with trio.fail_after(GUARD):
             await sup.wait_idle()
         [dead] = await sup.dead_letters()
@@ -1442,11 +1391,10 @@ async def test_a_pause_while_another_pause_of_its_key_is_journaled_returns_once_
             halts.append(changes)
         return bool(halts) and changes is halts[0]
 
-    journal = HoldingJournal(
-        inturn.MemoryJournal(),
-        hold=first_halt,
-        fail=lambda changes: first_fails and first_halt(changes),
+    journal = GatingJournal(
+        inturn.MemoryJournal(), fail=lambda changes: first_fails and first_halt(changes)
     )
+    held = journal.hold_writes(first_halt)
     script = Script()
     paused: list[str] = []
 
@@ -1461,35 +1409,16 @@ async def test_a_pause_while_another_pause_of_its_key_is_journaled_returns_once_
             await script.started("hold").wait()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(pause, "first")
-                await journal.holding.wait()
+                await held.wait_held()
                 nursery.start_soon(pause, "second")
                 await trio.testing.wait_all_tasks_blocked()
                 assert paused == []  # the journal holds no halt yet
-                journal.release.set()
+                held.release()
             assert paused == (["second"] if first_fails else ["first", "second"])
             assert [info.key for info in await sup.keys(state="halted")] == ["k"]
             assert sup.stats().halted_keys == frozenset({"k"})
             script.release("hold")
             await sup.resume("k")
-
-
-@attrs.define(eq=False)
-class HeldAnswers(FaultyJournal):
-    """Applies each write at once and holds the answer of each one that *picks* until its
-    gate in `held` is set: committed, its writer not told yet (`answer_held`, one by one)."""
-
-    picks: Callable[[Sequence[Change]], bool] = attrs.field(kw_only=True)
-    held: list[trio.Event] = attrs.field(factory=list)
-
-    async def write(
-        self, changes: Sequence[Change], *, now: float | None = None
-    ) -> Sequence[Change]:
-        superseded = await super().write(changes, now=now)
-        if self.picks(changes):
-            self.held.append(gate := trio.Event())
-            with trio.CancelScope(shield=True):
-                await gate.wait()
-        return superseded
 
 
 @pytest.mark.parametrize("second", ["resume", "requeue_head"])
@@ -1500,10 +1429,8 @@ async def test_a_pause_between_two_resumes_of_its_key_leaves_it_halted_as_the_jo
     the key) journaled one after the other, the first answered, then a pause: the
     journal's last word on the key is the pause's, and so is the supervisor's, however
     late the second call hears back."""
-    journal = HeldAnswers(
-        inturn.MemoryJournal(),
-        picks=lambda changes: any(isinstance(change, Resume | Revive) for change in changes),
-    )
+    journal = GatingJournal(inturn.MemoryJournal())
+    lifts = journal.hold_answers(any_of(Resume, Revive))
     script = Script()
     with trio.fail_after(GUARD):
         async with inturn.open_supervisor(script, journal=journal) as sup:
@@ -1519,13 +1446,11 @@ async def test_a_pause_between_two_resumes_of_its_key_leaves_it_halted_as_the_jo
                 else:
                     nursery.start_soon(functools.partial(sup.requeue, dead, head=True))
                 await trio.testing.wait_all_tasks_blocked()
-                journal.held[0].set()  # the first lifts the halt
+                lifts.release_one()  # the first lifts the halt
                 await trio.testing.wait_all_tasks_blocked()
                 nursery.start_soon(sup.pause, "k")
                 await trio.testing.wait_all_tasks_blocked()
-                journal.picks = lambda changes: False
-                for gate in journal.held[1:]:
-                    gate.set()
+                lifts.release()
             in_journal = [info.key for info in await sup.keys(state="halted")]
             assert (in_journal, sup.stats().halted_keys) == (["k"], frozenset({"k"}))
             script.release("hold")
@@ -1719,28 +1644,16 @@ async def test_pause_of_a_key_that_drains_while_the_halt_is_journaled_still_halt
     """A pause whose key finishes its last job while the Halt is being written leaves
     the key halted in the supervisor as in the journal, so resume can lift it."""
     script = Script()
-    gate = trio.Event()
-    writing = trio.Event()
-
-    @attrs.define(eq=False)
-    class SlowHalts(FaultyJournal):
-        async def write(
-            self, changes: Sequence[Change], *, now: float | None = None
-        ) -> Sequence[Change]:
-            if any(isinstance(change, Halt) for change in changes):
-                writing.set()
-                await gate.wait()
-            return await super().write(changes, now=now)
-
-    journal = SlowHalts(inturn.MemoryJournal())
+    journal = GatingJournal(inturn.MemoryJournal())
+    halts = journal.hold_writes(any_of(Halt))
     async with inturn.open_supervisor(script, journal=journal, idle_timeout=0) as sup:
         await sup.send("k", "hold")
         async with trio.open_nursery() as nursery:
             nursery.start_soon(sup.pause, "k")
-            await writing.wait()
+            await halts.wait_held()
             script.release("hold")  # the key drains; its actor exits
             await trio.testing.wait_all_tasks_blocked()
-            gate.set()
+            halts.release()
         assert sup.stats().halted_keys == frozenset({"k"})
         [info] = await sup.keys(state="halted")
         assert (info.key, info.queued) == ("k", 0)
@@ -1781,37 +1694,27 @@ async def test_a_resume_while_an_overtaken_start_is_given_back_runs_the_head_at_
     """A pause overtakes a head's start, marked with its predecessor's completion; a resume
     lands while the actor gives that attempt back: the head runs then, not an
     ``idle_timeout`` later (the actor looks again after the give-back's await)."""
-    held: list[trio.Event] = []
-
-    @attrs.define(eq=False)
-    class HoldsAnswers(FaultyJournal):
-        """Stores the first completion, and the first attempt given back, then holds its answer."""
-
-        async def write(
-            self, changes: Sequence[Change], *, now: float | None = None
-        ) -> Sequence[Change]:
-            superseded = await super().write(changes, now=now)
-            if len(held) < 2 and any(
-                isinstance(change, Complete)
-                or (isinstance(change, MarkAttempt) and change.attempt == 0)
-                for change in changes
-            ):
-                held.append(trio.Event())
-                await held[-1].wait()
-            return superseded
-
     recorder = Recorder()
-    journal = HoldsAnswers(inturn.MemoryJournal())
+    journal = GatingJournal(inturn.MemoryJournal())
+    # the first completion, and the first attempt given back: stored, their answers held
+    answers = journal.hold_answers(
+        lambda changes: any(
+            isinstance(change, Complete)
+            or (isinstance(change, MarkAttempt) and change.attempt == 0)
+            for change in changes
+        ),
+        limit=2,
+    )
     async with inturn.open_supervisor(recorder, journal=journal, idle_timeout=60.0) as sup:
         await sup.send_many([("k", 1), ("k", 2)])
         await trio.testing.wait_all_tasks_blocked()  # 1 ran: its completion (and 2's start) held
-        assert len(held) == 1
+        assert len(answers.held) == 1
         await sup.pause("k")
-        held[0].set()  # 2's start is marked, the key halted: the attempt goes back
+        answers.release_one()  # 2's start is marked, the key halted: the attempt goes back
         await trio.testing.wait_all_tasks_blocked()
-        assert len(held) == 2
+        assert len(answers.held) == 2
         await sup.resume("k")
-        held[1].set()
+        answers.release_one()
         await trio.testing.wait_all_tasks_blocked()
         assert [call.job.payload for call in recorder.calls] == [1, 2]
         assert trio.current_time() == 0.0
@@ -1824,10 +1727,8 @@ async def test_a_head_requeue_of_a_dead_letter_whose_skip_is_not_told_yet_waits_
     """A skip's discard journaled, its skip not told yet: a head requeue of the dead letter
     it made waits for the skip, so the two hear back in journal order (trio may run two
     callers told at once in either), and the job runs, once."""
-    journal = HeldAnswers(
-        inturn.MemoryJournal(),
-        picks=lambda changes: any(isinstance(change, Discard) for change in changes),
-    )
+    journal = GatingJournal(inturn.MemoryJournal())
+    discards = journal.hold_answers(any_of(Discard))
     script = Script()
     recorder = Recorder(script)
     requeued: list[int] = []
@@ -1843,14 +1744,13 @@ async def test_a_head_requeue_of_a_dead_letter_whose_skip_is_not_told_yet_waits_
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(sup.skip, skipped)
                 await trio.testing.wait_all_tasks_blocked()
-                [discarded] = journal.held  # journaled, its skip not told yet
+                assert discards.waiting == 1  # journaled, its skip not told yet
                 try:
                     nursery.start_soon(requeue)
                     await trio.testing.wait_all_tasks_blocked()
                     assert requeued == []  # the requeue waits
                 finally:
-                    journal.picks = lambda changes: False
-                    discarded.set()
+                    discards.release()
             assert requeued == [skipped]
             script.release("hold")
             await sup.wait_idle()
@@ -1866,10 +1766,8 @@ async def test_a_failure_for_good_heard_back_after_a_head_requeue_of_its_dead_le
     """A job's failure for good journaled, then a head requeue of the dead letter it made,
     both writers told, the requeue first: the journal's last word is the requeue's, and
     the job runs again, once."""
-    journal = HeldAnswers(
-        inturn.MemoryJournal(),
-        picks=lambda changes: any(isinstance(change, Discard) for change in changes),
-    )
+    journal = GatingJournal(inturn.MemoryJournal())
+    discards = journal.hold_answers(any_of(Discard))
     attempts: list[int] = []
 
     async def handler(job: inturn.Job) -> None:
@@ -1881,10 +1779,9 @@ async def test_a_failure_for_good_heard_back_after_a_head_requeue_of_its_dead_le
         async with inturn.open_supervisor(handler, journal=journal) as sup:
             job_id = await sup.send("k", "x")
             await trio.testing.wait_all_tasks_blocked()
-            [discarded] = journal.held  # journaled, its actor not told yet
+            assert discards.waiting == 1  # journaled, its actor not told yet
             assert await sup.requeue(job_id, head=True) == job_id
-            journal.picks = lambda changes: False
-            discarded.set()
+            discards.release()
             await sup.wait_idle()
             stats = sup.stats()
             assert (stats.completed, stats.discarded, stats.queued) == (1, 1, 0)
@@ -1900,11 +1797,8 @@ async def test_a_pause_whose_halt_fails_keeps_a_halt_a_failure_for_good_made_mea
     ``on_discard="halt"`` (its discard halts the key in the journal), then the pause's
     write fails, or the pause is cancelled: the pause takes back its own halt only, and
     the key stays halted, in the supervisor as in the journal."""
-    journal = HoldingJournal(
-        inturn.MemoryJournal(),
-        hold=lambda changes: any(isinstance(change, Halt) for change in changes),
-        fail=lambda changes: any(isinstance(change, Halt) for change in changes),
-    )
+    journal = GatingJournal(inturn.MemoryJournal(), fail=any_of(Halt))
+    held = journal.hold_writes(any_of(Halt))
     fail = trio.Event()
 
     async def handler(job: inturn.Job) -> None:
@@ -1923,13 +1817,13 @@ async def test_a_pause_whose_halt_fails_keeps_a_halt_a_failure_for_good_made_mea
                         await sup.pause("k")
 
                 nursery.start_soon(pause)
-                await journal.holding.wait()  # halted in the supervisor, not yet journaled
+                await held.wait_held()  # halted in the supervisor, not yet journaled
                 fail.set()
                 await trio.testing.wait_all_tasks_blocked()  # discarded: halted in the journal
                 if called_off:
                     nursery.cancel_scope.cancel()
                 else:
-                    journal.release.set()
+                    held.release()
             assert [info.key for info in await sup.keys(state="halted")] == ["k"]
             assert sup.stats().halted_keys == frozenset({"k"})
             after = await sup.send("k", "after")
@@ -1951,7 +1845,7 @@ async def test_a_lifted_halt_and_a_halting_failure_for_good_hear_back_in_journal
     letter) as its running job fails for good under ``on_discard="halt"``: whichever of
     the two is journaled first, the supervisor ends with the journal's word on the key,
     however trio orders the two writers told at once (here, the later one first)."""
-    journal = HeldAnswers(inturn.MemoryJournal(), picks=lambda changes: False)
+    journal = GatingJournal(inturn.MemoryJournal())
     fail = trio.Event()
     ran: list[object] = []
 
@@ -1971,9 +1865,7 @@ async def test_a_lifted_halt_and_a_halting_failure_for_good_hear_back_in_journal
             await trio.testing.wait_all_tasks_blocked()
             await sup.pause("k")
             assert [info.state for info in await sup.jobs("k")] == ["running"]
-            journal.picks = lambda changes: any(
-                isinstance(change, Resume | Revive | Discard) for change in changes
-            )
+            answers = journal.hold_answers(any_of(Resume, Revive, Discard))
 
             async def lift() -> None:
                 if lifting == "resume":
@@ -1991,9 +1883,9 @@ async def test_a_lifted_halt_and_a_halting_failure_for_good_hear_back_in_journal
                     await trio.testing.wait_all_tasks_blocked()
                     nursery.start_soon(lift)
                 await trio.testing.wait_all_tasks_blocked()
-                journal.picks = lambda changes: False
-                for gate in reversed(journal.held):  # the later write's writer told first
-                    gate.set()
+                answers.stop()
+                while answers.waiting:  # the later write's writer told first
+                    answers.release_one(-1)
                     await trio.testing.wait_all_tasks_blocked()
             in_journal = {info.key for info in await sup.keys(state="halted")}
             assert in_journal == sup.stats().halted_keys
@@ -2012,7 +1904,7 @@ async def test_a_failure_for_good_waiting_on_a_resume_of_its_key_keeps_its_outco
     journaled: its discard waits for the resume.  A skip that lands meanwhile (as the
     job runs, deaf to the skip's cancel; or as its discard waits) does not call that wait
     off: the job keeps its outcome, and the skip says so."""
-    journal = HeldAnswers(inturn.MemoryJournal(), picks=lambda changes: False)
+    journal = GatingJournal(inturn.MemoryJournal())
     fail = trio.Event()
 
     async def handler(job: inturn.Job) -> None:
@@ -2025,7 +1917,7 @@ async def test_a_failure_for_good_waiting_on_a_resume_of_its_key_keeps_its_outco
             job_id = await sup.send("k", "x")
             await trio.testing.wait_all_tasks_blocked()
             await sup.pause("k")
-            journal.picks = lambda changes: any(isinstance(change, Resume) for change in changes)
+            resumes = journal.hold_answers(any_of(Resume))
             async with trio.open_nursery() as nursery:
 
                 async def skip() -> None:
@@ -2035,7 +1927,7 @@ async def test_a_failure_for_good_waiting_on_a_resume_of_its_key_keeps_its_outco
                 nursery.start_soon(sup.resume, "k")
                 await trio.testing.wait_all_tasks_blocked()
                 try:
-                    assert len(journal.held) == 1  # journaled, its caller not told yet
+                    assert resumes.waiting == 1  # journaled, its caller not told yet
                     if skip_lands == "as_it_runs":
                         nursery.start_soon(skip)
                         await trio.testing.wait_all_tasks_blocked()  # the handler ignores it
@@ -2045,9 +1937,7 @@ async def test_a_failure_for_good_waiting_on_a_resume_of_its_key_keeps_its_outco
                         nursery.start_soon(skip)
                         await trio.testing.wait_all_tasks_blocked()
                 finally:
-                    journal.picks = lambda changes: False
-                    for gate in journal.held:
-                        gate.set()
+                    resumes.release()
             [dead] = await sup.dead_letters()
             assert (dead.id, dead.last_error) == (job_id, "inturn.errors.PermanentError: for good")
             in_journal = {info.key for info in await sup.keys(state="halted")}
@@ -2062,19 +1952,6 @@ async def test_a_skip_whose_job_failed_for_good_after_its_read_leaves_no_mark_on
     ``on_discard="halt"`` and the supervisor forgets it (its key, halted, stays).  The
     skip's discard loses to the job's own, it raises, and it leaves nothing of itself
     behind: requeued at its head, the job runs."""
-    reading, go = trio.Event(), trio.Event()
-
-    @attrs.define(eq=False)
-    class HeldRead(FaultyJournal):
-        """Holds the skip's read of the job once it has been made."""
-
-        async def job(self, job_id: int) -> JobInfo | None:
-            info = await super().job(job_id)
-            if not go.is_set():
-                reading.set()
-                await go.wait()
-            return info
-
     fail = trio.Event()
     attempts_made: list[int] = []
 
@@ -2084,7 +1961,8 @@ async def test_a_skip_whose_job_failed_for_good_after_its_read_leaves_no_mark_on
             await fail.wait()
             raise inturn.PermanentError("for good")
 
-    journal = HeldRead(inturn.MemoryJournal())
+    journal = GatingJournal(inturn.MemoryJournal())
+    reads = journal.hold_reads("job")  # each read of a job, once made
     with trio.fail_after(GUARD):
         async with inturn.open_supervisor(handler, journal=journal, on_discard="halt") as sup:
             job_id = await sup.send("k", "x")
@@ -2096,10 +1974,10 @@ async def test_a_skip_whose_job_failed_for_good_after_its_read_leaves_no_mark_on
                         await sup.skip(job_id)
 
                 nursery.start_soon(skip)
-                await reading.wait()  # the skip read it running
+                await reads.wait_held()  # the skip read it running
                 fail.set()
                 await trio.testing.wait_all_tasks_blocked()  # a dead letter; the key halts
-                go.set()
+                reads.release()
             assert await sup.requeue(job_id, head=True) == job_id
             await sup.wait_idle()
             assert sup.stats().halted_keys == frozenset()
@@ -2123,9 +2001,8 @@ async def test_a_skip_whose_queued_job_another_writer_discarded_first_lets_its_k
             await first_done.wait()
 
     inner = inturn.MemoryJournal()
-    journal = HoldingJournal(  # the skip's discard waits until the other writer wrote its own
-        inner, hold=lambda changes: any(isinstance(change, Discard) for change in changes)
-    )
+    journal = GatingJournal(inner)
+    held = journal.hold_writes(any_of(Discard))  # the skip's discard waits for the other writer's
     with trio.fail_after(GUARD):
         async with inturn.open_supervisor(handler, journal=journal) as sup:
             first = await sup.send("k", "a")
@@ -2139,12 +2016,12 @@ async def test_a_skip_whose_queued_job_another_writer_discarded_first_lets_its_k
                         await sup.skip(skipped)
 
                 nursery.start_soon(skip)
-                await journal.holding.wait()
+                await held.wait_held()
                 first_done.set()
                 await trio.testing.wait_all_tasks_blocked()  # the skipped job heads its key
                 assert ran == [first]
                 await inner.write([Discard(skipped, "by the other writer")], now=time.time())
-                journal.release.set()
+                held.release()
             before = trio.current_time()
             await sup.wait_idle()
             assert trio.current_time() == before  # at once, not when its idle actor expired

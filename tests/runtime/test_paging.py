@@ -28,9 +28,10 @@ import trio.testing
 from hypothesis import given, settings, strategies as st
 
 import inturn
-from inturn.journal import Append, Change, Complete, StoredJob
+from inturn.journal import Append, Complete, StoredJob
 from inturn.testing import FaultyJournal, Recorder, unfinished_jobs
 from tests.conftest import MakeJournal
+from tests.gating import GatingJournal
 
 from .helpers import dead_letters
 
@@ -281,49 +282,6 @@ async def test_a_cancelled_backlog_resumes_on_reopen_each_key_in_order(
 # -- sends racing a page ---------------------------------------------------------
 
 
-@attrs.define(eq=False)
-class GatedJournal(FaultyJournal):
-    """Delegates to *inner*, but holds loads until `load_gate` opens, and chosen writes until `write_gate` does.
-
-    A load reads *inner* before the wait if *read_first*, else after it, so a
-    test decides whether sends made meanwhile are in the page.  Every page
-    returned is kept in `pages` (as job ids).
-    """
-
-    read_first: bool = True
-    hold_write: Callable[[Sequence[Change]], bool] = lambda changes: False
-    load_gate: trio.Event = attrs.field(factory=trio.Event)
-    write_gate: trio.Event = attrs.field(factory=trio.Event)
-    loading: trio.Event = attrs.field(factory=trio.Event)
-    """Set once a load is waiting at the gate."""
-    writing: trio.Event = attrs.field(factory=trio.Event)
-    """Set once a held write is waiting at the gate."""
-    wrote: Callable[[Sequence[Change]], object] = lambda changes: None
-    """Called with each batch once the inner journal stored it."""
-    pages: list[list[int]] = attrs.field(factory=list)
-
-    async def write(
-        self, changes: Sequence[Change], *, now: float | None = None
-    ) -> Sequence[Change]:
-        if self.hold_write(changes):
-            self.writing.set()
-            await self.write_gate.wait()
-        superseded = await self.inner.write(changes, now=now)
-        self.wrote(changes)
-        return superseded
-
-    async def load(self, key: str, after: int, limit: int) -> Sequence[StoredJob]:
-        page: Sequence[StoredJob] = ()
-        if self.read_first:
-            page = await self.inner.load(key, after, limit)
-        self.loading.set()
-        await self.load_gate.wait()
-        if not self.read_first:
-            page = await self.inner.load(key, after, limit)
-        self.pages.append([job.id for job in page])
-        return page
-
-
 def blocks_on(payload: object, started: trio.Event, release: trio.Event) -> Recorder:
     """A recorder whose handler waits for *release* on the job carrying *payload*."""
 
@@ -342,7 +300,8 @@ async def test_jobs_sent_while_a_page_loads_run_once_in_order(
 ) -> None:
     """Jobs sent while the actor waits for a page, whether the page was read before or after they landed, each run once, in order."""
     window = 4
-    journal = GatedJournal(make_journal(), read_first=read_first)
+    journal = GatingJournal(make_journal())
+    loads = journal.hold_loads(read_first=read_first)
     started, release = trio.Event(), trio.Event()
     recorder = blocks_on(0, started, release)
     with trio.fail_after(GUARD):
@@ -352,11 +311,11 @@ async def test_jobs_sent_while_a_page_loads_run_once_in_order(
             release.set()
             # Two jobs done, the FIFO is down to window // 2: the actor asks
             # for the page after job 4 and waits for it.
-            await journal.loading.wait()
+            await loads.wait_held()
             assert len(recorder.calls) == 2
             ids += [await sup.send("k", n) for n in range(5, 10)]
             ids += await sup.send_many([("k", n) for n in range(10, 15)])
-            journal.load_gate.set()
+            loads.release()
             await sup.wait_idle()
 
     assert [call.job.id for call in recorder.calls] == ids
@@ -372,13 +331,12 @@ async def test_a_spilled_job_still_being_journaled_is_not_paged_for_until_durabl
     make_journal: MakeJournal,
 ) -> None:
     """With window=1, a job spilled while its write is in flight is paged in once the write returns: none lost, no empty page."""
-    journal = GatedJournal(
-        make_journal(),
-        hold_write=lambda changes: any(
+    journal = GatingJournal(make_journal())
+    held = journal.hold_writes(
+        lambda changes: any(
             isinstance(change, Append) and change.data == CODEC.encode("held") for change in changes
-        ),
+        )
     )
-    journal.load_gate.set()
     started, release = trio.Event(), trio.Event()
     recorder = blocks_on(0, started, release)
     with trio.fail_after(GUARD):
@@ -387,15 +345,14 @@ async def test_a_spilled_job_still_being_journaled_is_not_paged_for_until_durabl
         ) as sup:
             first = await sup.send("k", 0)
             await started.wait()
-            first_done = trio.Event()
-            journal.wrote = lambda changes: Complete(first) in changes and first_done.set()
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(sup.send, "k", "held")  # spilled: window=1
-                await journal.writing.wait()
+                await held.wait_held()
                 release.set()
-                await first_done.wait()  # the FIFO is empty, the spilled job still in flight
+                # the FIFO is empty, the spilled job still in flight
+                await journal.wait_written(lambda changes: Complete(first) in changes)
                 assert (sup.stats().queued, buffered(sup)) == (1, 0)
-                journal.write_gate.set()
+                held.release()
             last = await sup.send("k", "after")
             await sup.wait_idle()
 

@@ -11,6 +11,7 @@ import trio.testing
 import inturn
 from inturn.journal import Append, Change
 from inturn.testing import FaultyJournal, Recorder
+from tests.gating import GatingJournal, any_of
 
 
 class CountingJournal(FaultyJournal):
@@ -116,32 +117,6 @@ async def test_send_many_after_stop_raises_supervisor_closed() -> None:
         await sup.send_many([("a", 1)])
 
 
-class AnswersOutOfOrder(FaultyJournal):
-    """Holds the first write of new jobs until the second has been answered.
-
-    A journal must apply writes in the order they were made: this one does
-    not, so the first batch's ids come after the second's and it is refused.
-    """
-
-    def __init__(self) -> None:
-        super().__init__(inturn.MemoryJournal())
-        self.held = False
-        self.second_answered = trio.Event()
-
-    async def write(
-        self, changes: Sequence[Change], *, now: float | None = None
-    ) -> Sequence[Change]:
-        if not any(isinstance(change, Append) for change in changes):
-            return await super().write(changes, now=now)
-        if not self.held:
-            self.held = True
-            await self.second_answered.wait()
-            return await super().write(changes, now=now)
-        answer = await super().write(changes, now=now)
-        self.second_answered.set()
-        return answer
-
-
 async def test_batches_of_one_key_spilled_and_answered_out_of_order_keep_the_key_whole(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -150,7 +125,10 @@ async def test_batches_of_one_key_spilled_and_answered_out_of_order_keep_the_key
     journaled ahead of it, the earlier one is refused and retracted, and the key runs
     exactly the later batch, in order, then goes idle with nothing left behind."""
     recorder = Recorder()
-    journal = AnswersOutOfOrder()
+    # A journal must apply writes in the order they were made: this one does not, so
+    # the first batch's ids come after the second's and it is refused.
+    journal = GatingJournal(inturn.MemoryJournal())
+    first = journal.hold_writes(any_of(Append), limit=1)
     outcomes: dict[str, object] = {}
 
     async def send(name: str, payloads: range) -> None:
@@ -164,6 +142,8 @@ async def test_batches_of_one_key_spilled_and_answered_out_of_order_keep_the_key
             nursery.start_soon(send, "first", range(10))
             await trio.testing.wait_all_tasks_blocked()  # the first batch is being journaled
             nursery.start_soon(send, "second", range(10, 20))
+            await journal.wait_written(any_of(Append))  # the second batch is stored
+            first.release()
         await sup.wait_idle()
         assert sup.stats().queued == 0
         await trio.sleep(2.0)  # past idle_timeout, in virtual time: the actor retires
@@ -175,25 +155,6 @@ async def test_batches_of_one_key_spilled_and_answered_out_of_order_keep_the_key
     assert [call.job.payload for call in recorder.calls] == list(range(10, 20))
 
 
-class RefusesTheBatchLate(FaultyJournal):
-    """Holds the first write of several changes until `release`, then refuses it."""
-
-    def __init__(self) -> None:
-        self.memory = inturn.MemoryJournal()
-        super().__init__(self.memory)
-        self.holding = trio.Event()
-        self.release = trio.Event()
-
-    async def write(
-        self, changes: Sequence[Change], *, now: float | None = None
-    ) -> Sequence[Change]:
-        if len(changes) > 1 and not self.holding.is_set():
-            self.holding.set()
-            await self.release.wait()
-            raise inturn.JournalError("the disk is full")
-        return await super().write(changes, now=now)
-
-
 async def test_a_refused_batch_hands_the_slot_it_took_to_a_key_that_waits_for_one(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -202,7 +163,10 @@ async def test_a_refused_batch_hands_the_slot_it_took_to_a_key_that_waits_for_on
     still being journaled, waits for that slot. The batch is refused: nothing of it runs,
     the waiting key gets the slot and runs, and nothing is left behind."""
     recorder = Recorder()
-    journal = RefusesTheBatchLate()
+    memory = inturn.MemoryJournal()
+    journal = GatingJournal(memory)
+    # the batch's write waits, then the disk is full
+    batch = journal.hold_writes(lambda changes: len(changes) > 1, limit=1, fails=True)
     outcome: list[object] = []
 
     async def send_batch() -> None:
@@ -216,11 +180,11 @@ async def test_a_refused_batch_hands_the_slot_it_took_to_a_key_that_waits_for_on
     ) as sup:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(send_batch)
-            await journal.holding.wait()
+            await batch.wait_held()
             await sup.send("b", 4)  # journaled: its key waits for the batch's slot
             await trio.testing.wait_all_tasks_blocked()
             assert recorder.calls == []
-            journal.release.set()
+            batch.release()
         with trio.fail_after(10):
             await sup.wait_idle()
         assert sup.stats().queued == 0
@@ -228,4 +192,4 @@ async def test_a_refused_batch_hands_the_slot_it_took_to_a_key_that_waits_for_on
     assert len(outcome) == 1
     assert isinstance(outcome[0], inturn.JournalError)
     assert [(call.job.key, call.job.payload) for call in recorder.calls] == [("b", 4)]
-    assert journal.memory.unfinished() == []
+    assert memory.unfinished() == []

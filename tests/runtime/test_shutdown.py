@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pytest
 import trio
 import trio.testing
 
 import inturn
-from inturn.journal import Append, Change
+from inturn.journal import Append
 from tests.conftest import MakeJournal
+from tests.gating import GatingJournal, any_of
 
 
 async def test_running_handlers_finish_within_the_grace_and_nothing_else_starts(
@@ -150,26 +149,10 @@ async def test_a_recovered_job_is_not_started_once_stopping(make_journal: MakeJo
     assert [(job.id, job.attempts) for job in recovery.jobs] == [(1, 0)]
 
 
-class _HeldWrites(inturn.MemoryJournal):
-    """A MemoryJournal whose writes of an Append wait for *gate*."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = trio.Event()
-        self.waiting = trio.Event()
-
-    async def write(
-        self, changes: Sequence[Change], *, now: float | None = None
-    ) -> Sequence[Change]:
-        if any(isinstance(change, Append) for change in changes):
-            self.waiting.set()
-            await self.gate.wait()
-        return await super().write(changes, now=now)
-
-
 async def test_a_send_journaled_as_the_supervisor_stops_gives_its_start_back() -> None:
     """Regression: a send whose write (the job and its start) returned after shutdown began raised SupervisorClosed and left the start journaled, an attempt the next supervisor counted as cut short."""
-    journal = _HeldWrites()
+    journal = GatingJournal(inturn.MemoryJournal())
+    appends = journal.hold_writes(any_of(Append))
 
     async def handler(job: inturn.Job) -> None:
         pass  # pragma: no cover (it never runs)
@@ -185,9 +168,9 @@ async def test_a_send_journaled_as_the_supervisor_stops_gives_its_start_back() -
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(send)
-            await journal.waiting.wait()  # the Append and its MarkAttempt are in flight
+            await appends.wait_held()  # the Append and its MarkAttempt are in flight
             await sup.shutdown(grace=0)
-            journal.gate.set()
+            appends.release()
     assert len(refused) == 1  # accepted all the same: it runs when the journal reopens
     recovery = await journal.open()
     await journal.aclose()

@@ -1,6 +1,6 @@
 """The fleet crash test: members killed and stopped at random while a producer sends.
 
-``python -m tests.fleet_crash [--jobs N] [--keys K] [--faults F] [--workers W] [--seed S]``
+``python -m tests.fleet.crash_driver [--jobs N] [--keys K] [--faults F] [--workers W] [--seed S]``
 runs it long against the local server (``INTURN_TEST_DSN`` or
 postgresql://postgres@127.0.0.1:5432/test) in a schema of its own, and
 prints the report; `tests.fleet.test_crash` runs a short one in CI.
@@ -35,7 +35,7 @@ import psycopg
 from tests.fleet.crash_worker import TTL
 from tests.fleet.history import Report, check
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DSN = os.environ.get("INTURN_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/test")
 
 
