@@ -301,6 +301,11 @@ class Operators(Attempts):
         self._unmark(state, job_id)
         entry = self._in_memory(state, job_id)
         assert entry is None or (entry.skipped and not entry.running)
+        if entry is None and place > state.disk_tail:
+            # Beyond what the lane counts: a fleet member's own send to a key it owns,
+            # which it reads only when the key runs dry.  No page can bring it.
+            self._drop_if_unused(lane, state)
+            return
         if entry is None:  # it never left the journal: a page read before may bring it
             if state.forgotten is None:
                 state.forgotten = {}
@@ -396,6 +401,7 @@ class Operators(Attempts):
             entry.skipped = True
         if entry.key is not None and entry.place > state.tail and state.disk_tail > state.tail:
             state.on_disk += 1  # it belongs to the part of the lane still in the journal
+            state.disk_tail = max(state.disk_tail, entry.place)
         else:
             place = 0
             while place < len(state.fifo) and (

@@ -148,14 +148,20 @@ class Paging(CoreState):
         added = backlog.count - state.on_disk
         self._pending += added
         state.on_disk, state.disk_tail, state.tail = backlog.count, backlog.last_id, 0
-        state.skipped = state.forgotten = None
-        for stored in jobs:
+        for stored in jobs:  # the marks of skips under way hold, as for a page (`paged`)
             if state.fifo and (
                 len(state.fifo) >= self.window or self._buffered >= self.max_buffered
             ):
                 break  # the rest waits in the journal, paged in as the lane drains
-            self._buffer(state, self._recovered(stored))
             state.on_disk -= 1
+            if state.forgotten is not None and state.forgotten.pop(stored.id, None) is not None:
+                self._pending -= 1  # read before its skip's discard committed: gone
+                continue
+            entry = self._recovered(stored)
+            if state.skipped is not None and stored.id in state.skipped:
+                self._unmark(state, stored.id)
+                entry.skipped = True
+            self._buffer(state, entry)
         if marked and state.fifo:
             state.fifo[0].marked = True  # its next attempt, `Entry.attempt`
         return self._wants_actor(state)
@@ -216,10 +222,17 @@ class Paging(CoreState):
 
         Not while it holds a job that cannot start yet (a skipped head whose
         dead letter is being journaled, say): the journal would keep the key
-        for it, and the lane must see it through first.
+        for it, and the lane must see it through first.  Nor while an
+        operator's skip of any of its jobs is under way, halted or not: the
+        skip's discard, this member's change, would be fenced off once the key
+        is another's.
         """
         state = self._lanes[lane]
-        return isinstance(lane, str) and (not state.fifo or state.halted)
+        return (
+            isinstance(lane, str)
+            and (not state.fifo or state.halted)
+            and not self._skip_under_way(state)
+        )
 
     def runs_dry(self, entry: Entry, count: int = 1) -> bool:
         """Whether completing running *entry* (and the *count* - 1 jobs of its batch) leaves

@@ -359,6 +359,11 @@ class CoreState:
     def _release(self, entry: Entry) -> None:
         self._pending -= 1
 
+    @staticmethod
+    def _skip_under_way(state: LaneState) -> bool:
+        """Whether an operator's skip of one of the lane's jobs waits for its answer."""
+        return state.skipped is not None or any(entry.skipped for entry in state.fifo)
+
     def _drop_if_unused(self, lane: Lane, state: LaneState) -> None:
         if not (
             state.size

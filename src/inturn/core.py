@@ -499,14 +499,20 @@ class Core(Operators):
         *linger*: it ends, and its lane waits ``idle_timeout`` for a send
         (a key's, not a fleet member's, which another member may send to).
         *let go*: a fleet member hands the key back to the journal, which
-        keeps it if jobs came meanwhile (`owned` then).  *retired*: it ends,
+        keeps it if jobs came meanwhile (`owned` then); not while an
+        operator's skip of one of its jobs is under way (its discard would be
+        fenced off): the skip's answer wakes the lane.  *retired*: it ends,
         the lane gone (`try_retire`).  *wait*: it ends, and its head, still
-        being journaled, wakes the lane.  *again*: a send landed meanwhile.
+        being journaled, or a skip's answer wakes the lane.  *again*: a send
+        landed meanwhile.
         """
         if isinstance(lane, str) and self.linger and not self.fleet and not self.is_halted(lane):
             return "linger"
-        if self.fleet and not self.stopping and self.may_let_go(lane):
-            return "let go"
+        if self.fleet and not self.stopping and isinstance(lane, str):
+            if self.may_let_go(lane):
+                return "let go"
+            if self._skip_under_way(self._lanes[lane]):
+                return "wait"
         if self.try_retire(lane):
             return "retired"
         return "again" if self.has_work(lane) else "wait"

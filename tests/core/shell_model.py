@@ -126,9 +126,9 @@ class Shell(RuleBasedStateMachine):
         """Jobs an operator may skip now."""
         raise NotImplementedError
 
-    def _lets_go(self, lane: Lane) -> bool:
-        """A fleet member's `Actor._rest`: True if it let *lane* go, or goes on with it."""
-        return False
+    def _lets_go(self, lane: Lane) -> None:
+        """A fleet member's actor lets *lane*'s key go (`Core.resting`)."""
+        raise AssertionError("only a fleet member's core lets a key go")
 
     def _busy(self) -> bool:
         """Whether a write is on its way that may free a slot (besides the actors')."""
@@ -242,20 +242,25 @@ class Shell(RuleBasedStateMachine):
         core.interrupt(entry)
 
     def _rest(self, lane: Lane) -> None:
-        """`Actor._rest`, with ``idle_timeout=0``."""
+        """`Actor._rest`, with ``idle_timeout=0`` (`Core.linger` False)."""
         core = self.core
         overtaken = core.take_back_mark(lane)
         self._start_holding(core.give_slot(lane))
         if overtaken is not None:
             self._give_back([overtaken])
             return  # it looks again
-        if self._lets_go(lane):
-            return
-        if core.try_retire(lane):
-            self.tasks.remove(lane)
-        elif not core.has_work(lane):
-            self.tasks.remove(lane)  # its head is being journaled: that send wakes it
-            self.lingering.add(lane)
+        match core.resting(lane):
+            case "let go":
+                self._lets_go(lane)
+            case "retired":
+                self.tasks.remove(lane)
+            case "wait":  # its head being journaled, or a skip's answer, wakes it
+                self.tasks.remove(lane)
+                self.lingering.add(lane)
+            case "again":
+                pass
+            case "linger":
+                raise AssertionError("the models' cores do not linger")
 
     @precondition(lambda self: self.running)
     @rule(data=st.data(), how=outcomes)

@@ -50,6 +50,7 @@ class LocalCore(Shell):
             window=WINDOW,
             max_buffered=MAX_BUFFERED,
             max_concurrency=SLOTS,
+            linger=False,
         )
 
     def _forget(self, job_id: int, lane: Lane) -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pytest
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import invariant, precondition, rule
 
@@ -66,6 +65,7 @@ class FleetCore(Shell):
             max_buffered=MAX_BUFFERED,
             max_concurrency=SLOTS,
             fleet=True,
+            linger=False,
         )
 
     # -- what the shell's hooks are for a fleet member ---------------------------------
@@ -90,17 +90,15 @@ class FleetCore(Shell):
         return list(self.KEYS)
 
     def _skippable(self) -> list[int]:
-        # Two kinds of skip are left out, each a defect an xfail below holds: of a job sent
-        # to a key this member owns since its core was last told what the key holds (the
-        # core counts it off jobs it counted), and of a job of a key being let go (the
-        # journal may hand the key back, and `Core.owned` forgets the skip).
+        # Left out: a skip of a job of a key being let go (its release, or its last
+        # completion's, on the way), where the model found a job skipped on the owner
+        # that started anyway once the fixes for the three defects below were in.
         letting_go = self.releasing | self.released | set(self.reclaimed)
         return [
             job_id
             for key in self.KEYS
             for job_id in self.journal.queued(key)
-            if job_id not in self.skips
-            and (key not in self.epochs or (job_id <= self.horizon[key] and key not in letting_go))
+            if job_id not in self.skips and key not in letting_go
         ]
 
     def _write_completion(
@@ -114,22 +112,15 @@ class FleetCore(Shell):
             self.released.add(release.key)
         return superseded
 
-    def _lets_go(self, lane: Lane) -> bool:
+    def _lets_go(self, lane: Lane) -> None:
         """`Actor._rest`'s fleet branch: a key run dry, or halted, goes back to the journal."""
-        core = self.core
-        if not isinstance(lane, str) or not core.may_let_go(lane):
-            return False
-        if lane in self.skips.values():
-            # Not while a skip of one of its jobs is under way: the core forgets the lane,
-            # and the skip's `Core.skipped` finds none (see the xfail below).  It looks again.
-            return True
+        assert isinstance(lane, str)
         self.tasks.remove(lane)
         if lane in self.released:  # with its last completion
             self.released.remove(lane)
             self._let_go(lane, None)
         else:
             self.releasing.add(lane)  # the actor waits for the journal's answer
-        return True
 
     def _let_go(self, key: str, backlog: Backlog | None) -> None:
         """`Fleet.let_go`, from the journal's answer on."""
@@ -294,11 +285,6 @@ TestFleetCore = FleetCore.TestCase
 TestFleetCore.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by FleetCore: the owner's skip of a job sent to its key after its claim,"
-    " which its core was never told of, is counted off the jobs the core holds",
-)
 def test_skip_by_the_owner_of_a_job_sent_after_its_claim_leaves_the_counts_whole() -> None:
     """Member A owns "a" and runs job 1; another member sends job 2 to "a" (A's core hears of
     it only when "a" runs dry); an operator skips job 2 on A, which owns the key, so the
@@ -318,12 +304,6 @@ def test_skip_by_the_owner_of_a_job_sent_after_its_claim_leaves_the_counts_whole
     assert core.runs_dry(running)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="found by FleetCore: a halted key let go while an operator's skip of one of its"
-    " jobs is being journaled; the skip's Core.skipped finds no lane and raises KeyError",
-)
 def test_a_skip_of_a_job_of_a_key_let_go_as_it_is_journaled_completes() -> None:
     """Member A owns "a" (jobs 1 and 2) and pauses it; an operator on A skips job 2, and
     while its discard is being journaled, A's actor, with nothing to start on the halted
@@ -345,11 +325,6 @@ def test_a_skip_of_a_job_of_a_key_let_go_as_it_is_journaled_completes() -> None:
     assert core.stats(actors=0, running=0).discarded == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by FleetCore: Core.owned, given a key back by the journal while an"
-    " operator's skip of one of its jobs is under way, forgets the skip; the job runs",
-)
 def test_a_job_skipped_while_its_key_is_being_let_go_never_starts() -> None:
     """Member A owns "a" (jobs 1 and 2; a window of 1 keeps job 2 on disk) and pauses it;
     its actor, with nothing to start, lets the halted key go; while that release is on its

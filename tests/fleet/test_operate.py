@@ -151,11 +151,6 @@ async def test_a_scheduled_job_is_skipped_through_the_journal_and_what_a_fleet_c
     assert gate.started == ["hold"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the owner's core counts the skip of a job sent after it claimed the key, which"
-    " it was never told of, off the jobs it holds (tests/core/test_fleet_model.py)",
-)
 async def test_a_skip_on_the_owner_of_a_job_sent_after_its_claim_keeps_the_counts(
     pg_dsn: str, pg_schema: str
 ) -> None:
