@@ -301,15 +301,15 @@ class Operators(Attempts):
         self._unmark(state, job_id)
         entry = self._in_memory(state, job_id)
         assert entry is None or (entry.skipped and not entry.running)
-        if entry is None and place > state.disk_tail:
-            # Beyond what the lane counts: a fleet member's own send to a key it owns,
-            # which it reads only when the key runs dry.  No page can bring it.
-            self._drop_if_unused(lane, state)
-            return
-        if entry is None:  # it never left the journal: a page read before may bring it
+        if entry is None:  # it never left the journal: a read from before may bring it
             if state.forgotten is None:
                 state.forgotten = {}
             state.forgotten[job_id] = (place, state.pages)
+            if place > state.disk_tail:
+                # Beyond what the lane counts: a fleet member's own send to a key it
+                # owns, read when the key runs dry (or by a claim of it again).
+                self._drop_if_unused(lane, state)
+                return
         self._forget(lane, state, entry)
 
     def unskip(self, job_id: int, key: str | None) -> None:

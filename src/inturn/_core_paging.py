@@ -248,6 +248,7 @@ class Paging(CoreState):
             and not state.on_disk
             and len(state.fifo) == count
             and state.fifo[0] is entry
+            and not self._skip_under_way(state)  # as `may_let_go`
         )
 
     def disown(self, key: str) -> None:
