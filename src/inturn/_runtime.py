@@ -292,10 +292,14 @@ class Runtime:
     def retired(self, actor: ActorLike) -> None:
         """*actor*'s lane is gone (`Core.resting`): forget it; a fleet member has room for
         one more claim."""
-        del self.actors[actor.lane]
-        self.log.debug("actor.exited", key=actor.key)
+        self._exited(actor)
         if self.fleet is not None:
             self.fleet.retired()
+
+    def _exited(self, actor: ActorLike) -> None:
+        """*actor* ended with its lane (retired, or its key let go): forget it."""
+        del self.actors[actor.lane]
+        self.log.debug("actor.exited", key=actor.key)
 
     # -- a fleet member's (`inturn.fleet`), for its actors ---------------------
 
@@ -306,8 +310,7 @@ class Runtime:
         assert actor.key is not None
         if not await self.fleet.let_go(actor.key):
             return False
-        del self.actors[actor.lane]
-        self.log.debug("actor.exited", key=actor.key)
+        self._exited(actor)
         return True
 
     async def renew_lease(self) -> None:
