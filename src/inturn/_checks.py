@@ -74,6 +74,20 @@ def check_step(name: object, fn: object) -> None:
         raise TypeError(f"a step's function must be callable, not {type(fn).__name__}")
 
 
+def check_transaction(name: object, fn: object) -> None:
+    """Raise TypeError or ValueError for a bad transaction name or function: a step's, and
+    plain (``def``): it runs on the journal's thread, inside its transaction, where nothing
+    could await it."""
+    check_step(name, fn)
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 (the method, not whether it is callable)
+    ):
+        raise TypeError(
+            "a transaction's function must be a plain def function, not async: it runs on"
+            " the journal's thread, inside the journal's transaction"
+        )
+
+
 def check_handler(handler: object) -> None:
     """Raise TypeError unless *handler* is an async callable: an ``async def`` function, a
     `functools.partial` of one, or an object whose ``__call__`` is one.

@@ -13,7 +13,7 @@ import trio
 
 from ._conformance import BasicConformance, _expect, _raises, _replayed, _session, _state
 from ._conformance_schedule import ScheduleConformance
-from ._conformance_steps import StepConformance
+from ._conformance_steps import StepConformance, TransactionConformance
 from .errors import DuplicateError, JournalError
 from .journal import (
     Append,
@@ -321,7 +321,11 @@ class ArbiterConformance:
 
 
 class JournalConformance(
-    BasicConformance, ArbiterConformance, ScheduleConformance, StepConformance
+    BasicConformance,
+    ArbiterConformance,
+    ScheduleConformance,
+    StepConformance,
+    TransactionConformance,
 ):
     """Tests every `inturn.Journal` must pass; mix into a test class.
 

@@ -29,6 +29,7 @@ from .journal.records import (
     Release,
     Retrying,
     Step,
+    Transaction,
 )
 
 
@@ -43,6 +44,13 @@ class Attempts(Paging):
         """The change that journals step *name* of running job *job_id*, which returned
         *data* (encoded): a later attempt returns it without taking the step again."""
         return Step(job_id, name, data)
+
+    @staticmethod
+    def transaction_taken(job_id: int, attempt: int, name: str) -> Transaction:
+        """The change that runs step *name* of job *job_id*'s attempt *attempt* as a transaction
+        of the journal's database, its result journaled in it: a later attempt returns it
+        without running the step again."""
+        return Transaction(job_id, attempt, name)
 
     def start(self, lane: Lane) -> Entry | None:
         """The head of *lane* if the gate lets it run now; it is marked running."""

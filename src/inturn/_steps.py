@@ -7,6 +7,11 @@ returns the journaled result without calling the function again.  So a step
 is at-least-once until its result is journaled (a crash between the two
 runs it again) and at-most-once after.
 
+`Job.transaction` runs a step through the same log, as a transaction of the
+journal's own database (`inturn.journal._transactions`): the function and
+the record of its result commit together, so it is exactly-once.  Steps and
+transactions share one namespace of names per job.
+
 Per attempt the log keeps only the names called so far and, once the first
 step asks, the results the journal holds for the job: nothing is read for a
 job that takes no step.
@@ -15,12 +20,12 @@ job that takes no step.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._checks import check_step
+from ._checks import check_step, check_transaction
 from .core import Core
 from .errors import EncodeError, JobStateError, PermanentError
 
@@ -28,7 +33,7 @@ if TYPE_CHECKING:
     from .codec import Codec
     from .journal import Journal
 
-__all__ = ["StepLog", "take_step"]
+__all__ = ["StepLog", "encode_result", "take_step"]
 
 
 @attrs.define(eq=False)
@@ -57,6 +62,52 @@ class StepLog:
     ) -> Any:
         """Step *name* of job *job_id*: its journaled result, or ``fn(*args)``'s, journaled first."""
         check_step(name, fn)
+        return await self._take(job_id, name, lambda: self._record(job_id, name, fn, args))
+
+    async def transaction(
+        self,
+        job_id: int,
+        attempt_number: int,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+    ) -> Any:
+        """Step *name* of job *job_id*'s attempt *attempt_number*: its journaled result, or
+        ``fn(connection, *args)``'s, run in the journal's transaction that records it."""
+        check_transaction(name, fn)
+        transaction = getattr(self.journal, "transaction", None)
+        if transaction is None:
+            raise TypeError(
+                f"job.transaction needs a journal with a database of its own"
+                f" (SQLiteJournal, PostgresJournal, MemoryJournal), not {type(self.journal).__name__}"
+            )
+        change = Core.transaction_taken(job_id, attempt_number, name)
+        codec, limit = self.codec, self.max_payload
+
+        def run(connection: object) -> bytes:
+            result = fn(connection, *args)
+            if inspect.isawaitable(result):
+                if inspect.iscoroutine(result):
+                    result.close()  # never awaited: say so once, here
+                raise TypeError(
+                    f"transaction {name!r} returned an awaitable: its function must be plain"
+                    " (def), as it runs inside the journal's transaction"
+                )
+            return encode_result(codec, job_id, name, result, limit)
+
+        async def record() -> bytes:
+            data = await transaction(change, run, now=self.now())
+            if data is None:
+                raise JobStateError(
+                    job_id,
+                    "finished",
+                    f"it finished, or a later attempt started: transaction {name!r} rolled back",
+                )
+            return bytes(data)
+
+        return await self._take(job_id, name, record)
+
+    async def _take(self, job_id: int, name: str, record: Callable[[], Awaitable[bytes]]) -> Any:
         attempt = self.attempts.setdefault(job_id, _Attempt())
         if name in attempt.called:
             raise ValueError(
@@ -69,7 +120,7 @@ class StepLog:
                 attempt.done = dict(await self.journal.steps(job_id))
             data = attempt.done.get(name)
             if data is None:
-                data = await self._record(job_id, name, fn, args)
+                data = await record()
                 attempt.done[name] = data
         except BaseException:
             attempt.called.discard(name)  # not recorded: the handler may take it again
@@ -113,6 +164,11 @@ async def take_step(
     result = fn(*args)
     if inspect.isawaitable(result):
         result = await result
+    return encode_result(codec, job_id, name, result, max_payload)
+
+
+def encode_result(codec: Codec, job_id: int, name: str, result: object, max_payload: int) -> bytes:
+    """A step's *result*, encoded; `PermanentError` if the codec refuses it or it is too big."""
     try:
         data = codec.encode(result)
     except Exception as exc:

@@ -19,6 +19,10 @@ class _Steps(Protocol):
         self, job_id: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
     ) -> Any: ...
 
+    async def transaction(
+        self, job_id: int, attempt: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
+    ) -> Any: ...
+
 
 __all__ = ["Item", "Job", "Stats"]
 
@@ -75,6 +79,52 @@ class Job:
             result = fn(*args)
             return (await result) if inspect.isawaitable(result) else result
         return await self._steps.run(self.id, name, fn, args)
+
+    async def transaction(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(connection, *args)`` in a transaction of the journal's own database, once
+        for this job: its writes and the journal's record of its result commit together.
+
+        *fn* is a plain (``def``) function.  It runs on the journal's thread,
+        inside the journal's transaction, with *connection* a connection to the
+        journal's database: a `sqlite3.Connection` on an `SQLiteJournal`'s file,
+        a `psycopg.Connection` for a `PostgresJournal` (whose ``search_path`` is
+        the connection's default, not the journal's schema), an in-memory
+        SQLite database for a `MemoryJournal` (`MemoryJournal.database`).
+        Write your own tables on it; never commit or roll back (the journal
+        does: the call raises).  Then, in the same transaction, the journal
+        records the result (through the codec, as `step` does), and checks the
+        job is unfinished, no later attempt started, and, in a fleet, its key
+        is still this process's.  Everything commits, or nothing does:
+
+        * once committed, no later attempt and no process after a crash calls
+          *fn* again for this job and *name*: it gets the recorded result;
+        * if *fn* raises, its writes are rolled back and the exception goes
+          on, failing the attempt as usual (the next attempt runs it again);
+        * if the check fails, the writes are rolled back and the call raises
+          `JobStateError` (an operator's skip, a later attempt) or
+          `LeaseLost` (another process owns the key now).
+
+        *fn* may be called more than once before its transaction commits (a
+        PostgreSQL connection lost and the transaction tried again): it must
+        not act outside the transaction.  Keep it short: the journal's other
+        writes wait for it.  *name* shares the namespace of `step`'s names.
+
+        Raises:
+            TypeError, ValueError: as for `step`; *fn* is ``async``; the
+                journal has no database of its own (a third-party journal).
+            PermanentError: *fn* returned a value the codec cannot encode.
+            JobStateError, LeaseLost: see above.
+
+        and what *fn* raises.  On a Job made by hand with
+        ``inturn.testing.make_job(..., database=connection)`` it runs in a
+        savepoint of *connection*.
+        """
+        if self._steps is None:
+            raise TypeError(
+                "this Job has no journal: make it with inturn.testing.make_job(...,"
+                " database=connection) to test a handler that takes transactions"
+            )
+        return await self._steps.transaction(self.id, self.attempt, name, fn, args)
 
 
 class _Filling:

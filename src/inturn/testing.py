@@ -21,12 +21,12 @@ from typing import Any
 import attrs
 import trio
 
-from ._checks import check_step
+from ._checks import check_step, check_transaction
 from ._conformance import unfinished_jobs
 from ._conformance_arbiter import JournalConformance
 from ._conformance_reads import OperatorReadsConformance
 from ._runtime import Handler
-from ._steps import take_step
+from ._steps import encode_result, take_step
 from .codec import Codec, JSONCodec
 from .errors import JournalError
 from .info import JobInfo, KeyFilter, KeyInfo
@@ -40,6 +40,7 @@ from .journal import (
     Recovery,
     Step,
     StoredJob,
+    Transaction,
 )
 
 __all__ = [
@@ -100,6 +101,21 @@ class _RecordedSteps:
             return fn(*args)
 
         result = await self.inner.run(job_id, name, tracked, args)
+        self.call.steps.append(StepCall(name, replayed=not ran, result=result))
+        return result
+
+    async def transaction(
+        self, job_id: int, attempt: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
+    ) -> Any:
+        check_transaction(name, fn)  # before the wrapper hides what *fn* is
+        ran = False
+
+        def tracked(*args: Any) -> Any:
+            nonlocal ran
+            ran = True
+            return fn(*args)
+
+        result = await self.inner.transaction(job_id, attempt, name, tracked, args)
         self.call.steps.append(StepCall(name, replayed=not ran, result=result))
         return result
 
@@ -208,6 +224,21 @@ class FaultyJournal:
             raise JournalError("injected failure")
         return await self.inner.write(changes, now=now)
 
+    async def transaction(
+        self, change: Transaction, run: Callable[[Any], bytes], *, now: float | None = None
+    ) -> bytes | None:
+        """The inner journal's, failing (before *run* is called) when *fail* says so of
+        ``[change]``."""
+        if self.fail([change]):  # type: ignore[list-item]  # a Transaction is no Change
+            await trio.lowlevel.checkpoint()
+            self.failures += 1
+            raise JournalError("injected failure")
+        transaction = getattr(self.inner, "transaction", None)
+        if transaction is None:
+            raise TypeError(f"{type(self.inner).__name__} has no transactions")
+        data: bytes | None = await transaction(change, run, now=now)
+        return data
+
     async def load(self, key: str, after: int, limit: int) -> Sequence[StoredJob]:
         return await self.inner.load(key, after, limit)
 
@@ -261,7 +292,30 @@ class _KeptSteps:
     """Steps for jobs made by `make_job`: results kept encoded, in memory, as a journal keeps them."""
 
     codec: Codec
+    database: Any = None
+    """Where transactions run: a `sqlite3.Connection` or a `psycopg.Connection`, or None."""
     done: dict[tuple[int, str], bytes] = attrs.field(factory=dict)
+
+    async def transaction(
+        self, job_id: int, attempt: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
+    ) -> Any:
+        check_transaction(name, fn)
+        database = self.database
+        if database is None:
+            raise TypeError(
+                "make_job(..., database=connection) runs a handler's transactions on"
+                " connection: this job was made without one"
+            )
+        data = self.done.get((job_id, name))
+        if data is None:
+            data = _in_savepoint(
+                database,
+                lambda: encode_result(
+                    self.codec, job_id, name, fn(database, *args), 16 * 1024 * 1024
+                ),
+            )
+            self.done[(job_id, name)] = data
+        return self.codec.decode(data)
 
     async def run(
         self, job_id: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
@@ -274,6 +328,22 @@ class _KeptSteps:
         return self.codec.decode(data)
 
 
+def _in_savepoint(database: Any, run: Callable[[], bytes]) -> bytes:
+    """``run()`` in a savepoint of *database* (psycopg's or sqlite3's), rolled back if it raises."""
+    if hasattr(database, "transaction"):  # psycopg: its own transaction blocks
+        with database.transaction():
+            return run()
+    database.execute("SAVEPOINT inturn_make_job")
+    try:
+        data = run()
+    except BaseException:
+        database.execute("ROLLBACK TO inturn_make_job")
+        database.execute("RELEASE inturn_make_job")
+        raise
+    database.execute("RELEASE inturn_make_job")
+    return data
+
+
 def make_job(
     payload: object,
     *,
@@ -282,6 +352,7 @@ def make_job(
     attempt: int = 1,
     unique: str | None = None,
     codec: Codec | None = None,
+    database: Any = None,
 ) -> Job:
     """A `Job` as a supervisor hands it to a handler, for unit tests of the handler alone.
 
@@ -289,6 +360,8 @@ def make_job(
     do its steps' results: a step returning what the codec refuses raises
     `PermanentError`, as under a supervisor.  Steps are kept with the job:
     ``attrs.evolve(job, attempt=2)`` is its retry, which replays them.
+    Its transactions (`Job.transaction`) run on *database* (a `sqlite3.Connection`
+    or a `psycopg.Connection`), each in a savepoint, rolled back if it raises.
     """
     codec = JSONCodec() if codec is None else codec
     decoded = codec.decode(codec.encode(payload))
@@ -298,7 +371,7 @@ def make_job(
         payload=decoded,
         attempt=attempt,
         unique=unique,
-        steps=_KeptSteps(codec),
+        steps=_KeptSteps(codec, database),
     )
 
 

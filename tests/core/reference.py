@@ -29,6 +29,7 @@ from inturn.journal.records import (
     Resume,
     Retrying,
     StoredJob,
+    Transaction,
 )
 
 
@@ -53,7 +54,9 @@ class ReferenceJournal:
         """Apply *changes*; return the superseded ones.  Raises `JournalError`, changing
         nothing, if an `Append` reuses an id (a write answered out of order)."""
         return [
-            change for change in self.write_releasing(changes) if not isinstance(change, Release)
+            change
+            for change in self.write_releasing(changes)
+            if not isinstance(change, Release | Transaction)
         ]
 
     def write_releasing(self, changes: Sequence[FleetChange]) -> list[FleetChange]:

@@ -26,6 +26,7 @@ from .records import (
     Revive,
     Step,
     StoredJob,
+    Transaction,
 )
 from .sqlite import SQLiteJournal, SQLiteReader
 
@@ -57,4 +58,5 @@ __all__ = [
     "SQLiteJournal",
     "SQLiteReader",
     "StoredJob",
+    "Transaction",
 ]

@@ -25,7 +25,7 @@ from ._reads import (
     check_scheduled,
 )
 from ._thread import JournalThread
-from .records import Answer, Change, Command, StoredJob
+from .records import Answer, Change, Command, StoredJob, Transaction
 
 __all__ = ["Dialect", "DialectReader", "ThreadedJournal"]
 
@@ -68,6 +68,14 @@ class ThreadedJournal(Generic[_C]):
         await trio.lowlevel.checkpoint_if_cancelled()
         superseded = await (self._worker or self._open_worker()).write(changes, now)
         return cast(list[Change], superseded)  # some of *changes*: no other kind
+
+    async def transaction(
+        self, change: Transaction, run: Callable[[_C], bytes], *, now: float | None = None
+    ) -> bytes | None:
+        if now is not None:
+            check_now(now)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        return await (self._worker or self._open_worker()).transact(change, run, now)
 
     async def load(self, key: str, after: int, limit: int) -> list[StoredJob]:
         return await self._read(

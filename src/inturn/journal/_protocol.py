@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from ..info import JobInfo, KeyFilter, KeyInfo
-from .records import Answer, Change, Command, Recovery, StoredJob
+from .records import Answer, Change, Command, Recovery, StoredJob, Transaction
 
 __all__ = ["Journal", "JournalReads"]
 
@@ -99,6 +99,31 @@ class Journal(Protocol):
         not the journal's clock, so that every time a supervisor writes and
         compares comes from one clock (virtual, under trio's mock clock),
         and the check and the insert stay one atomic step in the journal.
+        """
+        ...
+
+    async def transaction(
+        self, change: Transaction, run: Callable[[Any], bytes], *, now: float | None = None
+    ) -> bytes | None:
+        """Apply *change*, a step taken as a transaction: ``run(connection)``'s result, recorded.
+
+        In one transaction of the journal's own database: check the fence (the
+        job unfinished, no attempt after ``change.attempt`` started; a fleet
+        member also owns the job's key), then, unless the job recorded the
+        step's name already, call *run* with a connection to that database
+        (its writes the user's own) and record what it returns as the job's
+        `Step`.  All of it commits, or none of it does:
+
+        * the fence refuses: None, and *run* is not called (`LeaseLost` for
+          a fleet member that no longer owns the key); a job never appended
+          is `JournalError`;
+        * recorded already: that result, and *run* is not called;
+        * *run* raises: its writes are rolled back and its exception raised,
+          nothing recorded.
+
+        *run* is called on the journal's own thread (not trio's, for a journal
+        that has one), and must not commit or roll back.  *now* is as for
+        `write`.  The kit's ``TransactionConformance`` holds a journal to this.
         """
         ...
 

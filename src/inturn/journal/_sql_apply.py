@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple, Protocol
 
-from ..errors import DuplicateError, JournalError
+from ..errors import JournalError
 from ._thread import Request
+from ._transactions import Run
 from ._uniques import Uniques
 from .records import (
     Append,
-    Change,
     Complete,
     Discard,
     Due,
@@ -40,15 +40,17 @@ from .records import (
     Retrying,
     Revive,
     Step,
+    Transaction,
 )
 
 __all__ = ["Held", "Letter", "Refused", "Statements", "apply", "refuse_duplicate"]
 
 
 class Refused(Exception):
-    """A batch broke a rule; it alone is rolled back."""
+    """A batch broke a rule (or a `Transaction`'s function raised *error*); it alone is
+    rolled back."""
 
-    def __init__(self, error: JournalError | DuplicateError) -> None:
+    def __init__(self, error: Exception) -> None:
         super().__init__(error)
         self.error = error
 
@@ -87,7 +89,7 @@ class Statements(Protocol):
     def fresh(self, job_id: int, next_id: int) -> bool:
         """Whether this writer may use *job_id* as a new id."""
 
-    def not_applied(self, change: Change, job_id: int, next_id: int) -> None:
+    def not_applied(self, change: FleetChange, job_id: int, next_id: int) -> None:
         """*change* to *job_id* did not apply: raise `Refused` if that breaks a rule (a job
         never appended), return if it is superseded."""
 
@@ -105,6 +107,15 @@ class Statements(Protocol):
 
     def purge(self, change: Purge) -> bool: ...
     def step(self, change: Step) -> bool: ...
+    def fence(self, change: Transaction) -> tuple[int, bytes | None] | None:
+        """The attempts marked for *change*'s job and the result it recorded under its name,
+        held so until the commit; None if the job is not unfinished (or, for a fleet
+        member, its key is not the member's)."""
+
+    def run_and_record(self, change: Transaction, run: Run) -> bytes:
+        """``run(connection)`` in a savepoint, and its result recorded as *change*'s step.
+        Raises `Refused` with what *run* raised, its writes rolled back."""
+
     def letter(self, job_id: int) -> Letter | None:
         """Dead letter *job_id*, its row locked; None if it is not one."""
 
@@ -129,7 +140,7 @@ def apply(statements: Statements, request: Request, next_id: int) -> int:
         return whole
     name, connection, uniques = statements.name, statements.connection, statements.uniques
 
-    def settle(applied: bool, change: Change, job_id: int) -> bool:
+    def settle(applied: bool, change: FleetChange, job_id: int) -> bool:
         if not applied:
             statements.not_applied(change, job_id, next_id)
             request.superseded.append(change)
@@ -182,6 +193,8 @@ def apply(statements: Statements, request: Request, next_id: int) -> int:
             settle(statements.purge(change), change, change.job_id)
         elif isinstance(change, Step):
             settle(statements.step(change), change, change.job_id)
+        elif isinstance(change, Transaction):
+            settle(_transact(statements, change, request), change, change.job_id)
         elif isinstance(change, Requeue):
             new_id(change.new_id)
             letter = statements.letter(change.job_id)
@@ -203,6 +216,21 @@ def apply(statements: Statements, request: Request, next_id: int) -> int:
         elif not statements.other(change, request):
             raise Refused(JournalError(f"{name}: not a journal change: {change!r}"))
     return next_id
+
+
+def _transact(statements: Statements, change: Transaction, request: Request) -> bool:
+    """Apply *change* (`_transactions`): its result into ``request.result``; False if the
+    fence refuses it (superseded), and its function is not called."""
+    found = statements.fence(change)
+    if found is None or found[0] > change.attempt:
+        return False
+    recorded = found[1]
+    if recorded is None:  # else recorded before: not run again
+        if request.run is None:
+            raise Refused(JournalError(f"{statements.name}: a Transaction needs its function"))
+        recorded = statements.run_and_record(change, request.run)
+    request.result = bytes(recorded)
+    return True
 
 
 def refuse_duplicate(statements: Statements, unique: str | None) -> None:

@@ -20,10 +20,10 @@ import attrs
 from ..errors import JournalError
 from ._sql_apply import Held, Letter, Refused, apply, refuse_duplicate
 from ._thread import Request
+from ._transactions import RELEASE_STEP, ROLLBACK_STEP, SAVEPOINT, Run, SQLiteGuard, ended
 from ._uniques import Uniques
 from .records import (
     Append,
-    Change,
     Complete,
     Discard,
     Due,
@@ -36,6 +36,7 @@ from .records import (
     Retrying,
     Revive,
     Step,
+    Transaction,
 )
 
 __all__ = ["SQLiteStatements", "Usage", "apply_common", "plain"]
@@ -87,6 +88,8 @@ class SQLiteStatements:
     marking: list[int] | None
     """Where a completed job's id goes, its row marked (`_COMPLETE`); None: rows are deleted."""
     uniques: Uniques = UNIQUES
+    guard: SQLiteGuard = attrs.field(factory=SQLiteGuard)
+    """The connection's authorizer, active while a `Transaction`'s function runs."""
 
     def apply(self, request: Request, next_id: int) -> int:
         """`_sql_apply.apply` of *request* on these statements."""
@@ -98,7 +101,7 @@ class SQLiteStatements:
     def fresh(self, job_id: int, next_id: int) -> bool:
         return job_id >= next_id
 
-    def not_applied(self, change: Change, job_id: int, next_id: int) -> None:
+    def not_applied(self, change: FleetChange, job_id: int, next_id: int) -> None:
         if job_id >= next_id:
             raise Refused(JournalError(f"{self.name}: job {job_id} was never appended"))
 
@@ -208,6 +211,42 @@ class SQLiteStatements:
             " ON CONFLICT (job_id, name) DO UPDATE SET data = excluded.data",
             (change.job_id, change.name, change.data, change.job_id),
         )
+
+    def fence(self, change: Transaction) -> tuple[int, bytes | None] | None:
+        # The group's transaction holds the file's write lock: what this reads stays so
+        # until it commits.
+        row = self.connection.execute(
+            "SELECT attempts, (SELECT data FROM steps WHERE job_id = ? AND name = ?)"
+            f" FROM main.jobs WHERE id = ? AND {_PENDING}",
+            (change.job_id, change.name, change.job_id),
+        ).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def run_and_record(self, change: Transaction, run: Run) -> bytes:
+        cursor = self.connection
+        cursor.execute(f"SAVEPOINT {SAVEPOINT}")
+        self.guard.active = True
+        try:
+            data = run(cursor.connection)
+        except Exception as exc:
+            self.guard.active = False
+            if not cursor.connection.in_transaction:
+                raise ended(self.name) from exc
+            cursor.execute(ROLLBACK_STEP)
+            cursor.execute(RELEASE_STEP)
+            raise Refused(exc) from None
+        finally:
+            self.guard.active = False
+        if not cursor.connection.in_transaction:
+            raise ended(self.name)
+        self.usage.steps = True
+        cursor.execute(
+            "INSERT INTO steps (job_id, n, name, data)"
+            " VALUES (?, (SELECT COUNT(*) FROM steps WHERE job_id = ?), ?, ?)",
+            (change.job_id, change.job_id, change.name, data),
+        )
+        cursor.execute(RELEASE_STEP)
+        return data
 
     def letter(self, job_id: int) -> Letter | None:
         row = self.connection.execute(

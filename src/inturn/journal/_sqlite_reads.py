@@ -34,6 +34,7 @@ from ._sqlite_schema import (
     schema_version,
     stored,
 )
+from ._transactions import COMMIT
 from .records import StoredJob
 
 __all__ = [
@@ -183,7 +184,7 @@ def _snapshot(connection: sqlite3.Connection) -> Iterator[None]:
     except BaseException:
         rollback(connection)
         raise
-    connection.execute("COMMIT")
+    connection.execute(COMMIT)
 
 
 # -- the read-only reader ----------------------------------------------------

@@ -43,6 +43,7 @@ from typing import Final
 
 from ..errors import JournalCorrupt, JournalError
 from ._reads import stored
+from ._transactions import COMMIT, ROLLBACK
 
 __all__ = [
     "stored",
@@ -225,7 +226,7 @@ def rollback(connection: sqlite3.Connection) -> None:
     # If even this fails, closing the connection rolls back.
     if connection.in_transaction:
         with contextlib.suppress(sqlite3.Error):
-            connection.execute("ROLLBACK")
+            connection.execute(ROLLBACK)
 
 
 def schema_version(connection: sqlite3.Connection, path: str) -> int:
@@ -317,7 +318,7 @@ def upgrade(connection: sqlite3.Connection, version: int) -> None:
     except BaseException:
         rollback(connection)
         raise
-    connection.execute("COMMIT")
+    connection.execute(COMMIT)
 
 
 def database_error(path: str, exc: sqlite3.Error, doing: str) -> JournalError:

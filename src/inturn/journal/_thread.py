@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 from ..errors import JournalError, LeaseLost
 from ..info import JobInfo, KeyFilter, KeyInfo
-from .records import Append, FleetChange, Requeue, Revive
+from .records import Append, FleetChange, Requeue, Revive, Transaction
 
 __all__ = [
     "JournalThread",
@@ -82,6 +82,10 @@ class Request:
     of parking (an autojumping mock clock), for it to block on."""
     operator: bool = False
     """An operator's fix, not a fleet member's own change: not fenced by key ownership."""
+    run: Callable[[Any], bytes] | None = None
+    """A `Transaction`'s function, called on the journal's connection (`_transactions`)."""
+    result: bytes | None = None
+    """What a `Transaction` recorded, once applied."""
 
 
 @attrs.define(eq=False)
@@ -285,6 +289,27 @@ class JournalThread(Generic[_C]):
         if request.error is not None:
             raise request.error
         return request.superseded
+
+    @trio.lowlevel.enable_ki_protection
+    async def transact(
+        self, change: Transaction, run: Callable[[_C], bytes], now: float | None = None
+    ) -> bytes | None:
+        """Apply *change*, calling *run* in its transaction: the result recorded, or None if
+        the change was superseded (see `_transactions`)."""
+        if self.broken is not None:
+            raise self.refusal() from self.broken
+        request = Request(
+            [change],
+            trio.lowlevel.current_task(),
+            time.time() if now is None else now,
+            answered=self._answered(),
+            run=run,
+        )
+        self._requests.put(request)
+        await _wait(request)  # committed or refused as a whole, as a write is
+        if request.error is not None:
+            raise request.error
+        return None if request.superseded else request.result
 
     @trio.lowlevel.enable_ki_protection
     async def read(self, run: Callable[[_C], _T]) -> _T:

@@ -10,7 +10,9 @@ operator reads the same views from it.
 from __future__ import annotations
 
 import heapq
+import sqlite3
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence, Set as AbstractSet
 from typing import ClassVar, TypeAlias, assert_never
 
@@ -34,6 +36,7 @@ from ._reads import (
 )
 from ._recovery import KeyCount, recovery
 from ._rules import Held, judge, starts_on_halted
+from ._transactions import RELEASE_STEP, ROLLBACK_STEP, SAVEPOINT, Run, SQLiteGuard
 from .records import (
     Answer,
     Append,
@@ -52,6 +55,7 @@ from .records import (
     Revive,
     Step,
     StoredJob,
+    Transaction,
 )
 
 __all__ = ["MemoryJournal"]
@@ -104,6 +108,8 @@ class MemoryJournal:
     _answered: trio.Event = attrs.field(factory=trio.Event, init=False)
     _held: Held = attrs.field(init=False)
     """What the rules (`judge`) read: the dicts above, never changed through it."""
+    _database: sqlite3.Connection | None = attrs.field(default=None, init=False)
+    _guard: SQLiteGuard = attrs.field(factory=SQLiteGuard, init=False)
 
     def __attrs_post_init__(self) -> None:
         self._held = Held(
@@ -169,6 +175,61 @@ class MemoryJournal:
     async def aclose(self) -> None:
         await trio.lowlevel.checkpoint()
         self._is_open = False
+
+    # -- transactional steps (see `_transactions`) ---------------------------------
+
+    @property
+    def database(self) -> sqlite3.Connection:
+        """An in-memory SQLite database of this journal's own, where `Job.transaction` runs
+        its functions: a test creates its tables here and reads what handlers wrote.
+
+        As a durable journal's, commits and rollbacks are the journal's: a function
+        that ends the transaction gets `sqlite3.DatabaseError`.  It lives as long as the
+        journal, across supervisors, as the journal's jobs do.
+        """
+        if self._database is None:
+            database = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            database.set_authorizer(self._guard)
+            weakref.finalize(self, database.close)  # closed, not left to the collector
+            self._database = database
+        return self._database
+
+    async def transaction(
+        self, change: Transaction, run: Run, *, now: float | None = None
+    ) -> bytes | None:
+        """Apply *change*: call *run* on `database` and record its result, together.
+
+        In trio's thread, between two checkpoints: no other task sees half of it.
+        """
+        if now is not None:
+            check_now(now)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        row = self._jobs.get(change.job_id)
+        if row is None or change.job_id in self._scheduled:
+            if change.job_id >= self._next_id:
+                raise JournalError(f"job {change.job_id} was never appended")
+            return None
+        if row.attempts > change.attempt:
+            return None
+        recorded = None if row.steps is None else row.steps.get(change.name)
+        if recorded is not None:
+            return recorded
+        database = self.database
+        database.execute(f"SAVEPOINT {SAVEPOINT}")
+        self._guard.active = True
+        try:
+            data = run(database)
+        except BaseException:
+            self._guard.active = False
+            database.execute(ROLLBACK_STEP)
+            database.execute(RELEASE_STEP)
+            raise
+        finally:
+            self._guard.active = False
+        database.execute(RELEASE_STEP)
+        self._write([Step(change.job_id, change.name, data)], now)
+        return data
 
     # -- operator commands --------------------------------------------------------
 

@@ -47,6 +47,7 @@ __all__ = [
     "Revive",
     "Step",
     "StoredJob",
+    "Transaction",
 ]
 
 
@@ -113,6 +114,26 @@ class Step:
     job_id: int
     name: str
     data: bytes
+
+
+@attrs.frozen
+class Transaction:
+    """Step *name* of job *job_id*, taken by its attempt *attempt* as a transaction of the
+    journal's own database (`Job.transaction`).
+
+    Not a change a writer hands `Journal.write`: the journal applies it in
+    ``transaction``, which runs the step's function on the journal's database
+    and records the result (a `Step`) in the same transaction.  Applied only
+    while the job is unfinished, no attempt after *attempt* has started, and
+    (for a fleet member) the job's key is the member's; otherwise superseded
+    (another owner: refused with `inturn.LeaseLost`), and the function's
+    writes are rolled back with it.  A name the job recorded already is not
+    run again: its recorded result is the answer.
+    """
+
+    job_id: int
+    attempt: int
+    name: str
 
 
 @attrs.define(unsafe_hash=True)
@@ -232,8 +253,9 @@ class Release:
     key: str
 
 
-FleetChange: TypeAlias = Change | Release
-"""What a fleet member writes: any `Change`, and `Release`."""
+FleetChange: TypeAlias = Change | Release | Transaction
+"""What reaches a journal's apply: any `Change`, a fleet member's `Release`, and a
+`Transaction` (which only ``Journal.transaction`` carries)."""
 
 
 @attrs.define(unsafe_hash=True)

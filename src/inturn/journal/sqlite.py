@@ -104,6 +104,7 @@ from ._thread import (
     off_thread,
     refuse,
 )
+from ._transactions import COMMIT, SQLiteGuard
 from .records import (
     Answer,
     Command,
@@ -159,6 +160,8 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
     _delete_at: int = attrs.field(factory=lambda: _DELETE_EVERY, init=False)
     """How many `_completed` a commit deletes at: `_DELETE_EVERY`, or more once the disk
     had no room for the deletes (`_commit_on`)."""
+    _guard: SQLiteGuard = attrs.field(factory=SQLiteGuard, init=False)
+    """The connection's authorizer: what a transactional step's function may not do."""
     _fault_hook: Callable[[str], None] | None = attrs.field(default=None, init=False)
     """For fault-injection tests: called on the journal's thread before each
     batch is applied (``"apply"``), before marked rows are deleted (``"delete"``) and
@@ -295,6 +298,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             connection.execute(LIVE_JOBS)  # what the reads (`_sqlite_reads`) see as ``jobs``
             synchronous = "FULL" if self.durability == "full" else "NORMAL"
             connection.execute(f"PRAGMA synchronous = {synchronous}")
+            connection.set_authorizer(self._guard)
         except sqlite3.Error as exc:
             connection.close()
             raise database_error(self.path, exc, "open") from exc
@@ -315,7 +319,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
                 recovered = read_recovery(connection, _recovery_reads(live), self.path)
                 self._usage = Usage.of(connection)
             finally:
-                connection.execute("COMMIT")
+                connection.execute(COMMIT)
         except sqlite3.DatabaseError as exc:
             if _circumstance(exc):  # the disk, memory or the system: not the file's content
                 raise JournalError(f"{self.path}: open failed: {exc}") from exc
@@ -355,7 +359,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
                 try:
                     cursor.execute("BEGIN IMMEDIATE")
                     self._delete_completed(cursor)
-                    cursor.execute("COMMIT")  # else closing rolls it back
+                    cursor.execute(COMMIT)  # else closing rolls it back
                 finally:
                     cursor.close()
         except sqlite3.Error:
@@ -417,7 +421,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             if deleting:
                 deleted = self._delete_completed(cursor)
             self._fault("commit")
-            cursor.execute("COMMIT")
+            cursor.execute(COMMIT)
         except sqlite3.Error as exc:
             self._rolled_back(connection, marked, group)
             if deleting and _disk_full(exc):
@@ -465,6 +469,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             self._usage,
             now=0.0,  # each request's own (its writer's clock), set below
             marking=self._completed if len(group) < _MARK_BELOW else None,
+            guard=self._guard,
         )
         for request in group:
             self._fault("apply")
