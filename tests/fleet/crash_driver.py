@@ -40,8 +40,8 @@ DSN = os.environ.get("INTURN_TEST_DSN", "postgresql://postgres@127.0.0.1:5432/te
 
 
 class Fleet:
-    def __init__(self, dsn: str, schema: str, folder: Path, workers: int) -> None:
-        self.dsn, self.schema, self.folder = dsn, schema, folder
+    def __init__(self, dsn: str, schema: str, folder: Path, workers: int, worker: str) -> None:
+        self.dsn, self.schema, self.folder, self.worker = dsn, schema, folder, worker
         self.log = folder / "log"
         self.names = iter(range(1_000_000))
         self.members: list[tuple[str, subprocess.Popen[bytes]]] = []
@@ -55,7 +55,7 @@ class Fleet:
             [
                 sys.executable,
                 "-m",
-                "tests.fleet.crash_worker",
+                self.worker,
                 self.dsn,
                 self.schema,
                 str(self.log),
@@ -141,11 +141,13 @@ def run(
     workers: int = 4,
     seed: int = 0,
     timeout: float = 300.0,
+    worker: str = "tests.fleet.crash_worker",
 ) -> tuple[Report, int]:
-    """One run; its report, and how many members exited on their own."""
+    """One run, with members running module *worker*; its report, and how many members
+    exited on their own."""
     rng = random.Random(seed)
     acks = folder / "acks"
-    fleet = Fleet(dsn, schema, folder, workers)
+    fleet = Fleet(dsn, schema, folder, workers, worker)
     # Spread the jobs over the faults' time, so that faults land while work remains.
     span = faults * (0.3 + TTL * 0.5 + 0.7)  # an interval, half a stall, a member's start
     producer = subprocess.Popen(

@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 Every member's handler appends ``start <worker> <key> <job_id> <attempt>``
-before it does anything and ``end ...`` just before it returns, to one log
+before it does anything and ``end ...`` just before it returns (or ``fail
+...`` just before it raises: the job runs again, a later attempt), to one log
 opened with ``O_APPEND`` (a line is one ``write``, so lines of several
 processes never mix).  The driver appends ``KILL <worker>`` once it has
 reaped a worker it SIGKILLed, ``STOP <worker>`` once it has SIGSTOPped one
@@ -27,9 +28,10 @@ What the fleet promises, and what `check` counts when it breaks:
   worker was stopped (it may go on after ``CONT``, until its completion is
   refused) and one killed (it simply never ends);
 * a job starts again only if it is still its key's latest started job and
-  its worker was killed or stopped after an earlier run of it started (the
-  run was cut short, or it ended and its completion was not yet durable: a
-  job behind it starting would have proved it was).
+  an earlier run of it failed, or its worker was killed or stopped after an
+  earlier run of it started (the run was cut short, or it ended and its
+  completion was not yet durable: a job behind it starting would have proved
+  it was).
 """
 
 from __future__ import annotations
@@ -125,6 +127,7 @@ def check(log: Iterable[str], acks: Iterable[str]) -> Report:
     faults: dict[str, int] = {}  # worker -> kills and stops so far
     latest: dict[str, int] = {}  # key -> its latest started job
     ended_well: set[int] = set()
+    failed: set[int] = set()
     started: dict[int, list[_Run]] = {}
     for line in log:
         parts = line.split()
@@ -141,7 +144,7 @@ def check(log: Iterable[str], acks: Iterable[str]) -> Report:
                 for run in by_worker.get(worker, []):
                     run.stopped = True
             continue
-        if len(parts) != 5 or parts[0] not in ("start", "end") or not parts[3].isdigit():
+        if len(parts) != 5 or parts[0] not in ("start", "end", "fail") or not parts[3].isdigit():
             malformed += 1
             problem(f"malformed line {line!r}")
             continue
@@ -159,8 +162,8 @@ def check(log: Iterable[str], acks: Iterable[str]) -> Report:
             earlier = started.setdefault(job, [])
             if earlier:
                 duplicates += 1
-                if latest.get(key) == job and any(
-                    faults.get(run.worker, 0) > run.faults for run in earlier
+                if latest.get(key) == job and (
+                    job in failed or any(faults.get(run.worker, 0) > run.faults for run in earlier)
                 ):
                     legal += 1
                 else:
@@ -180,7 +183,9 @@ def check(log: Iterable[str], acks: Iterable[str]) -> Report:
                 continue
             by_worker[worker].remove(ending)
             active[ending.key].remove(ending)
-            if ending.stopped:
+            if what == "fail":
+                failed.add(job)
+            elif ending.stopped:
                 stale += 1
             else:
                 ended_well.add(job)

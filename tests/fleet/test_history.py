@@ -94,3 +94,14 @@ def test_a_worker_that_exited_on_its_own_counts_as_stopped_throughout() -> None:
     assert report.ok, report.problems
     assert (report.exits, report.stale_ends, report.duplicates_after_fault) == (1, 1, 1)
     assert check(log[:4], ["1 k"]).ok is False  # without EXIT: an overlap, a rerun unexplained
+
+
+def test_a_rerun_after_a_failed_run_is_legal_and_the_failure_is_no_end() -> None:
+    log = ["start w1 k 1 1", "fail w1 k 1 1", "start w1 k 1 2", "end w1 k 1 2"]
+    report = check(log, ["1 k"])
+    assert report.ok, report.problems
+    assert (report.duplicates, report.duplicates_after_fault) == (1, 1)
+    failed_only = check(["start w1 k 1 1", "fail w1 k 1 1"], ["1 k"])
+    assert (failed_only.ok, failed_only.lost) == (False, 1)
+    behind = ["start w1 k 1 1", "fail w1 k 1 1", "start w1 k 2 1"]
+    assert check(behind, ["1 k", "2 k"]).order_violations == 1
