@@ -20,28 +20,28 @@ in the handler say, is still logged.
 
 Run it with ``python examples/ledger.py [--dir DIR] [--latency SECONDS]``.
 
-Surviving ``kill -9``
----------------------
-Everything lives in two SQLite files in ``--dir`` (default ``./ledger-data``):
-inturn's journal, ``ledger-jobs.db``, and the application's own state,
-``ledger.db``: the postings (an account's balance is its last posting's) and
-the accounts whose entries were sent.  Kill the program at any moment and run
-it again: it finishes exactly what the first run left.  Three things make it
-so:
+Exactly once, through ``kill -9``
+---------------------------------
+Everything lives in one SQLite file, ``--dir``/``ledger.db`` (default
+``./ledger-data``): inturn's journal, and beside its tables the ledger's own,
+the postings (an account's balance is its last posting's), the refused
+overdrafts and the accounts whose entries were sent.  Kill the program at any
+moment and run it again: it finishes exactly what the first run left, and
+every entry is decided exactly once.  Three things make it so:
 
 * The journal: an entry inturn accepted and did not finish runs again, in its
   account's order, when the next run opens the supervisor.
 * What was sent: an account's entries go in one `send_many` (all or none),
-  and only then is the account recorded as sent; a later run sends only the
-  accounts not recorded.  A kill between the two sends that account again:
-  copies, queued behind the originals.
-* An idempotent handler: delivery is at least once (an entry running at the
-  kill runs again), and the copies run too.  inturn runs an account's jobs one
-  at a time, in order, so when an entry runs every entry before it has been
-  decided: the handler posts it only if the account has no posting at or
-  beyond its ``seq``; otherwise it was decided before (posted, refused or
-  discarded) and running it again changes nothing.  It goes by the entry's
-  own ``(account, seq)``, not by `Job.id`: a copy is a new job.
+  each with a unique key held for a week after it finishes, and only then is
+  the account recorded as sent.  A kill between the two sends the account
+  again in the next run, and inturn refuses the copies (`DuplicateError`):
+  the account is recorded as sent then.
+* ``job.transaction``: an entry is posted (or refused as an overdraft) in a
+  transaction of the journal's own file, which records the outcome with it.
+  The gateway call before it may run again after a kill; the posting never
+  does: a later attempt gets the recorded balance back.  So the handler keeps
+  no bookkeeping of its own to tell a re-run from a first run, and the
+  postings table has no unique key to catch a second posting: there is none.
 
 The summary describes the whole ledger, over every run: ``jobs`` counts the
 entries, ``completed`` the ones posted, ``discarded`` the others; retries and
@@ -77,13 +77,17 @@ FAILURE_RATE = 0.2
 MAX_ATTEMPTS = 4
 """Attempts at an entry before it is given up and discarded."""
 
+SENT_FOR = 7 * 24 * 3600.0
+"""Seconds an entry's unique key stays reserved after it finished: a copy sent by a later
+run within a week is refused."""
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS postings (
+    id INTEGER PRIMARY KEY,  -- the order they were applied in
     account TEXT NOT NULL,
     seq INTEGER NOT NULL,
     amount INTEGER NOT NULL,
-    balance INTEGER NOT NULL CHECK (balance >= 0),
-    PRIMARY KEY (account, seq)  -- an entry is posted at most once
+    balance INTEGER NOT NULL CHECK (balance >= 0)
 );
 CREATE TABLE IF NOT EXISTS overdrafts (
     account TEXT NOT NULL,
@@ -123,15 +127,35 @@ class Posting:
     balance: int
 
 
+def post(db: sqlite3.Connection, entry: LedgerEntry) -> int | None:
+    """Apply *entry*, in the journal's transaction (`Job.transaction`): the balance after it,
+    or None if it would overdraw its account (then only the refusal is written)."""
+    last = db.execute(
+        "SELECT balance FROM postings WHERE account = ? ORDER BY id DESC LIMIT 1",
+        (entry.account,),
+    ).fetchone()
+    balance = (0 if last is None else int(last[0])) + entry.amount
+    if balance < 0:
+        db.execute(
+            "INSERT INTO overdrafts (account, seq) VALUES (?, ?)", (entry.account, entry.seq)
+        )
+        return None
+    db.execute(
+        "INSERT INTO postings (account, seq, amount, balance) VALUES (?, ?, ?, ?)",
+        (entry.account, entry.seq, entry.amount, balance),
+    )
+    return balance
+
+
 @attrs.define
 class Ledger:
-    """The application's state, in its own SQLite file, and the handler that changes it.
+    """The handler, and the application's reads and writes outside the jobs.
 
-    Its SQLite calls are synchronous: each is a small local transaction that
-    holds up trio for a fraction of a millisecond, and having no ``await``
-    inside makes it atomic with respect to the other accounts' handlers, which
-    share the connection.  A slower store would go through
-    ``trio.to_thread.run_sync``.
+    The postings are written by `post`, in the journal's transactions; this
+    connection of the application's own, on the same file, reads them and
+    records which accounts were sent.  Its SQLite calls are synchronous: each
+    is a small local transaction that holds up trio for a fraction of a
+    millisecond.
     """
 
     db: sqlite3.Connection
@@ -142,18 +166,14 @@ class Ledger:
 
     @classmethod
     def open(cls, path: Path, *, latency: float) -> Ledger:
-        db = sqlite3.connect(path, isolation_level=None)  # transactions are explicit
-        db.execute("PRAGMA journal_mode = WAL")
-        # Like the journal's durability="normal": a commit survives the process
-        # being killed, not the machine losing power.
-        db.execute("PRAGMA synchronous = NORMAL")
-        db.executescript(SCHEMA)
+        db = sqlite3.connect(path, isolation_level=None, timeout=10.0)
+        db.executescript(SCHEMA)  # the tables, beside the journal's, if they are not there yet
         return cls(db, latency)
 
     def close(self) -> None:
         self.db.close()
 
-    async def apply(self, job: inturn.Job) -> int | None:
+    async def apply(self, job: inturn.Job) -> int:
         """The handler: post one entry through the gateway; return the new balance."""
         entry = job.payload
         assert isinstance(entry, LedgerEntry)
@@ -165,40 +185,10 @@ class Ledger:
         gateway = random.Random(f"{entry.account}:{entry.seq}:{job.attempt}")
         if gateway.random() < FAILURE_RATE:
             raise GatewayUnavailable(f"gateway timeout on {entry.account} #{entry.seq}")
-        return self.post(entry)
-
-    def post(self, entry: LedgerEntry) -> int | None:
-        """Apply *entry* once; return the balance after it, or None if it was not posted.
-
-        Raises:
-            Overdraft: the entry would overdraw its account; only the refusal is written.
-        """
-        with self.db:  # commits at the end of the block, rolls back on an exception
-            self.db.execute("BEGIN IMMEDIATE")
-            last = self.db.execute(
-                "SELECT seq, balance FROM postings WHERE account = ? ORDER BY seq DESC LIMIT 1",
-                (entry.account,),
-            ).fetchone()
-            last_seq, balance = last if last is not None else (-1, 0)
-            if entry.seq <= last_seq:  # decided before: a re-run after a crash, or a copy
-                posted = self.db.execute(
-                    "SELECT balance FROM postings WHERE account = ? AND seq = ?",
-                    (entry.account, entry.seq),
-                ).fetchone()
-                return None if posted is None else int(posted[0])
-            balance += entry.amount
-            if balance >= 0:
-                self.db.execute(
-                    "INSERT INTO postings (account, seq, amount, balance) VALUES (?, ?, ?, ?)",
-                    (entry.account, entry.seq, entry.amount, balance),
-                )
-                return int(balance)
-            # A copy or a re-run is refused again, from the same balance.
-            self.db.execute(
-                "INSERT OR IGNORE INTO overdrafts (account, seq) VALUES (?, ?)",
-                (entry.account, entry.seq),
-            )
-        raise Overdraft(f"{entry.account} #{entry.seq} would leave {balance}")
+        balance = await job.transaction("post", post, entry)
+        if balance is None:
+            raise Overdraft(f"{entry.account} #{entry.seq} would overdraw it")
+        return int(balance)
 
     def overdrafts(self) -> int:
         """How many entries were refused as overdrafts, over every run."""
@@ -211,11 +201,22 @@ class Ledger:
     def mark_sent(self, account: str) -> None:
         self.db.execute("INSERT INTO sent (account) VALUES (?)", (account,))
 
+    async def send(self, sup: inturn.Supervisor, account: str, entries: list[LedgerEntry]) -> None:
+        """Send *account*'s entries, all or none, and record it as sent; entries sent by a
+        run that was killed before it recorded them are refused, and recorded now."""
+        items = [
+            inturn.Item(account, entry, unique=f"{account}#{entry.seq}", unique_for=SENT_FOR)
+            for entry in entries
+        ]
+        with contextlib.suppress(inturn.DuplicateError):  # sent before: nothing sent now
+            await sup.send_many(items)
+        self.mark_sent(account)
+
     def postings(self) -> dict[str, list[Posting]]:
         """Every account's postings, in the order they were applied."""
         postings: dict[str, list[Posting]] = {}
         for account, seq, amount, balance in self.db.execute(
-            "SELECT account, seq, amount, balance FROM postings ORDER BY rowid"
+            "SELECT account, seq, amount, balance FROM postings ORDER BY id"
         ):
             postings.setdefault(account, []).append(Posting(seq, amount, balance))
         return postings
@@ -289,14 +290,16 @@ async def main(directory: Path, latency: float) -> None:
         cache_logger_on_first_use=True,
     )
     codec = inturn.JSONCodec(types={"ledger_entry": LedgerEntry})
-    journal = inturn.SQLiteJournal(directory / "ledger-jobs.db", durability="normal")
+    path = directory / "ledger.db"
+    journal = inturn.SQLiteJournal(path, durability="normal")
     retry = inturn.Retry(
         max_attempts=MAX_ATTEMPTS, initial_delay=0.005, multiplier=2.0, max_delay=0.05
     )
     entries = make_entries(random.Random(2024))
 
     started = time.perf_counter()
-    with contextlib.closing(Ledger.open(directory / "ledger.db", latency=latency)) as ledger:
+    ledger = Ledger.open(path, latency=latency)
+    with contextlib.closing(ledger):
         async with inturn.open_supervisor(
             ledger.apply,
             journal=journal,
@@ -315,8 +318,7 @@ async def main(directory: Path, latency: float) -> None:
                 nursery.start_soon(stop_on_signal, sup, stopped)
                 try:
                     for account in unsent:
-                        await sup.send_many([(account, entry) for entry in entries[account]])
-                        ledger.mark_sent(account)  # a kill before this line sends them again
+                        await ledger.send(sup, account, entries[account])
                     await sup.wait_idle()
                 except inturn.SupervisorClosed:  # a signal stopped it: let shutdown finish
                     pass
@@ -345,7 +347,7 @@ async def main(directory: Path, latency: float) -> None:
         f"ledger: {discarded} discarded, as expected: {overdrafts} refused as overdrafts,"
         f" {discarded - overdrafts} given up after {MAX_ATTEMPTS} attempts"
         f" (the gateway fails 1 call in {round(1 / FAILURE_RATE)});"
-        f" inturn dead {directory / 'ledger-jobs.db'} lists them"
+        f" inturn dead {path} lists them"
     )
 
 

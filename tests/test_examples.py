@@ -66,7 +66,7 @@ def run_ledger(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess[str],
     assert explained is not None, why
     overdrafts, given_up = int(explained.group(1)), int(explained.group(2))
     assert overdrafts + given_up == discarded
-    assert Path(explained.group(3)).name == "ledger-jobs.db"
+    assert Path(explained.group(3)).name == "ledger.db"
     return done, Summary(retries, completed, discarded, overdrafts)
 
 
@@ -79,13 +79,10 @@ def test_ledger_example_runs_and_prints_its_summary(tmp_path: Path) -> None:
     assert 0 < first.overdrafts < first.discarded  # both kinds happen
     assert done.stderr == ""  # no job.discarded warning for what the summary explains
     data = tmp_path / "ledger-data"
-    assert done.stdout.endswith(
-        f"; inturn dead {Path('ledger-data', 'ledger-jobs.db')} lists them\n"
-    )
-    assert (data / "ledger.db").is_file()
-    assert (data / "ledger-jobs.db").is_file()
+    assert done.stdout.endswith(f"; inturn dead {Path('ledger-data', 'ledger.db')} lists them\n")
+    assert sorted(path.name for path in data.iterdir() if path.suffix == ".db") == ["ledger.db"]
     listed = subprocess.run(
-        [sys.executable, "-m", "inturn", "dead", str(data / "ledger-jobs.db"), "--json"],
+        [sys.executable, "-m", "inturn", "dead", str(data / "ledger.db"), "--json"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -123,7 +120,7 @@ def test_ledger_example_still_logs_an_unexpected_discard() -> None:
 def test_ledger_example_finishes_after_kill_9(tmp_path: Path, posted: int) -> None:
     """SIGKILLed once *posted* entries are posted, examples/ledger.py run again
     sends only what was not sent, replays what was left, and finishes: every
-    entry posted at most once, in order, with consistent balances."""
+    entry posted exactly once or refused, in order, with consistent balances."""
     data = tmp_path / "ledger-data"
     slow = ("--dir", str(data), "--latency", "0.02")  # about 2 s of work: time to land a kill
     with (tmp_path / "first.err").open("w") as errors:
@@ -175,7 +172,7 @@ def test_ledger_example_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
     )
     at_stop = read_postings(data / "ledger.db")
     assert 500 <= len(at_stop) < 5000
-    jobs = sqlite3.connect(f"file:{data / 'ledger-jobs.db'}?mode=ro", uri=True)
+    jobs = sqlite3.connect(f"file:{data / 'ledger.db'}?mode=ro", uri=True)
     with contextlib.closing(jobs):
         # An attempt made and never failed is one a stop cut short.
         [(cut,)] = jobs.execute(
@@ -191,7 +188,8 @@ def test_ledger_example_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
 
 def test_ledger_example_ignores_entries_sent_twice(tmp_path: Path) -> None:
     """A kill between an account's send_many and recording it as sent makes
-    the next run send its entries again; the copies change nothing."""
+    the next run send its entries again: inturn refuses them (their unique keys), and the
+    account is recorded as sent."""
     _, first = run_ledger(cwd=tmp_path)
     db = tmp_path / "ledger-data" / "ledger.db"
     before = read_postings(db)
@@ -220,17 +218,22 @@ def wait_for_postings(process: subprocess.Popen[bytes], db: Path, *, at_least: i
 
 
 def read_postings(db: Path) -> dict[tuple[str, int], tuple[int, int, int]]:
-    """(account, seq) -> (order applied, amount, balance); empty if *db* is not ready."""
+    """(account, seq) -> (order applied, amount, balance); empty if *db* is not ready.
+
+    Fails if an entry was posted twice: the postings table has no unique key of its own
+    (`Job.transaction` posts each entry once)."""
     try:
         with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as connection:
             rows = connection.execute(
-                "SELECT account, seq, rowid, amount, balance FROM postings"
+                "SELECT account, seq, id, amount, balance FROM postings"
             ).fetchall()
     except sqlite3.OperationalError:  # not created yet
         return {}
-    return {
+    postings = {
         (account, seq): (order, amount, balance) for account, seq, order, amount, balance in rows
     }
+    assert len(postings) == len(rows), "an entry was posted twice"
+    return postings
 
 
 def check_postings(postings: dict[tuple[str, int], tuple[int, int, int]]) -> None:
