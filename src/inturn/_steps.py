@@ -62,7 +62,9 @@ class StepLog:
     ) -> Any:
         """Step *name* of job *job_id*: its journaled result, or ``fn(*args)``'s, journaled first."""
         check_step(name, fn)
-        return await self._take(job_id, name, lambda: self._record(job_id, name, fn, args))
+        return await self._take(
+            job_id, name, lambda: self._record(job_id, name, fn, args), read_first=True
+        )
 
     async def transaction(
         self,
@@ -105,9 +107,18 @@ class StepLog:
                 )
             return bytes(data)
 
-        return await self._take(job_id, name, record)
+        # The journal answers a name recorded before itself, in the transaction: no read
+        # first (a round trip per job, for a handler that takes only transactions).
+        return await self._take(job_id, name, record, read_first=False)
 
-    async def _take(self, job_id: int, name: str, record: Callable[[], Awaitable[bytes]]) -> Any:
+    async def _take(
+        self,
+        job_id: int,
+        name: str,
+        record: Callable[[], Awaitable[bytes]],
+        *,
+        read_first: bool,
+    ) -> Any:
         attempt = self.attempts.setdefault(job_id, _Attempt())
         if name in attempt.called:
             raise ValueError(
@@ -116,12 +127,13 @@ class StepLog:
             )
         attempt.called.add(name)
         try:
-            if attempt.done is None:
+            if attempt.done is None and read_first:
                 attempt.done = dict(await self.journal.steps(job_id))
-            data = attempt.done.get(name)
+            data = None if attempt.done is None else attempt.done.get(name)
             if data is None:
                 data = await record()
-                attempt.done[name] = data
+                if attempt.done is not None:
+                    attempt.done[name] = data
         except BaseException:
             attempt.called.discard(name)  # not recorded: the handler may take it again
             raise
