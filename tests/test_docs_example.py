@@ -9,6 +9,7 @@ agree, so the guide cannot drift from code that passes.
 # docs/testing.md: begin
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 
 import pytest
@@ -177,6 +178,34 @@ async def test_a_retry_replays_the_primary_step(autojump_clock: trio.testing.Moc
         ("primary", True),  # from the journal: primary.append did not run
         ("replica", False),
     ]
+
+
+# docs/testing.md: end
+
+
+# docs/testing.md: begin
+async def test_a_transaction_posts_once(autojump_clock: trio.testing.MockClock) -> None:
+    def post(db: sqlite3.Connection, account: str, amount: int) -> int:
+        db.execute("CREATE TABLE IF NOT EXISTS balances (account TEXT PRIMARY KEY, cents INT)")
+        (cents,) = db.execute(
+            "INSERT INTO balances VALUES (?, ?) ON CONFLICT (account)"
+            " DO UPDATE SET cents = cents + excluded.cents RETURNING cents",
+            (account, amount),
+        ).fetchone()
+        return int(cents)
+
+    async def apply(job: inturn.Job) -> int:
+        cents = await job.transaction("post", post, job.key, job.payload)
+        if job.attempt == 1:
+            raise ConnectionError("the notification after it failed")
+        return cents
+
+    journal = inturn.MemoryJournal()
+    async with inturn.open_supervisor(apply, journal=journal) as sup:
+        assert await sup.ask("acct-1", 250) == 250  # the retry got the recorded result
+
+    rows = journal.database.execute("SELECT account, cents FROM balances").fetchall()
+    assert rows == [("acct-1", 250)]  # posted once, though the job ran twice
 
 
 # docs/testing.md: end
