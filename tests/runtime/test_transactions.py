@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import Any
 
 import attrs
@@ -299,3 +300,57 @@ def test_make_job_runs_transactions_on_the_database_it_is_given() -> None:
     with pytest.raises(TypeError, match="database=connection"):
         trio.run(handler, make_job(None))
     database.close()
+
+
+async def test_a_transaction_whose_commit_fails_is_not_recorded_and_runs_again(
+    tmp_path: Any, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The disk is full at the commit: the transaction raises JournalError, nothing of it
+    is kept, and the retry runs the function again, once."""
+    from tests.journal.test_sqlite import Faults
+
+    journal = inturn.SQLiteJournal(tmp_path / "j.db")
+    ledger = Ledger.beside(journal)
+    raised: list[BaseException] = []
+
+    async def handler(job: inturn.Job) -> object:
+        if job.attempt == 1:
+            journal._fault_hook = Faults("commit", message="database or disk is full", code=13)
+        try:
+            return await job.transaction("apply", ledger.add, job.key)
+        except inturn.JournalError as exc:
+            raised.append(exc)
+            raise
+
+    async with inturn.open_supervisor(handler, journal=journal, retry=RETRY) as sup:
+        assert await sup.ask("acct", None) == 1
+    assert len(raised) == 1
+    assert "disk full" in str(raised[0])
+    assert ledger.counts() == {"acct": 1}
+
+
+async def test_a_transaction_outlives_the_cancellation_of_its_attempt(tmp_path: Any) -> None:
+    """The attempt times out while the function runs on the journal's thread: the
+    transaction commits all the same (a queued write is never abandoned halfway), and the
+    retry gets its result without calling the function again."""
+    journal = inturn.SQLiteJournal(tmp_path / "j.db")
+    ledger = Ledger.beside(journal)
+    calls = 0
+
+    def slow(connection: sqlite3.Connection, key: str) -> int:
+        nonlocal calls
+        calls += 1
+        count = ledger.add(connection, key)
+        time.sleep(0.3)  # the function's own time: longer than the attempt may take
+        return count
+
+    async def handler(job: inturn.Job) -> object:
+        return await job.transaction("apply", slow, job.key)
+
+    retry = inturn.Retry(max_attempts=3, initial_delay=0.01, jitter=0)
+    async with inturn.open_supervisor(
+        handler, journal=journal, retry=retry, job_timeout=0.1
+    ) as sup:
+        assert await sup.ask("acct", None) == 1
+    assert calls == 1
+    assert ledger.counts() == {"acct": 1}
