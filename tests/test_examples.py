@@ -176,7 +176,7 @@ def test_ledger_example_stops_gracefully_on_sigterm(tmp_path: Path) -> None:
     with contextlib.closing(jobs):
         # An attempt made and never failed is one a stop cut short.
         [(cut,)] = jobs.execute(
-            "SELECT count(*) FROM jobs WHERE state = 'pending' AND attempts > 0 AND error IS NULL"
+            "SELECT count(*) FROM inturn_jobs WHERE state = 'pending' AND attempts > 0 AND error IS NULL"
         )
     assert cut == 0  # jobs that failed keep those attempts; no attempt was cut short
     _, summary = run_ledger(*slow, cwd=tmp_path)

@@ -141,7 +141,7 @@ def test_columns_of_other_types_are_exit_2(
     path = tmp_path / "jobs.db"
     make(
         path,
-        f"{schema} INSERT INTO jobs (id, key, data, accepted_at) VALUES ('1', 'k', 'text', 0.0);"
+        f"{schema} INSERT INTO inturn_jobs (id, key, data, accepted_at) VALUES ('1', 'k', 'text', 0.0);"
         f" PRAGMA user_version = {SCHEMA_VERSION};",
     )
     before = files(tmp_path)
@@ -156,7 +156,7 @@ def test_text_in_the_data_column_shows_as_its_bytes(cli: Cli, tmp_path: Path) ->
     path = tmp_path / "jobs.db"
     make(
         path,
-        f"{SCHEMA} INSERT INTO jobs (key, data, accepted_at, seq) VALUES ('k', 'some text', 0.0, 1);"
+        f"{SCHEMA} INSERT INTO inturn_jobs (key, data, accepted_at, seq) VALUES ('k', 'some text', 0.0, 1);"
         f" PRAGMA user_version = {SCHEMA_VERSION};",
     )
     result = cli("show", path, 1)

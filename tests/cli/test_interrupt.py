@@ -27,16 +27,18 @@ TIMEOUT = 60.0
 
 def inbox(target: tuple[str, ...]) -> list[tuple[int, str, bool]]:
     """The commands in the journal's inbox: id, verb, and whether taken."""
-    select = "SELECT id, verb, taken_at IS NOT NULL FROM commands ORDER BY id"
-    if len(target) == 1:
+    select = "SELECT id, verb, taken_at IS NOT NULL FROM {} ORDER BY id"
+    if len(target) == 1:  # SQLite's tables carry inturn's prefix; PostgreSQL's, a schema
         with contextlib.closing(sqlite3.connect(target[0])) as connection:
-            return [(int(i), str(v), bool(t)) for i, v, t in connection.execute(select)]
+            rows = connection.execute(select.format("inturn_commands"))
+            return [(int(i), str(v), bool(t)) for i, v, t in rows]
     import psycopg
 
     dsn, _, schema = target
     with psycopg.connect(dsn, autocommit=True) as connection:
         connection.execute(f"SET search_path TO {schema}")
-        return [(int(i), str(v), bool(t)) for i, v, t in connection.execute(select)]
+        found = connection.execute(select.format("commands"))
+        return [(int(i), str(v), bool(t)) for i, v, t in found]
 
 
 def wait_until(

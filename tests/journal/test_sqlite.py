@@ -111,11 +111,14 @@ CREATE TABLE halted (key TEXT PRIMARY KEY);
 """The schema of version 1, as inturn 0.1 wrote it (before Retrying)."""
 
 OTHER_DATABASES = [
-    "CREATE TABLE invoices (id INTEGER); PRAGMA user_version = 0;",
+    # the user's own tables beside a user_version of the user's: not inturn's to change
+    "CREATE TABLE invoices (id INTEGER); PRAGMA user_version = 3;",
+    # a name under inturn's prefix, in a file that is no journal
+    "CREATE TABLE invoices (id INTEGER); CREATE TABLE inturn_jobs (id INTEGER);",
     "CREATE TABLE jobs (id INTEGER); PRAGMA user_version = 99;",
     # version 1 in name only: not the tables version 1 had
     "CREATE TABLE jobs (id INTEGER); CREATE TABLE halted (key TEXT); PRAGMA user_version = 1;",
-    f"{V1_SCHEMA} PRAGMA user_version = 6;",  # a version from the future
+    f"{V1_SCHEMA} PRAGMA user_version = 7;",  # a version from the future
 ]
 
 
@@ -415,21 +418,22 @@ def version_and_columns(path: Path) -> tuple[int, list[str]]:
     connection = sqlite3.connect(path)
     try:
         version = connection.execute("PRAGMA user_version").fetchone()[0]
-        columns = [row[1] for row in connection.execute("PRAGMA table_info(jobs)")]
+        table = "inturn_jobs" if version >= 6 else "jobs"  # renamed by version 6
+        columns = [row[1] for row in connection.execute(f"PRAGMA table_info({table})")]
     finally:
         connection.close()
     return version, columns
 
 
 async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path: Path) -> None:
-    """Opening a version-1 journal adds the columns of versions 2 to 5 (what halted a key, dedup windows, places and due times, marked completions) and sets version 5; its jobs, dead letters and halts are kept, in id order."""
+    """Opening a version-1 journal adds the columns of versions 2 to 5 (what halted a key, dedup windows, places and due times, marked completions), renames its tables (version 6) and sets version 6; its jobs, dead letters and halts are kept, in id order."""
     path = tmp_path / "jobs.db"
     make_version_1_file(path)
     journal = inturn.SQLiteJournal(path)
     recovery = await journal.open()
     try:
         assert version_and_columns(path) == (
-            5,
+            6,
             [
                 *("id", "key", "unique_key", "data", "attempts", "state", "error"),
                 *("accepted_at", "finished_at", "retry_at", "stopped_during", "unique_for"),
@@ -470,14 +474,14 @@ async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path:
         assert idle.key == "idle"
     finally:
         await journal.aclose()
-    recovery = await journal.open()  # version 5 now: opens as it is
+    recovery = await journal.open()  # version 6 now: opens as it is
     await journal.aclose()
     assert [job.id for job in recovery.jobs] == [1, 4]
-    assert version_and_columns(path)[0] == 5
+    assert version_and_columns(path)[0] == 6
 
 
 async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
-    """Opening a version-2 journal adds stopped_during, places, due times, what halted a key and marked completions (version 5); a reader reads version 2 as it is."""
+    """Opening a version-2 journal adds stopped_during, places, due times, what halted a key and marked completions, and renames its tables (version 6); a reader reads version 2 as it is."""
     path = tmp_path / "jobs.db"
     make_version_1_file(path)
     connection = sqlite3.connect(path, isolation_level=None)
@@ -503,7 +507,7 @@ async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
         assert (info.state, info.stopped_during, info.last_error) == ("dead", 3, "E")
     finally:
         await journal.aclose()
-    assert version_and_columns(path)[0] == 5
+    assert version_and_columns(path)[0] == 6
 
 
 async def test_a_reader_reads_a_version_1_file_without_upgrading_it(tmp_path: Path) -> None:
@@ -541,7 +545,7 @@ def uniques(path: str | Path) -> list[tuple[str, int, float | None]]:
     """The unique keys reserved in the file: key, holder, until."""
     connection = sqlite3.connect(path)
     try:
-        return connection.execute("SELECT * FROM uniques ORDER BY unique_key").fetchall()
+        return connection.execute("SELECT * FROM inturn_uniques ORDER BY unique_key").fetchall()
     finally:
         connection.close()
 
@@ -572,12 +576,12 @@ def version_3_file(tmp_path: Path) -> Path:
 
 
 async def test_a_version_3_file_is_upgraded_on_open(tmp_path: Path) -> None:
-    """Opening a version-3 journal (a real file) sets version 5 and keeps its jobs, dead letters and halts; its halts name no job, a new halting discard does."""
+    """Opening a version-3 journal (a real file) sets version 6 and keeps its jobs, dead letters and halts; its halts name no job, a new halting discard does."""
     path = version_3_file(tmp_path)
     journal = inturn.SQLiteJournal(path)
     recovery = await journal.open()
     try:
-        assert version_and_columns(path)[0] == 5
+        assert version_and_columns(path)[0] == 6
         assert [(job.id, job.unique) for job in recovery.jobs] == [
             (2, "u-2"),
             (3, "u-3"),

@@ -54,7 +54,7 @@ async def test_an_acceptance_with_its_start_is_one_statement(tmp_path: Path) -> 
         assert await attempts(journal, 1) == 1
         writes = [sql for sql in seen if sql.split()[0] in {"INSERT", "UPDATE", "SAVEPOINT"}]
         assert len(writes) == 1
-        assert writes[0].startswith("INSERT INTO main.jobs")
+        assert writes[0].startswith("INSERT INTO main.inturn_jobs")
     async with opened(tmp_path / "jobs.db") as journal:
         assert await attempts(journal, 1) == 1  # durable as written
 
@@ -171,7 +171,7 @@ async def test_a_batch_refused_against_the_odds_is_undone_and_spoils_nothing(
             [Append(job_id=1, key="k", data=b"1"), Append(job_id=2, key="j", data=b"2")]
         )
     with contextlib.closing(sqlite3.connect(path)) as connection, connection:
-        connection.execute("UPDATE sqlite_sequence SET seq = 1 WHERE name = 'jobs'")
+        connection.execute("UPDATE sqlite_sequence SET seq = 1 WHERE name = 'inturn_jobs'")
     async with opened(path) as journal:
         errors: list[inturn.InturnError] = []
 
@@ -191,7 +191,7 @@ async def test_a_batch_refused_against_the_odds_is_undone_and_spoils_nothing(
             nursery.start_soon(write, Append(job_id=3, key="m", data=b"3"), MarkAttempt(3, 1))
         [error] = errors
         assert type(error) is inturn.JournalError
-        assert "job 2 cannot be stored: UNIQUE constraint failed: jobs.id" in str(error)
+        assert "job 2 cannot be stored: UNIQUE constraint failed: inturn_jobs.id" in str(error)
         assert journal.commits == 1
         assert await attempts(journal, 1) == 0  # still pending: a completion is undone
         info = await journal.job(2)

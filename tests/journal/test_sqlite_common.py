@@ -87,11 +87,11 @@ def dump(connection: Any) -> dict[str, list[tuple[object, ...]]]:
     """What the file holds, but the times it read off the clock."""
     queries = {
         "jobs": "SELECT id, key, unique_key, data, attempts, state, error, retry_at,"
-        " stopped_during, unique_for, seq, due_at FROM jobs ORDER BY id",
-        "uniques": "SELECT * FROM uniques ORDER BY unique_key",
-        "steps": "SELECT * FROM steps ORDER BY job_id, name",
-        "halted": "SELECT * FROM halted ORDER BY key",
-        "sequence": "SELECT seq FROM sqlite_sequence WHERE name = 'jobs'",
+        " stopped_during, unique_for, seq, due_at FROM inturn_jobs ORDER BY id",
+        "uniques": "SELECT * FROM inturn_uniques ORDER BY unique_key",
+        "steps": "SELECT * FROM inturn_steps ORDER BY job_id, name",
+        "halted": "SELECT * FROM inturn_halted ORDER BY key",
+        "sequence": "SELECT seq FROM sqlite_sequence WHERE name = 'inturn_jobs'",
     }
     return {name: connection.execute(sql).fetchall() for name, sql in queries.items()}
 
@@ -131,7 +131,7 @@ def outcome(
     with opened(path) as (journal, connection):
         commit(journal, connection, [[change] for change in [*SETUP, *([Halt("b")] * halted)]])
         if edited:
-            connection.execute("UPDATE sqlite_sequence SET seq = 5 WHERE name = 'jobs'")
+            connection.execute("UPDATE sqlite_sequence SET seq = 5 WHERE name = 'inturn_jobs'")
             journal._next_id = 6
         with long_way if general else contextlib.nullcontext():
             requests = commit(journal, connection, group)

@@ -32,11 +32,11 @@ RECURSIVE = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n)"
 """Rows without end: a query over a view of them never returns."""
 
 VIEWS = {
-    "jobs": f"CREATE VIEW jobs (id, key, unique_key, data, attempts, state, error, accepted_at,"
+    "inturn_jobs": f"CREATE VIEW inturn_jobs (id, key, unique_key, data, attempts, state, error, accepted_at,"
     f" finished_at, retry_at, stopped_during) AS {RECURSIVE}"
     " SELECT i, 'k', NULL, x'00', 0, 'pending', NULL, 0.0, NULL, NULL, NULL FROM n",
-    "halted": f"CREATE VIEW halted (key) AS {RECURSIVE} SELECT 'k' || i FROM n",
-    "commands": f"CREATE VIEW commands (id, verb, job_id, key, older_than, submitted_at,"
+    "inturn_halted": f"CREATE VIEW inturn_halted (key) AS {RECURSIVE} SELECT 'k' || i FROM n",
+    "inturn_commands": f"CREATE VIEW inturn_commands (id, verb, job_id, key, older_than, submitted_at,"
     f" taken_at, answered_at, answer) AS {RECURSIVE}"
     " SELECT i, 'pause', NULL, 'k', NULL, 0.0, NULL, NULL, NULL FROM n",
 }
@@ -62,7 +62,7 @@ def make(path: Path, script: str) -> bytes:
 def schema_with_view(table: str) -> str:
     start = SCHEMA.index(f"CREATE TABLE {table} ")
     end = SCHEMA.index(";", start)
-    if table == "jobs":  # its index goes with it
+    if table == "inturn_jobs":  # its index goes with it
         end = SCHEMA.index(";", SCHEMA.index("CREATE UNIQUE INDEX")) + 1
         return f"{SCHEMA[:start]}{VIEWS[table]};{SCHEMA[end:]}"
     return f"{SCHEMA[:start]}{VIEWS[table]}{SCHEMA[end:]}"
@@ -92,12 +92,12 @@ HOSTILE_SCHEMAS = {
     "retry_at TEXT": SCHEMA.replace("retry_at REAL", "retry_at TEXT"),
     "halted key INTEGER": SCHEMA.replace("halted (key TEXT", "halted (key INTEGER"),
     "commands answer BLOB": SCHEMA.replace("answer TEXT", "answer BLOB"),
-    "no commands": SCHEMA[: SCHEMA.index("CREATE TABLE commands")],
-    "a trigger": SCHEMA + "CREATE TRIGGER t AFTER INSERT ON jobs BEGIN SELECT 1; END;",
+    "no commands": SCHEMA[: SCHEMA.index("CREATE TABLE inturn_commands")],
+    "a trigger": SCHEMA + "CREATE TRIGGER t AFTER INSERT ON inturn_jobs BEGIN SELECT 1; END;",
 }
 """inturn's schema with one thing changed, as a hand-made file might have it."""
 
-TEXT_ROW = "INSERT INTO jobs (id, key, data, accepted_at) VALUES ('1', 'k', 'text', 0.0);"
+TEXT_ROW = "INSERT INTO inturn_jobs (id, key, data, accepted_at) VALUES ('1', 'k', 'text', 0.0);"
 """A row whose values a file of the wrong types keeps as text."""
 
 
@@ -128,9 +128,9 @@ async def test_values_of_other_types_in_typed_columns_read_as_the_types_inturn_s
     await journal.aclose()
     with sqlite3.connect(path) as connection:
         connection.executescript(
-            "INSERT INTO jobs (key, data, attempts, accepted_at, seq)"
+            "INSERT INTO inturn_jobs (key, data, attempts, accepted_at, seq)"
             " VALUES (7, '\"seven\"', '0', '5', '1');"
-            "INSERT INTO jobs (key, data, attempts, state, accepted_at, finished_at)"
+            "INSERT INTO inturn_jobs (key, data, attempts, state, accepted_at, finished_at)"
             " VALUES ('d', 'dead text', '3', 'dead', 1.0, '2');"
         )
     connection.close()

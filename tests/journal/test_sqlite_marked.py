@@ -37,14 +37,14 @@ def marked(path: Path) -> list[int]:
     """The ids of the rows marked completed, as the file holds them."""
     with contextlib.closing(sqlite3.connect(path)) as connection:
         rows = connection.execute(
-            "SELECT id FROM jobs WHERE completed_at IS NOT NULL ORDER BY id"
+            "SELECT id FROM inturn_jobs WHERE completed_at IS NOT NULL ORDER BY id"
         ).fetchall()
     return [job_id for (job_id,) in rows]
 
 
 def row_ids(path: Path) -> list[int]:
     with contextlib.closing(sqlite3.connect(path)) as connection:
-        rows = connection.execute("SELECT id FROM jobs ORDER BY id").fetchall()
+        rows = connection.execute("SELECT id FROM inturn_jobs ORDER BY id").fetchall()
     return [job_id for (job_id,) in rows]
 
 
@@ -128,7 +128,7 @@ async def test_rows_a_crash_left_marked_are_completed_jobs_to_the_next_open(
     journal = await open_with_jobs(path, 3)
     await journal.aclose()
     with contextlib.closing(sqlite3.connect(path)) as connection, connection:
-        connection.execute("UPDATE jobs SET completed_at = 1.0 WHERE id = 1")
+        connection.execute("UPDATE inturn_jobs SET completed_at = 1.0 WHERE id = 1")
     assert SQLiteReader(path).job(1) is None
 
     recovery = await journal.open()
@@ -267,7 +267,7 @@ async def test_a_dead_letter_with_a_completion_time_by_hand_stays_a_dead_letter(
     await journal.write([Discard(1, "E")])
     await journal.aclose()
     with contextlib.closing(sqlite3.connect(path)) as connection, connection:
-        connection.execute("UPDATE jobs SET completed_at = 1.0 WHERE id = 1")
+        connection.execute("UPDATE inturn_jobs SET completed_at = 1.0 WHERE id = 1")
     [letter] = SQLiteReader(path).dead_letters()
     assert letter.id == 1
 

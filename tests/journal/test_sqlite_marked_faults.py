@@ -45,7 +45,7 @@ class FullDisk:
 
 
 def ids(connection: Any, where: str) -> set[int]:
-    return {row[0] for row in connection.execute(f"SELECT id FROM main.jobs WHERE {where}")}
+    return {row[0] for row in connection.execute(f"SELECT id FROM main.inturn_jobs WHERE {where}")}
 
 
 @settings(max_examples=200, deadline=None)

@@ -68,7 +68,7 @@ def test_a_job_that_kills_the_process_runs_out_of_attempts(tmp_path: Path) -> No
     log = (tmp_path / "jobs.db.log").read_text().split("\n")
     assert "2 after 1" in log  # the key continued after the discard, at attempt 1
     with sqlite3.connect(tmp_path / "jobs.db") as connection:
-        rows = connection.execute("SELECT id, state, attempts, error FROM jobs").fetchall()
+        rows = connection.execute("SELECT id, state, attempts, error FROM inturn_jobs").fetchall()
     connection.close()
     assert len(rows) == 1  # completed jobs are gone; the dead letter stays
     job_id, state, attempts, error = rows[0]

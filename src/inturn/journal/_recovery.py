@@ -51,7 +51,7 @@ def recovery(
 
 @attrs.frozen
 class RecoveryReads:
-    """A dialect's statements for `read_recovery`, over its ``jobs`` table."""
+    """A dialect's statements for `read_recovery`, over its tables of jobs and halted keys."""
 
     keys: str
     """Each key with unfinished jobs in its sequence, as a `KeyCount`."""
@@ -62,8 +62,10 @@ class RecoveryReads:
     """The parameters of ``heads`` for these keys."""
     high_id: str
     """The highest id used (no row: none)."""
-    halted: str = "SELECT key FROM halted"
-    scheduled: str = "SELECT COUNT(*) FROM jobs WHERE state = 'pending' AND seq IS NULL"
+    halted: str
+    """Each halted key."""
+    scheduled: str
+    """How many jobs are scheduled."""
 
 
 def read_recovery(connection: Any, reads: RecoveryReads, name: str) -> Recovery:

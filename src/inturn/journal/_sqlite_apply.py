@@ -41,7 +41,7 @@ from .records import (
 
 __all__ = ["SQLiteStatements", "Usage", "apply_common", "plain"]
 
-UNIQUES: Final = Uniques("?")
+UNIQUES: Final = Uniques("?", uniques="inturn_uniques", jobs="inturn_jobs")
 
 
 @attrs.define
@@ -64,14 +64,14 @@ class Usage:
     @classmethod
     def of(cls, connection: sqlite3.Connection | sqlite3.Cursor) -> Usage:
         [(windows, steps, halts)] = connection.execute(
-            "SELECT EXISTS (SELECT 1 FROM uniques WHERE until IS NOT NULL),"
-            " EXISTS (SELECT 1 FROM steps), EXISTS (SELECT 1 FROM halted)"
+            "SELECT EXISTS (SELECT 1 FROM inturn_uniques WHERE until IS NOT NULL),"
+            " EXISTS (SELECT 1 FROM inturn_steps), EXISTS (SELECT 1 FROM inturn_halted)"
         )
         return cls(bool(windows), bool(steps), bool(halts))
 
     def resumed(self, cursor: sqlite3.Cursor) -> None:
         """A key was let go on: whether any is still halted."""
-        [(halts,)] = cursor.execute("SELECT EXISTS (SELECT 1 FROM halted)")
+        [(halts,)] = cursor.execute("SELECT EXISTS (SELECT 1 FROM inturn_halted)")
         self.halts = bool(halts)
 
 
@@ -147,13 +147,13 @@ class SQLiteStatements:
     def due(self, change: Due) -> bool:
         cursor = self.connection
         if not cursor.execute(
-            f"UPDATE main.jobs SET seq = ?, due_at = NULL WHERE id = ? AND {_PENDING} AND seq IS NULL",
+            f"UPDATE main.inturn_jobs SET seq = ?, due_at = NULL WHERE id = ? AND {_PENDING} AND seq IS NULL",
             (change.seq, change.job_id),
         ).rowcount:
             return False
         # The place is taken from the ids: none is handed out again.
         cursor.execute(
-            "UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'jobs'", (change.seq,)
+            "UPDATE sqlite_sequence SET seq = MAX(seq, ?) WHERE name = 'inturn_jobs'", (change.seq,)
         )
         return True
 
@@ -162,7 +162,7 @@ class SQLiteStatements:
 
     def retrying(self, change: Retrying) -> bool:
         return self._one(
-            f"UPDATE main.jobs SET error = ?, retry_at = ? WHERE id = ? AND {_PENDING}",
+            f"UPDATE main.inturn_jobs SET error = ?, retry_at = ? WHERE id = ? AND {_PENDING}",
             (change.error, change.retry_at, change.job_id),
         )
 
@@ -172,7 +172,7 @@ class SQLiteStatements:
             return _NOTHING_HELD
         held = self._held(change.job_id)
         if held is not None:
-            self.connection.execute("DELETE FROM main.jobs WHERE id = ?", (change.job_id,))
+            self.connection.execute("DELETE FROM main.inturn_jobs WHERE id = ?", (change.job_id,))
             self._steps_gone(change.job_id)
         return held
 
@@ -180,7 +180,7 @@ class SQLiteStatements:
         held = self._held(change.job_id)
         if held is not None:
             self.connection.execute(
-                "UPDATE main.jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL,"
+                "UPDATE main.inturn_jobs SET state = 'dead', error = ?, finished_at = ?, retry_at = NULL,"
                 " due_at = NULL, stopped_during = ? WHERE id = ?",
                 (change.error, self.now, change.stopped_during, change.job_id),
             )
@@ -189,24 +189,26 @@ class SQLiteStatements:
     def halt_by(self, change: Discard) -> None:
         self.usage.halts = True
         self.connection.execute(
-            "INSERT INTO halted (key, job_id, error) SELECT key, id, error FROM main.jobs"
+            "INSERT INTO inturn_halted (key, job_id, error) SELECT key, id, error FROM main.inturn_jobs"
             " WHERE id = ? AND key IS NOT NULL ON CONFLICT (key) DO UPDATE"
             " SET job_id = excluded.job_id, error = excluded.error"
-            " WHERE halted.job_id IS NULL",
+            " WHERE inturn_halted.job_id IS NULL",
             (change.job_id,),
         )
 
     def purge(self, change: Purge) -> bool:
-        if not self._one("DELETE FROM main.jobs WHERE id = ? AND state = 'dead'", (change.job_id,)):
+        if not self._one(
+            "DELETE FROM main.inturn_jobs WHERE id = ? AND state = 'dead'", (change.job_id,)
+        ):
             return False
-        self.connection.execute("DELETE FROM steps WHERE job_id = ?", (change.job_id,))
+        self.connection.execute("DELETE FROM inturn_steps WHERE job_id = ?", (change.job_id,))
         return True
 
     def step(self, change: Step) -> bool:
         self.usage.steps = True
         return self._one(
-            "INSERT INTO steps (job_id, n, name, data)"
-            " SELECT id, (SELECT COUNT(*) FROM steps WHERE job_id = ?), ?, ? FROM main.jobs"
+            "INSERT INTO inturn_steps (job_id, n, name, data)"
+            " SELECT id, (SELECT COUNT(*) FROM inturn_steps WHERE job_id = ?), ?, ? FROM main.inturn_jobs"
             f" WHERE id = ? AND {_PENDING}"
             " ON CONFLICT (job_id, name) DO UPDATE SET data = excluded.data",
             (change.job_id, change.name, change.data, change.job_id),
@@ -250,7 +252,8 @@ class SQLiteStatements:
 
     def letter(self, job_id: int) -> Letter | None:
         row = self.connection.execute(
-            "SELECT unique_key, key FROM main.jobs WHERE id = ? AND state = 'dead'", (job_id,)
+            "SELECT unique_key, key FROM main.inturn_jobs WHERE id = ? AND state = 'dead'",
+            (job_id,),
         ).fetchone()
         return None if row is None else Letter(*row)
 
@@ -258,25 +261,25 @@ class SQLiteStatements:
         cursor = self.connection
         try:
             cursor.execute(
-                "INSERT INTO main.jobs (id, key, unique_key, unique_for, data, accepted_at, seq)"
-                " SELECT ?, key, unique_key, unique_for, data, ?, ? FROM main.jobs WHERE id = ?",
+                "INSERT INTO main.inturn_jobs (id, key, unique_key, unique_for, data, accepted_at, seq)"
+                " SELECT ?, key, unique_key, unique_for, data, ?, ? FROM main.inturn_jobs WHERE id = ?",
                 (change.new_id, self.now, change.new_id, change.job_id),
             )
         except sqlite3.IntegrityError:
             refuse_duplicate(self, letter.unique)
         cursor.execute(  # a halt its discard caused names the job it becomes
-            "UPDATE halted SET job_id = ? WHERE key = ? AND job_id = ?",
+            "UPDATE inturn_halted SET job_id = ? WHERE key = ? AND job_id = ?",
             (change.new_id, letter.key, change.job_id),
         )
-        cursor.execute("DELETE FROM main.jobs WHERE id = ?", (change.job_id,))
+        cursor.execute("DELETE FROM main.inturn_jobs WHERE id = ?", (change.job_id,))
         cursor.execute(  # the steps it made go with it
-            "UPDATE steps SET job_id = ? WHERE job_id = ?", (change.new_id, change.job_id)
+            "UPDATE inturn_steps SET job_id = ? WHERE job_id = ?", (change.new_id, change.job_id)
         )
 
     def revive(self, change: Revive, letter: Letter) -> None:
         try:
             self.connection.execute(
-                "UPDATE main.jobs SET state = 'pending', attempts = 0, error = NULL,"
+                "UPDATE main.inturn_jobs SET state = 'pending', attempts = 0, error = NULL,"
                 " retry_at = NULL, finished_at = NULL, stopped_during = NULL, completed_at = NULL,"
                 " seq = COALESCE(seq, id), due_at = NULL WHERE id = ?",
                 (change.job_id,),
@@ -284,15 +287,17 @@ class SQLiteStatements:
         except sqlite3.IntegrityError:
             refuse_duplicate(self, letter.unique)
         if change.resume and letter.key is not None:
-            self.connection.execute("DELETE FROM halted WHERE key = ?", (letter.key,))
+            self.connection.execute("DELETE FROM inturn_halted WHERE key = ?", (letter.key,))
             self.usage.resumed(self.connection)
 
     def halt(self, change: Halt) -> None:
         self.usage.halts = True
-        self.connection.execute("INSERT OR IGNORE INTO halted (key) VALUES (?)", (change.key,))
+        self.connection.execute(
+            "INSERT OR IGNORE INTO inturn_halted (key) VALUES (?)", (change.key,)
+        )
 
     def resume(self, change: Resume) -> None:
-        self.connection.execute("DELETE FROM halted WHERE key = ?", (change.key,))
+        self.connection.execute("DELETE FROM inturn_halted WHERE key = ?", (change.key,))
         self.usage.resumed(self.connection)
 
     def other(self, change: FleetChange, request: Request) -> bool:
@@ -304,7 +309,8 @@ class SQLiteStatements:
     def _held(self, job_id: int) -> Held | None:
         """The unique key and window of unfinished *job_id*; None if it is not unfinished."""
         row = self.connection.execute(
-            f"SELECT unique_key, unique_for FROM main.jobs WHERE id = ? AND {_PENDING}", (job_id,)
+            f"SELECT unique_key, unique_for FROM main.inturn_jobs WHERE id = ? AND {_PENDING}",
+            (job_id,),
         ).fetchone()
         if row is None:
             return None
@@ -316,7 +322,7 @@ class SQLiteStatements:
 
     def _steps_gone(self, job_id: int) -> None:
         if self.usage.steps:
-            self.connection.execute("DELETE FROM steps WHERE job_id = ?", (job_id,))
+            self.connection.execute("DELETE FROM inturn_steps WHERE job_id = ?", (job_id,))
 
 
 _NOTHING_HELD: Final = Held(None, None)
@@ -396,26 +402,24 @@ def mark(cursor: sqlite3.Cursor, change: MarkAttempt, usage: Usage) -> bool:
 
 
 _INSERT: Final = (
-    "INSERT INTO main.jobs (id, key, unique_key, unique_for, data, accepted_at, seq, due_at, attempts)"
+    "INSERT INTO main.inturn_jobs (id, key, unique_key, unique_for, data, accepted_at, seq, due_at, attempts)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_INSERT_PLAIN: Final = (
-    "INSERT INTO main.jobs (id, key, data, accepted_at, seq, attempts) VALUES (?, ?, ?, ?, ?, ?)"
-)
+_INSERT_PLAIN: Final = "INSERT INTO main.inturn_jobs (id, key, data, accepted_at, seq, attempts) VALUES (?, ?, ?, ?, ?, ?)"
 """A new job's row; the plain one for a job with neither a unique key nor a due time."""
 
 _PENDING: Final = "state = 'pending' AND completed_at IS NULL"
 """A job that is unfinished: a completed one's row may wait to be deleted (`_COMPLETE`)."""
 
-_MARK: Final = f"UPDATE main.jobs SET attempts = ?, retry_at = NULL WHERE id = ? AND {_PENDING}"
+_MARK: Final = (
+    f"UPDATE main.inturn_jobs SET attempts = ?, retry_at = NULL WHERE id = ? AND {_PENDING}"
+)
 _MARK_UNLESS_HALTED: Final = (
-    f"{_MARK} AND (? <= attempts OR key IS NULL OR key NOT IN (SELECT key FROM halted))"
+    f"{_MARK} AND (? <= attempts OR key IS NULL OR key NOT IN (SELECT key FROM inturn_halted))"
 )
 """A start or a given-back attempt; where keys may be halted, a start on one changes nothing."""
 
-_COMPLETE: Final = (
-    f"UPDATE main.jobs SET completed_at = ? WHERE id = ? AND {_PENDING} AND unique_key IS NULL"
-)
+_COMPLETE: Final = f"UPDATE main.inturn_jobs SET completed_at = ? WHERE id = ? AND {_PENDING} AND unique_key IS NULL"
 """A completion in one statement: a job with a unique key must release it too.
 
 In a small group the row is marked, and deleted later with others
@@ -427,7 +431,9 @@ completions share the pages a commit writes, and marking would cost each
 job a second statement.
 """
 
-_DELETE_PLAIN: Final = f"DELETE FROM main.jobs WHERE id = ? AND {_PENDING} AND unique_key IS NULL"
+_DELETE_PLAIN: Final = (
+    f"DELETE FROM main.inturn_jobs WHERE id = ? AND {_PENDING} AND unique_key IS NULL"
+)
 """`_COMPLETE` in a large group."""
 
 _PLAIN: Final = (MarkAttempt, Complete, Retrying)

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 An operator (the ``inturn`` command line, a script) cannot change a file a
 supervisor holds: that supervisor decides for its keys.  It inserts a row in
-``commands`` instead, on a connection of its own and through SQLite's own
+``inturn_commands`` instead, on a connection of its own and through SQLite's own
 locking (WAL lets it write between the supervisor's transactions), then polls
 the row for its answer.  The supervisor polls the table every
 ``poll_interval`` seconds on its journal's thread, marks what it finds as
@@ -61,7 +61,7 @@ def connect(path: str) -> sqlite3.Connection:
 def submit(connection: sqlite3.Connection, command: Command) -> int:
     """Queue *command*; return its id."""
     cursor = connection.execute(
-        "INSERT INTO commands (verb, job_id, key, older_than, submitted_at) VALUES (?, ?, ?, ?, ?)",
+        "INSERT INTO inturn_commands (verb, job_id, key, older_than, submitted_at) VALUES (?, ?, ?, ?, ?)",
         (command.verb, command.job_id, command.key, command.older_than, time.time()),
     )
     assert cursor.lastrowid is not None
@@ -71,11 +71,11 @@ def submit(connection: sqlite3.Connection, command: Command) -> int:
 def answered(connection: sqlite3.Connection, command_id: int) -> Answer | None:
     """The answer to *command_id*, deleting the row, or None while it has none."""
     row = connection.execute(
-        "SELECT answer FROM commands WHERE id = ? AND answered_at IS NOT NULL", (command_id,)
+        "SELECT answer FROM inturn_commands WHERE id = ? AND answered_at IS NOT NULL", (command_id,)
     ).fetchone()
     if row is None:
         return None
-    connection.execute("DELETE FROM commands WHERE id = ?", (command_id,))
+    connection.execute("DELETE FROM inturn_commands WHERE id = ?", (command_id,))
     fields = json.loads(row[0])
     return Answer(
         result=fields["result"], error=fields["error"], error_args=tuple(fields["error_args"])
@@ -85,23 +85,21 @@ def answered(connection: sqlite3.Connection, command_id: int) -> Answer | None:
 def withdraw(connection: sqlite3.Connection, command_id: int) -> bool:
     """Withdraw *command_id* unless a supervisor took it; True if it was withdrawn."""
     deleted = connection.execute(
-        "DELETE FROM commands WHERE id = ? AND taken_at IS NULL", (command_id,)
+        "DELETE FROM inturn_commands WHERE id = ? AND taken_at IS NULL", (command_id,)
     ).rowcount
     return deleted == 1
 
 
 def take(connection: sqlite3.Connection) -> list[Command]:
     """For the supervisor: take every command not taken yet, oldest first."""
-    select = (
-        "SELECT id, verb, job_id, key, older_than FROM commands WHERE taken_at IS NULL ORDER BY id"
-    )
+    select = "SELECT id, verb, job_id, key, older_than FROM inturn_commands WHERE taken_at IS NULL ORDER BY id"
     if connection.execute(select).fetchone() is None:
         return []  # the usual poll: a read, no write lock
     connection.execute("BEGIN IMMEDIATE")
     try:
         rows = connection.execute(select).fetchall()
         connection.execute(
-            "UPDATE commands SET taken_at = ? WHERE taken_at IS NULL", (time.time(),)
+            "UPDATE inturn_commands SET taken_at = ? WHERE taken_at IS NULL", (time.time(),)
         )
     except BaseException:
         connection.execute("ROLLBACK")
@@ -119,12 +117,14 @@ def answer(connection: sqlite3.Connection, command_id: int, reply: Answer) -> No
         {"result": reply.result, "error": reply.error, "error_args": list(reply.error_args)}
     )
     connection.execute(
-        "UPDATE commands SET answered_at = ?, answer = ? WHERE id = ?",
+        "UPDATE inturn_commands SET answered_at = ?, answer = ? WHERE id = ?",
         (time.time(), text, command_id),
     )
 
 
 def reset(connection: sqlite3.Connection) -> None:
     """When a supervisor opens the file: what a dead one took unanswered is taken again."""
-    connection.execute("UPDATE commands SET taken_at = NULL WHERE answered_at IS NULL")
-    connection.execute("DELETE FROM commands WHERE answered_at < ?", (time.time() - _KEEP_ANSWERS,))
+    connection.execute("UPDATE inturn_commands SET taken_at = NULL WHERE answered_at IS NULL")
+    connection.execute(
+        "DELETE FROM inturn_commands WHERE answered_at < ?", (time.time() - _KEEP_ANSWERS,)
+    )

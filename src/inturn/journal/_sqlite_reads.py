@@ -27,6 +27,7 @@ from ._reads import info, key_infos, key_matches
 from ._sqlite_schema import (
     COLUMNS,
     LIVE_JOBS,
+    SCHEMA_VERSION,
     SQLITE_MAX,
     check_path,
     database_error,
@@ -56,7 +57,7 @@ _INFO_COLUMNS: Final = (
     " CAST(seq AS INTEGER), CAST(due_at AS REAL)"
 )
 """The columns of a `JobInfo`, cast as `COLUMNS` are."""
-_HALT_COLUMNS: Final = "CAST(halted.job_id AS INTEGER), CAST(halted.error AS TEXT)"
+_HALT_COLUMNS: Final = "CAST(inturn_halted.job_id AS INTEGER), CAST(inturn_halted.error AS TEXT)"
 """What halted a key: the job whose discard did, and its error."""
 
 
@@ -64,7 +65,7 @@ def select_pending(
     connection: sqlite3.Connection, key: str, after: int, limit: int
 ) -> list[StoredJob]:
     rows = connection.execute(
-        f"SELECT {COLUMNS} FROM jobs WHERE key = ? AND state = 'pending' AND seq > ?"
+        f"SELECT {COLUMNS} FROM inturn_jobs WHERE key = ? AND state = 'pending' AND seq > ?"
         " ORDER BY seq LIMIT ?",
         (key, after, limit),
     ).fetchall()
@@ -76,7 +77,7 @@ def select_keys(
 ) -> list[KeyInfo]:
     """One pass over the pending-by-key index: O(pending jobs), sorting only the heads."""
     limit = min(limit, SQLITE_MAX)
-    halted = "halted.key IS NOT NULL"
+    halted = "inturn_halted.key IS NOT NULL"
     where = {
         None: "",
         "blocked": f"WHERE head.retry_at IS NOT NULL OR {halted}",
@@ -89,21 +90,21 @@ def select_keys(
             " CAST(head.attempts AS INTEGER), CAST(head.retry_at AS REAL),"
             " CAST(head.error AS TEXT), CAST(head.accepted_at AS REAL),"
             f" {_HALT_COLUMNS}"
-            " FROM (SELECT key, MIN(seq) AS seq, COUNT(*) AS queued FROM jobs"
+            " FROM (SELECT key, MIN(seq) AS seq, COUNT(*) AS queued FROM inturn_jobs"
             "       WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL"
             "       GROUP BY key) AS heads"
-            " JOIN jobs AS head ON head.key = heads.key AND head.seq = heads.seq"
+            " JOIN inturn_jobs AS head ON head.key = heads.key AND head.seq = heads.seq"
             " AND head.state = 'pending'"
-            f" LEFT JOIN halted ON halted.key = heads.key {where}"
+            f" LEFT JOIN inturn_halted ON inturn_halted.key = heads.key {where}"
             " ORDER BY heads.seq LIMIT ?",
             (limit,),
         ).fetchall()
         idle: list[tuple[str, int | None, str | None]] = []
         if len(rows) < limit and key_matches(state, None, True):
             idle = connection.execute(  # halted keys without unfinished jobs
-                f"SELECT CAST(key AS TEXT), {_HALT_COLUMNS} FROM halted WHERE NOT EXISTS"
-                " (SELECT 1 FROM jobs WHERE state = 'pending' AND seq IS NOT NULL"
-                " AND jobs.key = halted.key)"
+                f"SELECT CAST(key AS TEXT), {_HALT_COLUMNS} FROM inturn_halted WHERE NOT EXISTS"
+                " (SELECT 1 FROM inturn_jobs WHERE state = 'pending' AND seq IS NOT NULL"
+                " AND inturn_jobs.key = inturn_halted.key)"
                 " ORDER BY key LIMIT ?",
                 (limit - len(rows),),
             ).fetchall()
@@ -113,7 +114,9 @@ def select_keys(
 def select_job(connection: sqlite3.Connection, job_id: int) -> JobInfo | None:
     if not 0 < job_id <= SQLITE_MAX:
         return None
-    row = connection.execute(f"SELECT {_INFO_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    row = connection.execute(
+        f"SELECT {_INFO_COLUMNS} FROM inturn_jobs WHERE id = ?", (job_id,)
+    ).fetchone()
     return info(row) if row is not None else None
 
 
@@ -122,7 +125,7 @@ def select_queue(connection: sqlite3.Connection, key: str, limit: int, after: in
     if after >= SQLITE_MAX:
         return []
     rows = connection.execute(
-        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE key = ? AND state = 'pending' AND seq > ?"
+        f"SELECT {_INFO_COLUMNS} FROM inturn_jobs WHERE key = ? AND state = 'pending' AND seq > ?"
         " ORDER BY seq LIMIT ?",
         (key, after, min(limit, SQLITE_MAX)),
     ).fetchall()
@@ -134,7 +137,7 @@ def select_steps(connection: sqlite3.Connection, job_id: int) -> list[tuple[str,
     if not 0 < job_id <= SQLITE_MAX:
         return []
     rows = connection.execute(
-        "SELECT CAST(name AS TEXT), CAST(data AS BLOB) FROM steps WHERE job_id = ? ORDER BY n",
+        "SELECT CAST(name AS TEXT), CAST(data AS BLOB) FROM inturn_steps WHERE job_id = ? ORDER BY n",
         (job_id,),
     ).fetchall()
     return [(name, bytes(data)) for name, data in rows]
@@ -144,7 +147,7 @@ def select_scheduled(connection: sqlite3.Connection, key: str | None, limit: int
     """Scheduled jobs, the earliest due first: the scheduled index."""
     where, parameters = ("", ()) if key is None else (" AND key = ?", (key,))
     rows = connection.execute(
-        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE state = 'pending' AND seq IS NULL{where}"
+        f"SELECT {_INFO_COLUMNS} FROM inturn_jobs WHERE state = 'pending' AND seq IS NULL{where}"
         " ORDER BY due_at, id LIMIT ?",
         (*parameters, min(limit, SQLITE_MAX)),
     ).fetchall()
@@ -169,7 +172,7 @@ def select_dead_letters(
         where += " AND finished_at < ?"
         parameters.append(finished_before)
     rows = connection.execute(
-        f"SELECT {_INFO_COLUMNS} FROM jobs WHERE {where} ORDER BY id LIMIT ?",
+        f"SELECT {_INFO_COLUMNS} FROM inturn_jobs WHERE {where} ORDER BY id LIMIT ?",
         (*parameters, min(limit, SQLITE_MAX)),
     ).fetchall()
     return [info(row) for row in rows]
@@ -210,7 +213,8 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
     read-only (an SQLite ``mode=ro`` connection), reads, and closes it; it takes
     no lock, so it works while a supervisor holds the file, and sees what that
     supervisor has committed.  It never writes to the journal: it reads a file of
-    schema version 1 (before `Retrying`) as it is, with no retry times, and it
+    schema version 1 (before `Retrying`) as it is, with no retry times, and an
+    older file under its old table names, and it
     creates no file but the ``-wal`` and ``-shm`` files SQLite's WAL mode needs
     (which a read-only connection cannot remove; the next journal uses them).
     In a directory it cannot write, where those files cannot be made, it reads
@@ -270,32 +274,44 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
             version = schema_version(connection, self.path)
             if version == 0:
                 raise JournalCorrupt(self.path, "not an inturn journal (an empty file or database)")
-            # An older file: what it never recorded reads as NULL, and its
-            # jobs run in id order.
-            missing = {
-                1: "NULL AS retry_at, NULL AS stopped_during, id AS seq, NULL AS due_at",
-                2: "NULL AS stopped_during, id AS seq, NULL AS due_at",
-                3: "id AS seq, NULL AS due_at",
-            }
-            if version in missing:
-                connection.execute(
-                    f"CREATE TEMP VIEW jobs AS SELECT *, {missing[version]} FROM main.jobs"
-                )
-            if version >= 5:  # a completed job's row may wait, marked, to be deleted
+            for view in _VIEWS_OF_OLDER.get(version, ()):
+                connection.execute(view)
+            if version == SCHEMA_VERSION:  # a completed job's row may wait, marked, to be deleted
                 connection.execute(LIVE_JOBS)
-            if version < 4:  # nor what halted its keys, nor steps
-                connection.execute(
-                    "CREATE TEMP VIEW halted AS"
-                    " SELECT key, NULL AS job_id, NULL AS error FROM main.halted"
-                )
-                connection.execute(
-                    "CREATE TEMP VIEW steps AS"
-                    " SELECT 0 AS job_id, 0 AS n, '' AS name, x'' AS data WHERE 0"
-                )
         except BaseException:
             connection.close()
             raise
         return connection
+
+
+def _views_of_older(version: int) -> tuple[str, ...]:
+    """The temporary views through which the reads see a file of an older *version* as
+    one of today's: its tables under today's names, what it never recorded as NULL, and
+    its jobs, before places, in id order."""
+    missing = {
+        1: ", NULL AS retry_at, NULL AS stopped_during, id AS seq, NULL AS due_at",
+        2: ", NULL AS stopped_during, id AS seq, NULL AS due_at",
+        3: ", id AS seq, NULL AS due_at",
+    }.get(version, "")
+    live = " WHERE completed_at IS NULL OR state <> 'pending'" if version == 5 else ""
+    views = [f"CREATE TEMP VIEW inturn_jobs AS SELECT *{missing} FROM main.jobs{live}"]
+    if version < 4:  # nor what halted its keys, nor steps
+        views += [
+            "CREATE TEMP VIEW inturn_halted AS"
+            " SELECT key, NULL AS job_id, NULL AS error FROM main.halted",
+            "CREATE TEMP VIEW inturn_steps AS"
+            " SELECT 0 AS job_id, 0 AS n, '' AS name, x'' AS data WHERE 0",
+        ]
+    else:
+        views += [
+            "CREATE TEMP VIEW inturn_halted AS SELECT * FROM main.halted",
+            "CREATE TEMP VIEW inturn_steps AS SELECT * FROM main.steps",
+        ]
+    return tuple(views)
+
+
+_VIEWS_OF_OLDER: Final = {version: _views_of_older(version) for version in range(1, 6)}
+"""`_views_of_older` of each older version."""
 
 
 def _no_shm(exc: sqlite3.Error) -> bool:

@@ -12,7 +12,7 @@ marking writes one B-tree page, the row's, where a delete writes the
 queued-by-key index's page too, a third of the cost of a commit of one
 completion.  A marked row is a completed job to every reader.
 
-``uniques`` has a row per reserved unique key: its holder, and
+``inturn_uniques`` has a row per reserved unique key: its holder, and
 (once that job finished, with a ``unique_for`` window) the Unix time it is
 reserved until.  Its primary key makes "check the unique key and take it"
 one statement (an upsert that takes over only an ended reservation), and
@@ -24,13 +24,26 @@ ever used, so ids never repeat even after the newest row is deleted.
 ``seq`` is a job's place in its key's sequence (its id, or the number a
 `Due` gave it), NULL while the job is scheduled (``due_at`` set).
 
+Names: every table and index inturn makes begins with ``inturn_`` (`PREFIX`),
+a prefix it reserves, so the user's own tables can live in the same file (a
+transactional step writes them on the journal's connection): a user's
+``jobs``, ``keys`` or ``steps`` never meets inturn's.  inturn never reads,
+writes or checks a table it did not make, except that the file's
+``PRAGMA user_version`` is inturn's: a database with user tables, no table of
+inturn's and user_version 0 is a new journal, and one with another
+user_version is refused.  A trigger on one of inturn's tables is refused (it
+would run inside inturn's writes); the user's tables may have their own.
+
 Schema versions (``PRAGMA user_version``): 1 had no ``retry_at``, 2 no
 ``stopped_during`` and no ``commands`` (the operators' inbox, `_sqlite_inbox`); 3 had
 no ``seq`` and ``due_at``, did not record which job's discard halted a key
 (``halted.job_id`` and ``halted.error``, read as NULL for its halts) and had
 no dedup windows (``jobs.unique_for``, ``uniques``: filled from its unfinished
-jobs); 4 had no ``completed_at``.  `SQLiteJournal.open` upgrades them in one
-transaction.
+jobs); 4 had no ``completed_at``; 5 named its tables and indexes without the
+prefix (``jobs``, ``uniques``, ``steps``, ``halted``, ``commands``).
+`SQLiteJournal.open` upgrades them in one transaction (version 6 renames the
+tables, which carries their rows, their ``sqlite_sequence`` row and SQLite's
+own indexes along, and makes inturn's indexes again under their new names).
 Any other version is refused untouched.
 """
 
@@ -60,10 +73,13 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
+
+PREFIX: Final = "inturn_"
+"""What the name of every table and index inturn makes begins with: reserved."""
 
 SCHEMA: Final = """
-CREATE TABLE jobs (
+CREATE TABLE inturn_jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     key TEXT,
     unique_key TEXT,
@@ -80,18 +96,18 @@ CREATE TABLE jobs (
     due_at REAL,
     completed_at REAL
 );
-CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
+CREATE UNIQUE INDEX inturn_jobs_unique_pending ON inturn_jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
-CREATE TABLE uniques (unique_key TEXT PRIMARY KEY, job_id INTEGER NOT NULL, until REAL);
-CREATE TABLE steps (
+CREATE TABLE inturn_uniques (unique_key TEXT PRIMARY KEY, job_id INTEGER NOT NULL, until REAL);
+CREATE TABLE inturn_steps (
     job_id INTEGER NOT NULL,
     n INTEGER NOT NULL,
     name TEXT NOT NULL,
     data BLOB NOT NULL,
     PRIMARY KEY (job_id, name)
 );
-CREATE TABLE halted (key TEXT PRIMARY KEY, job_id INTEGER, error TEXT);
-CREATE TABLE commands (
+CREATE TABLE inturn_halted (key TEXT PRIMARY KEY, job_id INTEGER, error TEXT);
+CREATE TABLE inturn_commands (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     verb TEXT NOT NULL,
     job_id INTEGER,
@@ -170,6 +186,13 @@ _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
         "uniques": _UNIQUES,
         "steps": _STEPS,
     },
+    6: {  # every name under the prefix
+        "inturn_jobs": _JOBS,
+        "inturn_halted": _HALTED,
+        "inturn_commands": _COMMANDS,
+        "inturn_uniques": _UNIQUES,
+        "inturn_steps": _STEPS,
+    },
 }
 """The tables of each schema version this code reads, column by column: a
 file that has them reads as inturn expects, while a view or another type
@@ -180,27 +203,29 @@ _HEADER: Final = b"SQLite format 3\x00"
 
 INDEXES: Final = (
     # `load`, recovery, and the heads of keys (`keys`): jobs in their sequences
-    "CREATE INDEX IF NOT EXISTS jobs_queued ON jobs (key, seq)"
+    "CREATE INDEX IF NOT EXISTS inturn_jobs_queued ON inturn_jobs (key, seq)"
     " WHERE state = 'pending' AND seq IS NOT NULL",
     # scheduled jobs, the earliest due first
-    "CREATE INDEX IF NOT EXISTS jobs_scheduled ON jobs (due_at, id)"
+    "CREATE INDEX IF NOT EXISTS inturn_jobs_scheduled ON inturn_jobs (due_at, id)"
     " WHERE state = 'pending' AND seq IS NULL",
     # `dead_letters`, with and without a key
-    "CREATE INDEX IF NOT EXISTS jobs_dead ON jobs (id) WHERE state = 'dead'",
-    "CREATE INDEX IF NOT EXISTS jobs_dead_by_key ON jobs (key, id) WHERE state = 'dead'",
+    "CREATE INDEX IF NOT EXISTS inturn_jobs_dead ON inturn_jobs (id) WHERE state = 'dead'",
+    "CREATE INDEX IF NOT EXISTS inturn_jobs_dead_by_key ON inturn_jobs (key, id)"
+    " WHERE state = 'dead'",
     # reservations that end, to delete them once they have
-    "CREATE INDEX IF NOT EXISTS uniques_until ON uniques (until) WHERE until IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS inturn_uniques_until ON inturn_uniques (until)"
+    " WHERE until IS NOT NULL",
 )
 """Created on open if missing, as files made by earlier versions lack some;
 an index changes no row, so it needs no version bump."""
 
 LIVE_JOBS: Final = (
-    "CREATE TEMP VIEW jobs AS SELECT * FROM main.jobs"
+    "CREATE TEMP VIEW inturn_jobs AS SELECT * FROM main.inturn_jobs"
     " WHERE completed_at IS NULL OR state <> 'pending'"
 )
 """The jobs table as the reads see it, without the rows marked completed and not deleted
-yet; it shadows the table by name on a connection of a version-5 file, so what writes
-says ``main.jobs``."""
+yet; it shadows the table by name on a connection of a version-6 file (``temp.inturn_jobs``
+over ``main.inturn_jobs``), so what writes says ``main.inturn_jobs``."""
 
 COLUMNS: Final = (
     "id, CAST(key AS TEXT), CAST(unique_key AS TEXT), CAST(data AS BLOB),"
@@ -232,7 +257,10 @@ def rollback(connection: sqlite3.Connection) -> None:
 def schema_version(connection: sqlite3.Connection, path: str) -> int:
     """The schema version of the journal at *path* on *connection*, or 0 for a new one.
 
-    A new journal is an empty file, or an SQLite database with nothing in it.
+    A new journal is an empty file, or an SQLite database of user_version 0
+    holding nothing under inturn's prefix (the user's own tables may be there).
+    Objects other than inturn's are the user's and are not looked at, but for
+    a trigger on one of inturn's tables.
 
     Raises:
         JournalCorrupt: the file is something else, or has inturn's tables
@@ -250,18 +278,27 @@ def schema_version(connection: sqlite3.Connection, path: str) -> int:
     if header and header != _HEADER:
         raise JournalCorrupt(path, "not an SQLite database")
     version = connection.execute("PRAGMA user_version").fetchone()[0]
+    # SQLite's names are case-insensitive: ``JOBS`` is the table ``jobs``.
     objects = {
-        name: kind for kind, name in connection.execute("SELECT type, name FROM sqlite_master")
+        name.lower(): (kind, table.lower())
+        for kind, name, table in connection.execute(
+            "SELECT type, name, tbl_name FROM main.sqlite_master"
+        )
     }
-    if version == 0 and not objects:
+    if version == 0 and not any(name.startswith(PREFIX) for name in objects):
         return 0
     tables = _TABLES_OF_VERSION.get(version, {})
-    triggers = "trigger" in objects.values()  # inturn makes none; one would run in its writes
+    # inturn makes no trigger: one on its tables would run in its writes.
+    triggers = any(kind == "trigger" and on in tables for kind, on in objects.values())
+    # An older file's tables take these names as it is upgraded.
+    taken = version < SCHEMA_VERSION and any(name in objects for name in _RESERVED)
     if (
         tables
         and not triggers
+        and not taken
         and all(
-            objects.get(table) == "table" and _columns(connection, table) == set(columns)
+            objects.get(table, ("", ""))[0] == "table"
+            and _columns(connection, table) == set(columns)
             for table, columns in tables.items()
         )
     ):
@@ -276,7 +313,9 @@ def schema_version(connection: sqlite3.Connection, path: str) -> int:
 def _columns(connection: sqlite3.Connection, table: str) -> set[_Column]:
     return {
         (name, kind.upper(), bool(not_null), bool(key))
-        for _, name, kind, not_null, _, key in connection.execute(f"PRAGMA table_info({table})")
+        for _, name, kind, not_null, _, key in connection.execute(
+            f"PRAGMA main.table_info({table})"
+        )
     }
 
 
@@ -303,8 +342,36 @@ _UPGRADES: Final = {
         " WHERE state = 'pending' AND unique_key IS NOT NULL",
     ),
     4: ("ALTER TABLE jobs ADD COLUMN completed_at REAL",),  # version 5: completions marked
+    5: (  # version 6: every name under the prefix, for the user's tables beside inturn's
+        # The old names of inturn's own indexes (`INDEXES` makes them again);
+        # SQLite's indexes of primary keys follow their tables.
+        *(
+            f"DROP INDEX IF EXISTS {index}"
+            for index in (
+                "jobs_queued",
+                "jobs_scheduled",
+                "jobs_dead",
+                "jobs_dead_by_key",
+                "uniques_until",
+                "jobs_unique_pending",
+            )
+        ),
+        *(f"ALTER TABLE {table} RENAME TO {PREFIX}{table}" for table in _TABLES_OF_VERSION[5]),
+        "CREATE UNIQUE INDEX inturn_jobs_unique_pending ON inturn_jobs (unique_key)"
+        " WHERE state = 'pending' AND unique_key IS NOT NULL",
+    ),
 }
 """What turns each version into the next."""
+
+_RESERVED: Final = frozenset(
+    [
+        *_TABLES_OF_VERSION[SCHEMA_VERSION],
+        "inturn_jobs_unique_pending",
+        *(statement.split()[5] for statement in INDEXES),
+    ]
+)
+"""The names inturn's tables and indexes have now: in an older file, nothing else may have
+them, or its upgrade could not rename its tables."""
 
 
 def upgrade(connection: sqlite3.Connection, version: int) -> None:

@@ -19,7 +19,8 @@ commit (`expire`), oldest first, through a partial index on ``until``: more
 than a commit can make, so they never pile up.
 
 `SQLiteJournal` and `PostgresJournal` share these statements; each makes a
-`Uniques` with its driver's placeholder.
+`Uniques` with its driver's placeholder and its tables' names (SQLite's carry
+the ``inturn_`` prefix; PostgreSQL's live in a schema of their own).
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ class Uniques:
     """The reservation statements, with *mark* as the driver's placeholder (``?``, ``%s``)."""
 
     mark: str
+    uniques: str = "uniques"
+    """The name of the reservations' table."""
+    jobs: str = "jobs"
+    """The name of the jobs' table (or a view of it that shows every pending job)."""
 
     def reserve(
         self, connection: Any, unique: str | None, job_id: int, now: float, own: int | None = None
@@ -53,11 +58,11 @@ class Uniques:
         """
         if unique is None:
             return None
-        p = self.mark
+        p, table = self.mark, self.uniques
         taken = connection.execute(
-            f"INSERT INTO uniques (unique_key, job_id) VALUES ({p}, {p}) ON CONFLICT (unique_key)"
+            f"INSERT INTO {table} (unique_key, job_id) VALUES ({p}, {p}) ON CONFLICT (unique_key)"
             " DO UPDATE SET job_id = excluded.job_id, until = NULL"
-            f" WHERE uniques.until <= {p} OR uniques.job_id = {p}",
+            f" WHERE {table}.until <= {p} OR {table}.job_id = {p}",
             (unique, job_id, now, own),
         ).rowcount
         return None if taken else self.holder(connection, unique)
@@ -73,23 +78,23 @@ class Uniques:
         """Finished job *job_id* gives *unique* up: at once, or at the end of its window."""
         if unique is None:
             return
-        p = self.mark
+        p, table = self.mark, self.uniques
         if unique_for is None:
             connection.execute(
-                f"DELETE FROM uniques WHERE unique_key = {p} AND job_id = {p}", (unique, job_id)
+                f"DELETE FROM {table} WHERE unique_key = {p} AND job_id = {p}", (unique, job_id)
             )
         else:
             connection.execute(
-                f"UPDATE uniques SET until = {p} WHERE unique_key = {p} AND job_id = {p}",
+                f"UPDATE {table} SET until = {p} WHERE unique_key = {p} AND job_id = {p}",
                 (now + unique_for, unique, job_id),
             )
 
     def expire(self, connection: Any, now: float) -> int:
         """Delete a few reservations that ended by *now*, the oldest first; how many."""
-        p = self.mark
+        p, table = self.mark, self.uniques
         return int(
             connection.execute(
-                "DELETE FROM uniques WHERE unique_key IN (SELECT unique_key FROM uniques"
+                f"DELETE FROM {table} WHERE unique_key IN (SELECT unique_key FROM {table}"
                 f" WHERE until <= {p} ORDER BY until LIMIT {p})",
                 (now, EXPIRE_AT_ONCE),
             ).rowcount
@@ -100,10 +105,11 @@ class Uniques:
         p = self.mark
         row = (
             connection.execute(
-                f"SELECT job_id, until FROM uniques WHERE unique_key = {p}", (unique,)
+                f"SELECT job_id, until FROM {self.uniques} WHERE unique_key = {p}", (unique,)
             ).fetchone()
             or connection.execute(  # a second guard: the pending job itself
-                f"SELECT id, NULL FROM jobs WHERE unique_key = {p} AND state = 'pending'", (unique,)
+                f"SELECT id, NULL FROM {self.jobs} WHERE unique_key = {p} AND state = 'pending'",
+                (unique,),
             ).fetchone()
         )
         return DuplicateError(unique, *row) if row is not None else DuplicateError(unique, 0)

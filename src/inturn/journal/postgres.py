@@ -624,4 +624,6 @@ _RECOVERY_READS: Final = RecoveryReads(
         [first for _, _, first, _ in keys],
     ),
     high_id="SELECT high_id FROM meta",
+    halted="SELECT key FROM halted",
+    scheduled="SELECT COUNT(*) FROM jobs WHERE state = 'pending' AND seq IS NULL",
 )

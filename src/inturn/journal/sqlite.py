@@ -36,7 +36,7 @@ the pages those deletes write, the group commits without them, and they wait
 for as many completions more: a disk with room for a completion keeps taking
 completions.  Reads, the journal's and `SQLiteReader`'s, see the table
 through a view without them (`LIVE_JOBS`: on the journal's connection it
-shadows the table, so the writes name ``main.jobs``), and every statement
+shadows the table, so the writes name ``main.inturn_jobs``), and every statement
 that changes a pending job leaves a marked row be, as it would a deleted one.
 
 A failure of SQLite itself (disk full, I/O error, a failed COMMIT) rolls the
@@ -295,7 +295,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             connection.execute("PRAGMA journal_mode = WAL")
             for index in INDEXES:
                 connection.execute(index)
-            connection.execute(LIVE_JOBS)  # what the reads (`_sqlite_reads`) see as ``jobs``
+            connection.execute(LIVE_JOBS)  # what the reads (`_sqlite_reads`) see as ``inturn_jobs``
             synchronous = "FULL" if self.durability == "full" else "NORMAL"
             connection.execute(f"PRAGMA synchronous = {synchronous}")
             connection.set_authorizer(self._guard)
@@ -332,7 +332,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         """Delete the completed jobs a crash (or a full disk) left marked (`_COMPLETE`): a
         scan of the table, in C, once per open.  On a disk with no room for that, the
         ids of those rows, which stay."""
-        marked = "FROM main.jobs WHERE state = 'pending' AND completed_at IS NOT NULL"
+        marked = "FROM main.inturn_jobs WHERE state = 'pending' AND completed_at IS NOT NULL"
         try:
             connection.execute(f"DELETE {marked}")
         except sqlite3.OperationalError as exc:
@@ -536,14 +536,15 @@ def _circumstance(exc: sqlite3.Error) -> bool:
 def _recovery_reads(live: str) -> RecoveryReads:
     """The reads of a recovery; *live* passes marked rows by (`_COMPLETE`), if any are left."""
     return RecoveryReads(
-        keys="SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM main.jobs"
+        keys="SELECT key, COUNT(*), MIN(seq), MAX(seq) FROM main.inturn_jobs"
         f" WHERE state = 'pending' AND key IS NOT NULL AND seq IS NOT NULL{live} GROUP BY key",
-        heads=f"SELECT {COLUMNS} FROM main.jobs WHERE state = 'pending' AND seq IS NOT NULL"
+        heads=f"SELECT {COLUMNS} FROM main.inturn_jobs WHERE state = 'pending' AND seq IS NOT NULL"
         f" AND (key IS NULL OR seq IN (SELECT value FROM json_each(?))){live} ORDER BY seq",
         # places are unique, as ids are
         heads_parameters=lambda keys: (json.dumps([first for _, _, first, _ in keys]),),
-        high_id="SELECT seq FROM sqlite_sequence WHERE name = 'jobs'",
-        scheduled="SELECT COUNT(*) FROM main.jobs WHERE state = 'pending' AND seq IS NULL",
+        high_id="SELECT seq FROM sqlite_sequence WHERE name = 'inturn_jobs'",
+        halted="SELECT key FROM inturn_halted",
+        scheduled="SELECT COUNT(*) FROM main.inturn_jobs WHERE state = 'pending' AND seq IS NULL",
     )
 
 
@@ -555,7 +556,7 @@ _DELETE_EVERY: Final = 128
 fewer: marks are made by groups of fewer than `_MARK_BELOW` batches)."""
 
 _DELETE_COMPLETED: Final = (
-    "DELETE FROM main.jobs WHERE id IN (SELECT value FROM json_each(?))"
+    "DELETE FROM main.inturn_jobs WHERE id IN (SELECT value FROM json_each(?))"
     " AND state = 'pending' AND completed_at IS NOT NULL"
 )
 """One statement for all: 1.35 us a row against 2.1 for one statement a row."""
