@@ -201,16 +201,22 @@ class Ledger:
     def mark_sent(self, account: str) -> None:
         self.db.execute("INSERT INTO sent (account) VALUES (?)", (account,))
 
-    async def send(self, sup: inturn.Supervisor, account: str, entries: list[LedgerEntry]) -> None:
-        """Send *account*'s entries, all or none, and record it as sent; entries sent by a
-        run that was killed before it recorded them are refused, and recorded now."""
+    async def send(self, sup: inturn.Supervisor, account: str, entries: list[LedgerEntry]) -> int:
+        """Send *account*'s entries, all or none, and record it as sent: how many were sent.
+        Entries a run sent and did not record (it was stopped between the two) are refused
+        now, and recorded."""
         items = [
             inturn.Item(account, entry, unique=f"{account}#{entry.seq}", unique_for=SENT_FOR)
             for entry in entries
         ]
-        with contextlib.suppress(inturn.DuplicateError):  # sent before: nothing sent now
+        try:
             await sup.send_many(items)
+        except inturn.DuplicateError:  # sent before: nothing sent now
+            sent = 0
+        else:
+            sent = len(items)
         self.mark_sent(account)
+        return sent
 
     def postings(self) -> dict[str, list[Posting]]:
         """Every account's postings, in the order they were applied."""
@@ -314,11 +320,12 @@ async def main(directory: Path, latency: float) -> None:
             if unfinished or 0 < len(unsent) < len(entries):
                 log.info("ledger.resumed", unfinished_jobs=unfinished, accounts_to_send=len(unsent))
             stopped: list[int] = []
+            sent_now = 0
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(stop_on_signal, sup, stopped)
                 try:
                     for account in unsent:
-                        await ledger.send(sup, account, entries[account])
+                        sent_now += await ledger.send(sup, account, entries[account])
                     await sup.wait_idle()
                 except inturn.SupervisorClosed:  # a signal stopped it: let shutdown finish
                     pass
@@ -333,7 +340,6 @@ async def main(directory: Path, latency: float) -> None:
     elapsed = time.perf_counter() - started
 
     # This run finished every job it found in the journal or sent.
-    sent_now = len(unsent) * ENTRIES_PER_ACCOUNT
     assert stats.completed + stats.discarded == unfinished + sent_now, stats
     check(entries, postings)
     total = sum(len(account_entries) for account_entries in entries.values())

@@ -195,7 +195,7 @@ async def test_a_transaction_posts_once(autojump_clock: trio.testing.MockClock) 
         return int(cents)
 
     async def apply(job: inturn.Job) -> int:
-        cents = await job.transaction("post", post, job.key, job.payload)
+        cents: int = await job.transaction("post", post, job.key, job.payload)
         if job.attempt == 1:
             raise ConnectionError("the notification after it failed")
         return cents

@@ -218,8 +218,8 @@ class SQLiteStatements:
         # The group's transaction holds the file's write lock: what this reads stays so
         # until it commits.
         row = self.connection.execute(
-            "SELECT attempts, (SELECT data FROM steps WHERE job_id = ? AND name = ?)"
-            f" FROM main.jobs WHERE id = ? AND {_PENDING}",
+            "SELECT attempts, (SELECT data FROM inturn_steps WHERE job_id = ? AND name = ?)"
+            f" FROM main.inturn_jobs WHERE id = ? AND {_PENDING}",
             (change.job_id, change.name, change.job_id),
         ).fetchone()
         return None if row is None else (row[0], row[1])
@@ -243,8 +243,8 @@ class SQLiteStatements:
             raise ended(self.name)
         self.usage.steps = True
         cursor.execute(
-            "INSERT INTO steps (job_id, n, name, data)"
-            " VALUES (?, (SELECT COUNT(*) FROM steps WHERE job_id = ?), ?, ?)",
+            "INSERT INTO inturn_steps (job_id, n, name, data)"
+            " VALUES (?, (SELECT COUNT(*) FROM inturn_steps WHERE job_id = ?), ?, ?)",
             (change.job_id, change.job_id, change.name, data),
         )
         cursor.execute(RELEASE_STEP)
