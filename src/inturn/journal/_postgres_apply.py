@@ -56,7 +56,7 @@ __all__ = [
     "placed_keys",
 ]
 
-UNIQUES: Final = Uniques("%s")
+UNIQUES: Final = Uniques("%s", " FOR UPDATE SKIP LOCKED")
 
 
 @attrs.define(eq=False)
