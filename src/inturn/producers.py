@@ -91,12 +91,14 @@ def enqueue(
     name = _name(conn, schema)
     _usable(conn, name)
     try:
-        if not conn.autocommit:
-            _run(conn, check(schema, name))  # begins the caller's transaction if none
-        with conn.transaction():  # a savepoint, or a transaction of its own in autocommit
-            if conn.autocommit:
-                _run(conn, check(schema, name))
-            return _run(conn, steps(schema, name, job))
+        if _idle(conn):
+            _run(conn, check(schema, name))  # begins the caller's transaction
+        try:
+            with conn.transaction():  # a savepoint; in autocommit, a transaction of its own
+                return _run(conn, steps(schema, name, job))
+        except psycopg.errors.UndefinedTable:  # rolled back: say what is missing
+            _run(conn, check(schema, name))
+            raise
     except psycopg.errors.TransactionRollback:
         raise  # a serialization failure or a deadlock: the caller's retry handles it
     except psycopg.Error as exc:
@@ -125,12 +127,14 @@ async def enqueue_async(
     name = _name(conn, schema)
     _usable(conn, name)
     try:
-        if not conn.autocommit:
+        if _idle(conn):
             await _run_async(conn, check(schema, name))
-        async with conn.transaction():
-            if conn.autocommit:
-                await _run_async(conn, check(schema, name))
-            return await _run_async(conn, steps(schema, name, job))
+        try:
+            async with conn.transaction():
+                return await _run_async(conn, steps(schema, name, job))
+        except psycopg.errors.UndefinedTable:
+            await _run_async(conn, check(schema, name))
+            raise
     except psycopg.errors.TransactionRollback:
         raise
     except psycopg.Error as exc:
@@ -196,6 +200,14 @@ def _name(conn: Any, schema: str) -> str:
     """How messages name the journal: server, database and schema, never a password."""
     info = conn.info
     return f"postgresql://{info.host}:{info.port}/{info.dbname} (schema {schema})"
+
+
+def _idle(conn: Any) -> bool:
+    """Whether *conn*'s next statement begins the caller's transaction (psycopg's
+    ``transaction()`` would begin and commit one of its own instead of a savepoint)."""
+    from psycopg.pq import TransactionStatus
+
+    return not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
 
 
 def _usable(conn: Any, name: str) -> None:

@@ -81,10 +81,11 @@ Steps = Generator[Query, Rows, int]
 
 
 def check(schema: str, name: str) -> Generator[Query, Rows, None]:
-    """Whether *schema* holds a journal a producer can write to, changing nothing, taking no lock.
+    """Raise if *schema* holds no journal a producer can write to; change nothing, take no lock.
 
-    Run before the savepoint: an error here leaves the caller's transaction
-    as it was.
+    Run outside the savepoint: first, when the caller's transaction has yet
+    to begin (this begins it), and after `steps` found a table missing, to
+    say why.
     """
     rows, _ = yield Query(
         "SELECT to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
@@ -111,11 +112,14 @@ def steps(schema: str, name: str, job: NewJob) -> Steps:
     is reserved, `JournalError` for a journal of another version.
     """
     s = f'"{schema}".'
+    # The id is taken before the lock: one refused is never used (ids may skip), and a single
+    # holder taking the journal meanwhile reads the sequence once it has, after this.
     rows, _ = yield Query(
         f"SELECT meta.version, EXISTS (SELECT 1 FROM {s}processes WHERE id = meta.owner"
-        f" AND NOT fleet AND expires_at > clock_timestamp()) FROM {s}meta FOR KEY SHARE OF meta"
+        f" AND NOT fleet AND expires_at > clock_timestamp()), nextval('{s}job_ids')"
+        f" FROM {s}meta FOR KEY SHARE OF meta"
     )
-    version, held = rows[0]
+    version, held, job_id = rows[0]
     if version != SCHEMA_VERSION:
         raise JournalError(
             f"{name}: the journal's schema is version {version}, this inturn writes version"
@@ -123,37 +127,39 @@ def steps(schema: str, name: str, job: NewJob) -> Steps:
         )
     if held:
         raise JournalLocked(name, HELD)
-    rows, _ = yield Query(f"SELECT nextval('{s}job_ids')")
-    job_id = int(rows[0][0])
     uniques = Uniques("%s", prefix=s)
     if job.unique is not None:
         _, taken = yield Query(uniques.take, (job.unique, job_id, job.now, None))
         if not taken:
             raise (yield from _holder(uniques, job.unique))
     queued = job.due_at is None
-    _, inserted = yield Query(
-        f"INSERT INTO {s}jobs (id, key, unique_key, unique_for, data, accepted_at, seq, due_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (unique_key)"
-        " WHERE state = 'pending' AND unique_key IS NOT NULL DO NOTHING",
-        (
-            job_id,
-            job.key,
-            job.unique,
-            job.unique_for,
-            job.data,
-            job.now,
-            job_id if queued and job.key is None else None,  # keyed: placed at COMMIT
-            job.due_at,
-        ),
+    insert = (
+        f"WITH job AS (INSERT INTO {s}jobs (id, key, unique_key, unique_for, data, accepted_at,"
+        " seq, due_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (unique_key)"
+        " WHERE state = 'pending' AND unique_key IS NOT NULL DO NOTHING RETURNING id, key) "
     )
+    row = (
+        job_id,
+        job.key,
+        job.unique,
+        job.unique_for,
+        job.data,
+        job.now,
+        job_id if queued and job.key is None else None,  # keyed: placed at COMMIT
+        job.due_at,
+    )
+    if queued and job.key is not None:
+        then = f"INSERT INTO {s}unplaced (job_id, key) SELECT id, key FROM job"
+        _, inserted = yield Query(insert + then, row)
+    else:  # claimable at commit (keyless), or to be promoted when due (scheduled)
+        wake = schema if queued else schema + DUE
+        _, inserted = yield Query(
+            insert + "SELECT pg_notify(%s, %s) FROM job", (*row, CHANNEL, wake)
+        )
     if not inserted:  # a second guard, as the partial unique index is
         assert job.unique is not None
         raise (yield from _holder(uniques, job.unique))
-    if queued and job.key is not None:
-        yield Query(f"INSERT INTO {s}unplaced (job_id, key) VALUES (%s, %s)", (job_id, job.key))
-    else:  # claimable at commit (keyless), or to be promoted when due (scheduled)
-        yield Query("SELECT pg_notify(%s, %s)", (CHANNEL, schema if queued else schema + DUE))
-    return job_id
+    return int(job_id)
 
 
 HELD: Final = (
