@@ -248,9 +248,10 @@ class JournalLocked(JournalError):
     """Another supervisor (in this process or another) holds the journal."""
 
     def __init__(self, path: str, why: str = "the journal is held by another supervisor") -> None:
-        super().__init__(path)
+        super().__init__(path, why)
         self.path = path
         self.why = why
+        """What holds it, and what to do instead."""
 
     def __str__(self) -> str:
         return f"{self.path}: {self.why}"
