@@ -640,3 +640,20 @@ def test_places_follow_commit_order_in_any_interleaving(
 
 
 _examples = itertools.count()
+
+
+async def test_repeatable_read_commits_or_fails_whole(pg_dsn: str, pg_schema: str, conn) -> None:
+    """Under REPEATABLE READ an enqueue commits as usual; if the key's order moved on since the
+    transaction's snapshot, its commit fails with a serialization failure, leaving nothing
+    (docs/producers.md: retry it, as at that level you would anyway)."""
+    await create(pg_dsn, pg_schema)
+    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    first = inturn.enqueue(conn, "k", 1, schema=pg_schema)
+    conn.commit()
+    conn.execute("SELECT 1")  # the snapshot
+    inturn.enqueue(conn, "k", 2, schema=pg_schema)
+    with psycopg.connect(pg_dsn, autocommit=True) as other:
+        third = inturn.enqueue(other, "k", 3, schema=pg_schema)  # k's row changes after it
+    with pytest.raises(psycopg.errors.SerializationFailure):
+        conn.commit()
+    assert [row[0] for row in jobs(pg_dsn, pg_schema)] == [first, third]
