@@ -29,6 +29,7 @@ from .info import JobInfo, KeyInfo
 from .jobs import Item, Job, Stats
 from .journal import Journal, MemoryJournal, PostgresJournal, SQLiteJournal
 from .operator import Operator, operate
+from .producers import enqueue, enqueue_async
 from .retry import Retry
 from .supervisor import Supervisor, open_supervisor
 
@@ -46,6 +47,8 @@ __all__ = [
     "Event",
     "operate",
     "Operator",
+    "enqueue",
+    "enqueue_async",
     "Retry",
     "Journal",
     "MemoryJournal",

@@ -241,3 +241,22 @@ def _refusal(cls: type, tree: dict[str, object], error: Exception) -> str:
     if named:
         return f"{type(error).__name__} from the validator of field {named[0]!r}"
     return f"{type(error).__name__} from a validator, converter or __attrs_post_init__"
+
+
+def encode_checked(codec: Codec, payload: object, max_payload: int) -> bytes:
+    """*payload* encoded by *codec*, at most *max_payload* bytes; else `EncodeError`.
+
+    A custom codec's own exception becomes an `EncodeError` naming its type
+    only: its text may quote the payload, which no error text holds.
+    """
+    try:
+        data = codec.encode(payload)
+    except EncodeError:
+        raise
+    except Exception as exc:  # a custom codec's own error type
+        raise EncodeError(
+            f"cannot encode payload: the codec raised {type(exc).__qualname__}"
+        ) from exc
+    if len(data) > max_payload:  # refused alone, before it joins a batch
+        raise EncodeError(f"payload is {len(data)} bytes encoded, over max_payload={max_payload}")
+    return data

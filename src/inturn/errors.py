@@ -247,12 +247,14 @@ class JournalCorrupt(JournalError):
 class JournalLocked(JournalError):
     """Another supervisor (in this process or another) holds the journal."""
 
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
+    def __init__(self, path: str, why: str = "the journal is held by another supervisor") -> None:
+        super().__init__(path, why)
         self.path = path
+        self.why = why
+        """What holds it, and what to do instead."""
 
     def __str__(self) -> str:
-        return f"{self.path}: the journal is held by another supervisor"
+        return f"{self.path}: {self.why}"
 
 
 class LeaseLost(JournalError):

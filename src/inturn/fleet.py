@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -64,7 +65,7 @@ ID_BLOCK = 1000
 class FleetJournal(Protocol):
     """What a journal adds to `inturn.Journal` for fleet members (see `PostgresJournal`)."""
 
-    async def ids(self, count: int) -> range: ...
+    async def ids(self, count: int) -> Sequence[int]: ...
 
     async def claim(
         self, limit: int, *, page: int = 100, mark_below: int | None = None
@@ -72,7 +73,7 @@ class FleetJournal(Protocol):
 
     async def release(self, key: str) -> Backlog | None: ...
 
-    def listen(self, woken: Callable[[], None]) -> None: ...
+    def listen(self, woken: Callable[[], None], due: Callable[[], None] | None = None) -> None: ...
 
     async def hold(self) -> None: ...
 
@@ -136,8 +137,9 @@ class Fleet:
         ids: list[int] = []
         while len(ids) < count:
             if not self._blocks:
-                block = await self.journal.ids(max(ID_BLOCK, count - len(ids)))
-                bisect.insort(self._blocks, block, key=lambda granted: granted.start)
+                granted = await self.journal.ids(max(ID_BLOCK, count - len(ids)))
+                for block in _blocks(granted):
+                    bisect.insort(self._blocks, block, key=lambda granted: granted.start)
                 continue
             block = self._blocks[0]
             take = min(count - len(ids), len(block))
@@ -198,7 +200,11 @@ class Fleet:
             with contextlib.suppress(trio.RunFinishedError):
                 token.run_sync_soon(self.nudge)
 
-        self.journal.listen(woken)
+        def due() -> None:  # on the listener's thread: a producer scheduled a job
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(runtime.schedule.noticed, -math.inf)
+
+        self.journal.listen(woken, due)
         while not runtime.core.stopping:
             self._woken = trio.Event()
             room = self.capacity - self.owned
@@ -285,6 +291,19 @@ class Fleet:
         """A key released, or a keyless job's lane gone: room for one more claim."""
         self.owned -= 1
         self.nudge()
+
+
+def _blocks(ids: Sequence[int]) -> list[range]:
+    """Rising *ids* as runs of consecutive ones."""
+    if isinstance(ids, range):
+        return [ids]
+    blocks: list[range] = []
+    for n in ids:
+        if blocks and blocks[-1].stop == n:
+            blocks[-1] = range(blocks[-1].start, n + 1)
+        else:
+            blocks.append(range(n, n + 1))
+    return blocks
 
 
 def capacity_for(max_concurrency: int | None) -> int:

@@ -23,7 +23,14 @@ def test_job_discarded_names_the_job() -> None:
     assert str(error) == "job 3 was discarded"
 
 
-@pytest.mark.parametrize("error", [inturn.DuplicateError("u", 7), inturn.JobDiscarded(3)])
+@pytest.mark.parametrize(
+    "error",
+    [
+        inturn.DuplicateError("u", 7),
+        inturn.JobDiscarded(3),
+        inturn.JournalLocked("j", "held by a single supervisor"),
+    ],
+)
 def test_errors_with_fields_pickle(error: inturn.InturnError) -> None:
     """Errors with fields survive pickling with their fields and message."""
     copy = pickle.loads(pickle.dumps(error))

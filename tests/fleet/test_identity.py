@@ -21,6 +21,7 @@ import trio
 
 import inturn
 from inturn.journal import Append, PostgresReader
+from inturn.journal._postgres_schema import SCHEMA_VERSION
 
 from ..journal.test_postgres import sql
 from ..journal.test_postgres_fencing import TIMEOUT, wait_for
@@ -113,7 +114,11 @@ async def test_a_version_4_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     await writer.write([Append(job_id=job_id, key="k", data=inturn.JSONCodec().encode("old"))])
     await writer.aclose()
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN incarnation")  # version 4's table
-    sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 4")
+    # and no id sequence, nor places at commit (version 6): ids were counted in meta
+    sql(pg_dsn, f"DROP TABLE {pg_schema}.unplaced")
+    sql(pg_dsn, f"DROP FUNCTION {pg_schema}.place_enqueued()")
+    sql(pg_dsn, f"DROP SEQUENCE {pg_schema}.job_ids")
+    sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 4, high_id = {job_id}")
     ran: list[object] = []
 
     async def handler(job: inturn.Job) -> None:
@@ -122,7 +127,7 @@ async def test_a_version_4_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
 
     with trio.fail_after(30):
         async with inturn.open_supervisor(handler, journal=member(pg_dsn, pg_schema)) as sup:
-            assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(5,)]
+            assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(SCHEMA_VERSION,)]
             [(incarnation,)] = sql(pg_dsn, f"SELECT incarnation FROM {pg_schema}.processes")
             assert incarnation is not None
             await sup.wait_idle()

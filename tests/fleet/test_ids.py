@@ -74,3 +74,34 @@ async def test_a_send_wanting_more_than_a_block_gets_them_in_one_grant() -> None
         ids = await fleet.new_ids(ID_BLOCK + 7)
     assert ids == list(range(1, ID_BLOCK + 8))
     assert len(journal.waiting) == 1
+
+
+class GappedJournal:
+    """Grants blocks with gaps: ids producers (`inturn.enqueue`) took from the same sequence."""
+
+    def __init__(self) -> None:
+        self.next = 1
+
+    async def ids(self, count: int) -> list[int]:
+        granted: list[int] = []
+        while len(granted) < count:
+            if self.next % 5 != 0:  # every fifth id went to a producer
+                granted.append(self.next)
+            self.next += 1
+        await trio.lowlevel.checkpoint()
+        return granted
+
+
+async def test_ids_granted_with_gaps_are_handed_out_once_each_rising() -> None:
+    """A grant of several blocks: each id granted is handed out once, rising, and no other."""
+    journal = GappedJournal()
+    fleet = member(cast(Any, journal))
+    handed: list[int] = []
+    for count in (3, 1, ID_BLOCK, 7, ID_BLOCK // 2):
+        ids = await fleet.new_ids(count)
+        assert ids == sorted(ids)
+        assert len(ids) == count
+        handed += ids
+    assert len(set(handed)) == len(handed)
+    assert all(n % 5 for n in handed)
+    assert handed == sorted(handed)

@@ -15,6 +15,7 @@ import trio
 
 import inturn
 from inturn.journal import Append, Complete, Discard, PostgresReader
+from inturn.journal._postgres_schema import SCHEMA_VERSION
 from inturn.testing import JournalConformance, OperatorReadsConformance
 
 
@@ -55,8 +56,11 @@ async def test_open_creates_the_schema_and_its_tables(pg_dsn: str, pg_schema: st
         "processes",
         "steps",
         "uniques",
+        "unplaced",
     ]
-    assert sql(pg_dsn, f"SELECT version, high_id, owner FROM {pg_schema}.meta") == [(5, 0, None)]
+    assert sql(pg_dsn, f"SELECT version, high_id, owner FROM {pg_schema}.meta") == [
+        (SCHEMA_VERSION, 0, None)
+    ]
 
 
 async def test_ids_never_repeat_after_the_newest_job_is_deleted(
@@ -403,7 +407,7 @@ async def test_a_version_1_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     await journal.aclose()
     assert ([job.data for job in recovery.jobs], recovery.next_id) == ([b"old"], 8)
     assert "processes" in tables(pg_dsn, pg_schema)
-    assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(5,)]
+    assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(SCHEMA_VERSION,)]
 
 
 V2 = (
@@ -482,7 +486,7 @@ async def test_a_version_2_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
     recovery = await journal.open()
     try:
-        assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(5,)]
+        assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(SCHEMA_VERSION,)]
         assert ([job.id for job in recovery.jobs], recovery.next_id) == ([2, 4], 5)
         assert recovery.halted == frozenset({"k", "p", "idle"})
         [dead] = await journal.dead_letters()

@@ -57,7 +57,7 @@ __all__ = [
     "placed_keys",
 ]
 
-UNIQUES: Final = Uniques("%s")
+UNIQUES: Final = Uniques("%s", skip_locked=" FOR UPDATE SKIP LOCKED")
 
 
 @attrs.define(eq=False)

@@ -27,7 +27,9 @@ halted ones.  Keyless jobs are claimed one by one (``jobs.owner``).
 
 Order across the fleet: an `Append` takes its job's place under its key's
 row lock, ``greatest(last place + 1, id)``, so places rise in commit order
-whichever member sent the job.  The rows a transaction will lock for places
+whichever member sent the job; a producer's job (`inturn.enqueue`) takes
+its place the same way, at its caller's COMMIT (`_postgres_enqueue`).  Ids
+come in blocks from the ``job_ids`` sequence (`grant_ids`).  The rows a transaction will lock for places
 are locked first, sorted by key, so two members' group commits never wait on
 each other in a cycle.
 
@@ -92,6 +94,10 @@ __all__ = [
 
 CHANNEL: Final = "inturn"
 
+DUE: Final = " due"
+"""What follows the schema in a wake-up that says a producer scheduled a job: members' schedulers
+look again (a member's own scheduled jobs are its scheduler's already)."""
+
 OWNER: Final = (
     "CASE WHEN key IS NULL THEN owner = %s"
     " ELSE EXISTS (SELECT 1 FROM keys WHERE keys.key = jobs.key AND keys.owner = %s) END"
@@ -112,7 +118,9 @@ def join(
     """Register member *incarnation*, named *name* for operators: its id; `JournalLocked` while
     a single holder holds the journal."""
     with connection.transaction():
-        (owner,) = one_row(connection, "SELECT owner FROM meta FOR UPDATE")
+        # (not FOR UPDATE: producers hold the row FOR KEY SHARE until they commit, to keep a
+        # single holder out, and a member need not wait for them)
+        (owner,) = one_row(connection, "SELECT owner FROM meta FOR NO KEY UPDATE")
         if owner is not None and one_row(
             connection,
             "SELECT count(*) FROM processes WHERE id = %s AND expires_at > clock_timestamp()",
@@ -142,12 +150,30 @@ def sync_keys(connection: psycopg.Connection[Any]) -> None:
     connection.execute("UPDATE meta SET fleet_synced = true")
 
 
-def grant_ids(connection: psycopg.Connection[Any], count: int) -> range:
-    """*count* ids no other member has or will have (inside the caller's transaction)."""
-    (high,) = one_row(
-        connection, "UPDATE meta SET high_id = high_id + %s RETURNING high_id", (count,)
-    )
-    return range(high - count + 1, high + 1)
+def grant_ids(connection: psycopg.Connection[Any], count: int) -> list[range]:
+    """*count* ids no one else has or will have, in rising blocks, from the ``job_ids`` sequence.
+
+    A sequence holds no lock until the transaction ends (``meta.high_id``
+    did), so producers (`inturn.enqueue`) take ids from it inside their own
+    long transactions without holding a member up.  Their ids may fall
+    between this grant's: the blocks are then several.
+    """
+    ids = [
+        row[0]
+        for row in connection.execute(
+            "SELECT nextval('job_ids') FROM generate_series(1, %s)", (count,)
+        )
+    ]
+    ids.sort()
+    blocks: list[range] = []
+    start = previous = ids[0]
+    for n in ids[1:]:
+        if n != previous + 1:
+            blocks.append(range(start, previous + 1))
+            start = n
+        previous = n
+    blocks.append(range(start, previous + 1))
+    return blocks
 
 
 KEY_ORDER: Final = 'ORDER BY key COLLATE "C"'
@@ -393,12 +419,15 @@ class Listener:
 
     *woken* also runs after every (re)connection, since notifications sent
     while it was away are lost: the caller then looks for work anyway.
+    *due* runs for a notification that a producer scheduled a job
+    (`_postgres_enqueue`), and after every (re)connection too.
     """
 
     dsn: str
     schema: str
     name: str
     woken: Callable[[], None]
+    due: Callable[[], None] | None = None
     _stop: threading.Event = attrs.field(factory=threading.Event, init=False)
     _thread: threading.Thread | None = attrs.field(default=None, init=False)
 
@@ -425,10 +454,14 @@ class Listener:
             try:
                 connection.execute(f"LISTEN {CHANNEL}")
                 self.woken()
+                if self.due is not None:
+                    self.due()
                 while not self._stop.is_set():
                     for note in connection.notifies(timeout=0.2, stop_after=64):
                         if note.payload == self.schema:
                             self.woken()
+                        elif note.payload == self.schema + DUE and self.due is not None:
+                            self.due()
             except psycopg.Error:
                 pass  # reconnect, and look for work again
             finally:

@@ -12,9 +12,11 @@ as in the SQLite file: its primary key makes "check the unique key and take
 it" one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` (the reservation ended),
 which two writers cannot both win, and it outlives a completed job's row or
 a purged dead letter.  (The partial unique index over pending jobs stays, as
-a second guard.)  ``meta.high_id`` records
-the highest id ever used, so ids never repeat even after the newest row is
-deleted.  Times are Unix seconds, as the runtime reads them.
+a second guard.)  Ids never repeat, even after the newest row is deleted: a
+single holder, alone with the ids while it holds the journal, counts them in
+memory and records the highest it used in ``meta.high_id`` and in the
+``job_ids`` sequence; fleet members and producers (`inturn.enqueue`) take
+them from ``job_ids``, which holds no lock until commit (`producers`).  Times are Unix seconds, as the runtime reads them.
 
 The holder's lease: ``processes`` has one row per process incarnation that
 opened the journal, with the time (the server's clock) its lease expires;
@@ -40,7 +42,8 @@ next member gives its keys their rows.
 held the journal), 2 no ``seq`` and ``due_at``, did not record which job's
 discard halted a key (``halted.job_id`` and ``halted.error``) and had no dedup
 windows (``jobs.unique_for``, ``uniques``), 3 had no fleet, 4 told
-incarnations apart by id only (no ``processes.incarnation``); each is upgraded
+incarnations apart by id only (no ``processes.incarnation``), 5 had no
+``job_ids`` and ``unplaced`` (`producers`); each is upgraded
 in place; a schema of a version this code does not know is refused
 untouched, with the version in the message.
 
@@ -66,6 +69,8 @@ __all__ = [
     "COLUMNS",
     "PG_MAX",
     "SCHEMA_VERSION",
+    "HIGH_ID",
+    "producers",
     "check_dsn",
     "check_schema",
     "connect",
@@ -80,7 +85,7 @@ __all__ = [
     "unregister",
 ]
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -162,6 +167,63 @@ CREATE INDEX jobs_keyless_owned ON jobs (owner) WHERE key IS NULL AND owner IS N
 """
 """Fleet mode's tables (version 4): who owns each key with work, and the fencing epochs."""
 
+
+def producers(schema: str) -> str:
+    """What `inturn.enqueue` needs (version 6, `_postgres_enqueue`): ids from a sequence, and places taken at COMMIT.
+
+    ``job_ids`` hands out the ids of members' blocks and of enqueued jobs:
+    ``nextval`` holds no lock until its transaction ends, so a caller's long
+    transaction that took an id blocks no member (``meta.high_id`` was a row
+    lock).  A single holder, alone while it holds the journal, keeps it at
+    ``meta.high_id`` as it commits (``setval``), so whoever takes ids after it
+    starts above every id it used.
+
+    ``unplaced`` lists the keyed jobs a transaction enqueued, and the
+    deferred trigger on it gives them their places at COMMIT, under their
+    keys' row locks taken in key order (as a member's group commit takes
+    them): the key's row is locked only for the commit, so places rise in
+    commit order, and a caller's open transaction stalls no member.  The
+    function runs with the journal's own search path, whatever the caller's.
+    """
+    return f"""
+CREATE SEQUENCE job_ids;
+CREATE TABLE unplaced (job_id bigint PRIMARY KEY, key text NOT NULL);
+CREATE FUNCTION place_enqueued() RETURNS trigger LANGUAGE plpgsql SET search_path = "{schema}" AS $$
+DECLARE
+    job record;
+    placed bigint;
+    unowned boolean;
+    wake boolean := false;
+BEGIN
+    -- The first firing of a transaction places all its jobs; the later ones find none.
+    IF NOT EXISTS (SELECT 1 FROM unplaced) THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO keys (key) SELECT key FROM (SELECT DISTINCT key FROM unplaced) AS enqueued
+        ORDER BY key COLLATE "C" ON CONFLICT (key) DO UPDATE SET last_place = keys.last_place;
+    FOR job IN SELECT job_id, key FROM unplaced ORDER BY job_id LOOP
+        UPDATE keys SET last_place = GREATEST(last_place + 1, job.job_id) WHERE key = job.key
+            RETURNING last_place, owner IS NULL INTO placed, unowned;
+        UPDATE jobs SET seq = placed WHERE id = job.job_id AND state = 'pending' AND seq IS NULL;
+        wake := wake OR unowned;
+    END LOOP;
+    DELETE FROM unplaced;
+    IF wake THEN
+        PERFORM pg_notify('inturn', TG_TABLE_SCHEMA);
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER place_enqueued AFTER INSERT ON unplaced
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION place_enqueued();
+"""
+
+
+ISSUED: Final = "(SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM job_ids)"
+"""The highest id ``job_ids`` has handed out (0 if none)."""
+
+HIGH_ID: Final = f"SELECT GREATEST(high_id, {ISSUED}) FROM meta"
+"""The highest id ever used, by a single holder (``meta.high_id``) or from ``job_ids``."""
+
 _UPGRADES: Final = {
     1: (
         "ALTER TABLE meta ADD COLUMN owner bigint, ADD COLUMN epoch bigint NOT NULL DEFAULT 0,"
@@ -197,9 +259,19 @@ _UPGRADES: Final = {
         "ALTER TABLE processes ADD COLUMN incarnation uuid",
     ),
 }
+
+_PRODUCERS_VERSION: Final = 5
+"""The step (from version 5 to 6) that adds `producers` (transactional enqueue): a step of its
+own, so the version numbers can be renumbered at a merge without touching it."""
+
 """What turns each version into the next."""
 
-_TABLES_ADDED: Final = {2: {"processes"}, 3: {"uniques", "steps"}, 4: {"keys"}}
+_TABLES_ADDED: Final = {
+    2: {"processes"},
+    3: {"uniques", "steps"},
+    4: {"keys"},
+    _PRODUCERS_VERSION + 1: {"unplaced"},
+}
 """The tables each version added: a schema of an older version has none of them."""
 
 COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at, seq, due_at"
@@ -306,7 +378,7 @@ def schema_version(connection: psycopg.Connection[Any], schema: str, name: str) 
     row = connection.execute("SELECT version FROM meta").fetchone()
     version = None if row is None else row[0]
     if version == SCHEMA_VERSION or (
-        version in _UPGRADES
+        version in (*_UPGRADES, _PRODUCERS_VERSION)
         and not any(tables & added for since, added in _TABLES_ADDED.items() if since > version)
     ):
         return int(version)
@@ -332,9 +404,16 @@ def ensure_schema(connection: psycopg.Connection[Any], schema: str, name: str) -
                 connection.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
                 connection.execute(_TABLES)
                 connection.execute(_FLEET)
+                connection.execute(producers(schema))
                 connection.execute("INSERT INTO meta (version) VALUES (%s)", (SCHEMA_VERSION,))
             for step in range(version or SCHEMA_VERSION, SCHEMA_VERSION):
-                for statement in _UPGRADES[step]:
+                if step == _PRODUCERS_VERSION:
+                    # ids from here on start above every id used so far
+                    connection.execute(producers(schema))
+                    connection.execute(
+                        "SELECT setval('job_ids', GREATEST(high_id, 1), high_id > 0) FROM meta"
+                    )
+                for statement in _UPGRADES.get(step, ()):
                     connection.execute(statement)
                 connection.execute("UPDATE meta SET version = %s", (step + 1,))
     except psycopg.Error as exc:

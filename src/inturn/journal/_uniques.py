@@ -31,7 +31,7 @@ import attrs
 
 from ..errors import DuplicateError
 
-__all__ = ["Uniques"]
+__all__ = ["Uniques", "duplicate"]
 
 EXPIRE_AT_ONCE: Final = 64
 """Ended reservations a commit deletes at most: few enough to cost nothing, and
@@ -47,6 +47,12 @@ class Uniques:
     """The name of the reservations' table."""
     jobs: str = "jobs"
     """The name of the jobs' table (or a view of it that shows every pending job)."""
+    skip_locked: str = ""
+    """What makes `expire` pass over rows another transaction holds (PostgreSQL's ``FOR UPDATE
+    SKIP LOCKED``): a producer that took an ended reservation over (`inturn.enqueue`) holds its
+    row until its caller commits, and a member's commit must not wait for that."""
+    prefix: str = ""
+    """What qualifies the tables' names (a producer's ``"schema".``: its search path is the caller's)."""
 
     def reserve(
         self, connection: Any, unique: str | None, job_id: int, now: float, own: int | None = None
@@ -58,14 +64,29 @@ class Uniques:
         """
         if unique is None:
             return None
-        p, table = self.mark, self.uniques
-        taken = connection.execute(
-            f"INSERT INTO {table} (unique_key, job_id) VALUES ({p}, {p}) ON CONFLICT (unique_key)"
-            " DO UPDATE SET job_id = excluded.job_id, until = NULL"
-            f" WHERE {table}.until <= {p} OR {table}.job_id = {p}",
-            (unique, job_id, now, own),
-        ).rowcount
+        taken = connection.execute(self.take, (unique, job_id, now, own)).rowcount
         return None if taken else self.holder(connection, unique)
+
+    @property
+    def take(self) -> str:
+        """`reserve`'s statement, its parameters (unique, job id, now, own): one row if taken."""
+        p = self.mark
+        return (
+            f"INSERT INTO {self.prefix}{self.uniques} AS uniques (unique_key, job_id)"
+            f" VALUES ({p}, {p})"
+            " ON CONFLICT (unique_key) DO UPDATE SET job_id = excluded.job_id, until = NULL"
+            f" WHERE uniques.until <= {p} OR uniques.job_id = {p}"
+        )
+
+    @property
+    def held(self) -> tuple[str, str]:
+        """`holder`'s statements, each of the unique key: its reservation, else its pending job."""
+        p = self.mark
+        return (
+            f"SELECT job_id, until FROM {self.prefix}{self.uniques} WHERE unique_key = {p}",
+            f"SELECT id, NULL FROM {self.prefix}{self.jobs}"
+            f" WHERE unique_key = {p} AND state = 'pending'",
+        )
 
     def release(
         self,
@@ -95,21 +116,22 @@ class Uniques:
         return int(
             connection.execute(
                 f"DELETE FROM {table} WHERE unique_key IN (SELECT unique_key FROM {table}"
-                f" WHERE until <= {p} ORDER BY until LIMIT {p})",
+                f" WHERE until <= {p} ORDER BY until LIMIT {p}{self.skip_locked})",
                 (now, EXPIRE_AT_ONCE),
             ).rowcount
         )
 
     def holder(self, connection: Any, unique: str) -> DuplicateError:
         """The `DuplicateError` naming the job that reserves *unique*, and until when."""
-        p = self.mark
+        reservation, pending = self.held
         row = (
-            connection.execute(
-                f"SELECT job_id, until FROM {self.uniques} WHERE unique_key = {p}", (unique,)
-            ).fetchone()
-            or connection.execute(  # a second guard: the pending job itself
-                f"SELECT id, NULL FROM {self.jobs} WHERE unique_key = {p} AND state = 'pending'",
-                (unique,),
-            ).fetchone()
+            connection.execute(reservation, (unique,)).fetchone()
+            # a second guard: the pending job itself
+            or connection.execute(pending, (unique,)).fetchone()
         )
-        return DuplicateError(unique, *row) if row is not None else DuplicateError(unique, 0)
+        return duplicate(unique, row)
+
+
+def duplicate(unique: str, row: Any) -> DuplicateError:
+    """The `DuplicateError` for *unique*, from the row `Uniques.held` found (job id, until)."""
+    return DuplicateError(unique, *row) if row is not None else DuplicateError(unique, 0)

@@ -62,6 +62,7 @@ from ._postgres_lease import Lease, incarnation
 from ._postgres_reads import POSTGRES_READS, PostgresReader
 from ._postgres_schema import (
     COLUMNS,
+    HIGH_ID,
     check_dsn,
     check_schema,
     connect,
@@ -257,19 +258,23 @@ class PostgresJournal(Lease, ThreadedJournal["psycopg.Connection[Any]"]):
         self.epoch, self._renewed, self._granted = 0, started, []
         self._held.clear()
         self._orphans = False
-        (high_id,) = one_row(connection, "SELECT high_id FROM meta")
+        (high_id,) = one_row(connection, HIGH_ID)
         return Recovery(next_id=high_id + 1)
 
     # -- fleet members (see `_postgres_fleet`) ---------------------------------
 
-    async def ids(self, count: int) -> range:
-        """*count* fresh job ids for this member's `Append`s: no other member has them."""
+    async def ids(self, count: int) -> Sequence[int]:
+        """*count* fresh job ids for this member's `Append`s, rising: no one else has them.
+
+        Usually one `range`; a list when producers (`inturn.enqueue`) took ids
+        from the same sequence meanwhile.
+        """
         self._member_only("ids")
 
-        def grant(connection: psycopg.Connection[Any]) -> range:
-            block = members.grant_ids(connection, count)
-            self._granted.append(block)
-            return block
+        def grant(connection: psycopg.Connection[Any]) -> Sequence[int]:
+            blocks = members.grant_ids(connection, count)
+            self._granted.extend(blocks)
+            return blocks[0] if len(blocks) == 1 else [n for block in blocks for n in block]
 
         return await self._transact(grant)
 
@@ -343,11 +348,12 @@ class PostgresJournal(Lease, ThreadedJournal["psycopg.Connection[Any]"]):
         if self._suspect():
             await self._transact(lambda connection: None)
 
-    def listen(self, woken: Callable[[], None]) -> None:
-        """Call *woken* (from another thread) whenever keys may have become claimable."""
+    def listen(self, woken: Callable[[], None], due: Callable[[], None] | None = None) -> None:
+        """Call *woken* (from another thread) whenever keys may have become claimable, and *due*
+        whenever a producer scheduled a job (`inturn.enqueue` with a delay)."""
         self._member_only("listen")
         if self._listener is None:
-            self._listener = members.Listener(self.dsn, self.schema, self.name, woken)
+            self._listener = members.Listener(self.dsn, self.schema, self.name, woken, due)
             self._listener.start()
 
     def _member_only(self, what: str) -> None:
@@ -534,7 +540,11 @@ class PostgresJournal(Lease, ThreadedJournal["psycopg.Connection[Any]"]):
                 if member.wake:
                     members.notify(connection, self.schema)
             elif next_id != self._next_id:  # (a member's ids were counted when granted)
-                connection.execute("UPDATE meta SET high_id = %s", (next_id - 1,))
+                # Alone with the ids while it holds the journal, it keeps `job_ids` there
+                # too: whoever takes ids after it starts above them (`producers`).
+                connection.execute(
+                    "UPDATE meta SET high_id = setval('job_ids', %s)", (next_id - 1,)
+                )
         except LeaseLost as exc:
             _rollback(connection)
             self._lost(exc)
@@ -623,7 +633,7 @@ _RECOVERY_READS: Final = RecoveryReads(
         [key for key, _, _, _ in keys],
         [first for _, _, first, _ in keys],
     ),
-    high_id="SELECT high_id FROM meta",
+    high_id=HIGH_ID,
     halted="SELECT key FROM halted",
     scheduled="SELECT COUNT(*) FROM jobs WHERE state = 'pending' AND seq IS NULL",
 )
