@@ -20,8 +20,9 @@ from ._claims import one_at_a_time
 from ._fixes import schedule_point
 from ._runtime import Runtime
 from ._schedule import PAGE
-from .core import Accepting, Entry, Lane
-from .errors import EncodeError, SupervisorClosed, describe
+from ._sending import encode
+from .core import Accepting, Entry, Lane, NewJob
+from .errors import SupervisorClosed, describe
 from .events import exception_text
 from .fleet import Fleet
 from .info import JobInfo
@@ -50,20 +51,22 @@ class Journaling:
             raise SupervisorClosed("the supervisor has stopped")
 
     def _encode(self, payload: object) -> bytes:
+        return encode(self._runtime.codec, payload, self._runtime.max_payload)
+
+    async def _accept_new(self, batch: Sequence[NewJob]) -> list[int]:
+        """Journal the jobs of *batch*, checked, in one write, all or none; their ids.
+
+        A fleet member only journals them (the journal places each, and its key's
+        owner runs it); otherwise the core reserves their ids and places first.
+        """
         runtime = self._runtime
-        try:
-            data = runtime.codec.encode(payload)
-        except EncodeError:
-            raise
-        except Exception as exc:  # a custom codec's own error type
-            raise EncodeError(
-                f"cannot encode payload: the codec raised {type(exc).__qualname__}"
-            ) from exc
-        if len(data) > runtime.max_payload:  # refused alone, before it joins a batch
-            raise EncodeError(
-                f"payload is {len(data)} bytes encoded, over max_payload={runtime.max_payload}"
-            )
-        return data
+        if self._fleet is not None:
+            ids = await self._fleet.new_ids(len(batch))
+            await self._fleet.append(runtime.core.appends(ids, batch), now=runtime.unix_now())
+            return ids
+        accepting = runtime.core.accept(batch)
+        await self._journal_new(accepting)
+        return list(accepting.ids)
 
     async def _journal_new(self, accepting: Accepting) -> None:
         """Journal new jobs in one write (`Core.accept`), then commit them; or retract them all."""

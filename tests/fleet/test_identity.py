@@ -113,6 +113,7 @@ async def test_a_version_4_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     await writer.write([Append(job_id=job_id, key="k", data=inturn.JSONCodec().encode("old"))])
     await writer.aclose()
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN incarnation")  # version 4's table
+    sql(pg_dsn, f"ALTER TABLE {pg_schema}.commands DROP COLUMN items, DROP COLUMN data")
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 4")
     ran: list[object] = []
 
@@ -122,7 +123,7 @@ async def test_a_version_4_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
 
     with trio.fail_after(30):
         async with inturn.open_supervisor(handler, journal=member(pg_dsn, pg_schema)) as sup:
-            assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(5,)]
+            assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(6,)]
             [(incarnation,)] = sql(pg_dsn, f"SELECT incarnation FROM {pg_schema}.processes")
             assert incarnation is not None
             await sup.wait_idle()

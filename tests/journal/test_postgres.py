@@ -56,7 +56,7 @@ async def test_open_creates_the_schema_and_its_tables(pg_dsn: str, pg_schema: st
         "steps",
         "uniques",
     ]
-    assert sql(pg_dsn, f"SELECT version, high_id, owner FROM {pg_schema}.meta") == [(5, 0, None)]
+    assert sql(pg_dsn, f"SELECT version, high_id, owner FROM {pg_schema}.meta") == [(6, 0, None)]
 
 
 async def test_ids_never_repeat_after_the_newest_job_is_deleted(
@@ -403,7 +403,7 @@ async def test_a_version_1_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     await journal.aclose()
     assert ([job.data for job in recovery.jobs], recovery.next_id) == ([b"old"], 8)
     assert "processes" in tables(pg_dsn, pg_schema)
-    assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(5,)]
+    assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(6,)]
 
 
 V2 = (
@@ -482,7 +482,7 @@ async def test_a_version_2_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
     recovery = await journal.open()
     try:
-        assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(5,)]
+        assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(6,)]
         assert ([job.id for job in recovery.jobs], recovery.next_id) == ([2, 4], 5)
         assert recovery.halted == frozenset({"k", "p", "idle"})
         [dead] = await journal.dead_letters()
@@ -502,6 +502,32 @@ async def test_a_version_2_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     finally:
         await journal.aclose()
     assert [k.key for k in reader.keys(now=0.0)] == ["k", "x", "idle", "p"]
+
+
+async def test_a_version_5_journal_gains_the_inbox_columns_of_sends(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """Opening a version 5 schema adds ``commands.items`` and ``commands.data`` (version 6,
+    what `Operator.send` sends through the inbox); its jobs are kept."""
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await journal.open()
+    await journal.write([Append(job_id=1, key="k", data=b'"one"')])
+    await journal.aclose()
+    sql(pg_dsn, f"ALTER TABLE {pg_schema}.commands DROP COLUMN items, DROP COLUMN data")
+    sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 5")
+    recovery = await journal.open()
+    try:
+        assert [job.id for job in recovery.jobs] == [1]
+        assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(6,)]
+        columns = sql(
+            pg_dsn,
+            "SELECT column_name, data_type FROM information_schema.columns"
+            f" WHERE table_schema = '{pg_schema}' AND table_name = 'commands'"
+            " AND column_name IN ('items', 'data') ORDER BY column_name",
+        )
+        assert columns == [("data", "bytea"), ("items", "text")]
+    finally:
+        await journal.aclose()
 
 
 async def test_two_transactions_taking_one_key_cannot_both_win(pg_dsn: str, pg_schema: str) -> None:

@@ -24,6 +24,7 @@ from .records import (
     Resume,
     Retrying,
     Revive,
+    SentJob,
     Step,
     StoredJob,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "Resume",
     "Retrying",
     "Revive",
+    "SentJob",
     "Step",
     "SQLiteJournal",
     "SQLiteReader",

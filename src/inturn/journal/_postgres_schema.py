@@ -40,7 +40,8 @@ next member gives its keys their rows.
 held the journal), 2 no ``seq`` and ``due_at``, did not record which job's
 discard halted a key (``halted.job_id`` and ``halted.error``) and had no dedup
 windows (``jobs.unique_for``, ``uniques``), 3 had no fleet, 4 told
-incarnations apart by id only (no ``processes.incarnation``); each is upgraded
+incarnations apart by id only (no ``processes.incarnation``), 5 had an inbox
+that took no jobs to send (``commands.items``, ``commands.data``); each is upgraded
 in place; a schema of a version this code does not know is refused
 untouched, with the version in the message.
 
@@ -80,7 +81,7 @@ __all__ = [
     "unregister",
 ]
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -142,7 +143,9 @@ CREATE TABLE commands (
     submitted_at double precision NOT NULL,
     taken_at double precision,
     answered_at double precision,
-    answer text
+    answer text,
+    items text,
+    data bytea
 );
 """
 
@@ -196,6 +199,10 @@ _UPGRADES: Final = {
     4: (  # version 5: an incarnation's identity outlives no schema
         "ALTER TABLE processes ADD COLUMN incarnation uuid",
     ),
+    # -- version 6, `Operator.send`: the inbox takes jobs to send (`_sent`). --
+    # A step of its own: another branch adds a version-6 step for something
+    # else, and the two are renumbered (one after the other) when merged.
+    5: ("ALTER TABLE commands ADD COLUMN items text, ADD COLUMN data bytea",),
 }
 """What turns each version into the next."""
 
