@@ -50,7 +50,7 @@ from ._fixes import check_job_id, check_limit, check_purge
 from ._runtime import Runtime
 from ._sending import encode, new_job, new_jobs
 from .actors import Actor
-from .codec import Codec, JSONCodec
+from .codec import Codec, check_codec
 from .core import Core
 from .errors import (
     DecodeError,
@@ -251,8 +251,7 @@ async def operate(
     check_number("answer_within", answer_within)
     if answer_within <= 0:
         raise ValueError(f"answer_within must be a number of seconds > 0, not {answer_within!r}")
-    if codec is None:
-        codec = JSONCodec()
+    codec = check_codec(codec)
     try:
         recovery = await journal.open()
     except JournalLocked:

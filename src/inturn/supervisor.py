@@ -54,7 +54,7 @@ from ._runtime import BatchHandler, Handler, Runtime, Waiter
 from ._sending import new_job, new_jobs
 from ._tasks import start_task
 from .actors import Actor
-from .codec import Codec, JSONCodec
+from .codec import Codec, check_codec
 from .core import Core
 from .errors import (
     JobDiscarded,
@@ -501,12 +501,7 @@ async def open_supervisor(
     max_restarts = check_count("max_restarts", max_restarts, minimum=0, maximum=MAX_COUNT)
     max_snoozes = check_count("max_snoozes", max_snoozes, minimum=0, maximum=MAX_COUNT)
     restart_window = check_float("restart_window", restart_window, minimum=0, inclusive=False)
-    if codec is None:
-        codec = JSONCodec()
-    elif not (
-        callable(getattr(codec, "encode", None)) and callable(getattr(codec, "decode", None))
-    ):
-        raise TypeError(f"codec must have encode() and decode(), not {codec!r}")
+    codec = check_codec(codec)
     if random is None:
         random = _random.Random().random
     elif not callable(random):

@@ -199,3 +199,12 @@ def test_sends_from_a_producer_run_in_the_order_sent_per_key(batches: list[list[
             sent.setdefault(key, []).append(count)
             count += 1
     assert ran == sent
+
+
+async def test_a_codec_without_encode_and_decode_is_refused_before_the_journal_opens() -> None:
+    journal = inturn.MemoryJournal()
+    with pytest.raises(TypeError, match="codec must have encode"):
+        async with inturn.operate(journal, codec=object()):  # type: ignore[arg-type]
+            pytest.fail("the body must not run")
+    async with inturn.operate(journal) as op:  # the journal was never opened
+        assert not op.live
