@@ -250,30 +250,21 @@ def unfinished(connection: psycopg.Connection[Any]) -> int:
 async def inturn_produce_and_wait(dsn: str, keys: int, jobs: int) -> float:
     """Send every job, wait for the last to complete; return the seconds taken.
 
-    The producer is a fleet member that claims nothing: it takes ids and
-    writes ``BATCH`` appends per transaction, what ``send_many`` does for a
-    member (as procrastinate's side calls its batch defer directly).
+    The producer is a fleet member that claims nothing (`inturn.operate`): it
+    sends ``BATCH`` jobs per `Operator.send_many`, one transaction each (as
+    procrastinate's side calls its batch defer directly).
     """
     import trio
 
     import inturn
-    from inturn.journal import Append
 
-    codec = inturn.JSONCodec()
     journal = inturn.PostgresJournal(dsn, schema=INTURN_SCHEMA, fleet=True)
-    await journal.open()
-    try:
+    async with inturn.operate(journal) as op:
         with psycopg.connect(dsn, autocommit=True) as connection:
             start = time.perf_counter()
             for first in range(0, jobs, BATCH):
                 numbers = range(first, min(first + BATCH, jobs))
-                ids = await journal.ids(len(numbers))
-                await journal.write(
-                    [
-                        Append(job_id=job_id, key=job_key(n, keys), data=codec.encode(n))
-                        for job_id, n in zip(ids, numbers, strict=True)
-                    ]
-                )
+                await op.send_many([(job_key(n, keys), n) for n in numbers])
             progress = Progress(jobs, start)
             while True:  # polled: the database has no event to wait on
                 if progress.done(unfinished(connection), time.perf_counter()):
@@ -281,8 +272,6 @@ async def inturn_produce_and_wait(dsn: str, keys: int, jobs: int) -> float:
                 await trio.sleep(POLL)
             elapsed = time.perf_counter() - start
             row = connection.execute(f"SELECT count(*) FROM {INTURN_SCHEMA}.jobs").fetchone()
-    finally:
-        await journal.aclose()
     if row is None or row[0]:  # completed jobs are deleted: nothing may be left
         raise RuntimeError(f"inturn: {row} jobs left (dead letters?)")
     return elapsed

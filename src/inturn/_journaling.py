@@ -21,7 +21,7 @@ from ._fixes import schedule_point
 from ._runtime import Runtime
 from ._schedule import PAGE
 from .codec import encode_checked
-from .core import Accepting, Entry, Lane
+from .core import Accepting, Entry, Lane, NewJob
 from .errors import SupervisorClosed, describe
 from .events import exception_text
 from .fleet import Fleet
@@ -52,6 +52,21 @@ class Journaling:
 
     def _encode(self, payload: object) -> bytes:
         return encode_checked(self._runtime.codec, payload, self._runtime.max_payload)
+
+    async def _accept_new(self, batch: Sequence[NewJob]) -> list[int]:
+        """Journal the jobs of *batch*, checked, in one write, all or none; their ids.
+
+        A fleet member only journals them (the journal places each, and its key's
+        owner runs it); otherwise the core reserves their ids and places first.
+        """
+        runtime = self._runtime
+        if self._fleet is not None:
+            ids = await self._fleet.new_ids(len(batch))
+            await self._fleet.append(runtime.core.appends(ids, batch), now=runtime.unix_now())
+            return ids
+        accepting = runtime.core.accept(batch)
+        await self._journal_new(accepting)
+        return list(accepting.ids)
 
     async def _journal_new(self, accepting: Accepting) -> None:
         """Journal new jobs in one write (`Core.accept`), then commit them; or retract them all."""

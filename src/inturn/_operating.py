@@ -3,12 +3,14 @@
 Each is "decide, write, report the answer": the core decides for the jobs
 this process holds, the journal arbitrates what another writer may race for
 (a fix from another process, the job's own completion).  `serve_commands`
-carries out the fixes other processes leave in the journal's inbox.
+carries out the fixes other processes leave in the journal's inbox, and the
+jobs they send (`accept_sent`: a producer that runs nothing, `inturn.operate`).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import TypeVar
 
 import trio
@@ -21,6 +23,7 @@ from ._fixes import (
     skip_check,
 )
 from ._journaling import Journaling
+from ._sending import received_jobs
 from ._tasks import start_task
 from .core import Entry, Lane, Skipping
 from .errors import (
@@ -33,7 +36,7 @@ from .errors import (
 )
 from .events import exception_text
 from .info import JobInfo
-from .journal import Answer, Command, StoredJob
+from .journal import Answer, Command, SentJob, StoredJob
 from .keys import validate_key
 
 _T = TypeVar("_T")
@@ -429,6 +432,25 @@ class Operating(Journaling):
         self._check_open()
         return await purge_dead(self._runtime.journal, older_than, key, self._runtime.unix_now())
 
+    async def accept_sent(self, jobs: Sequence[SentJob]) -> list[int]:
+        """Accept *jobs*, sent encoded from elsewhere (`inturn.Operator.send`), all or none.
+
+        Each is checked again as `send_many` checks its items, and its payload
+        decoded once with this supervisor's codec (`received_jobs`): what fails
+        is refused with nothing journaled.
+
+        Returns:
+            Their ids, in the order given.
+        """
+        self._check_open()
+        runtime = self._runtime
+        batch = received_jobs(
+            jobs, codec=runtime.codec, max_payload=runtime.max_payload, now=runtime.unix_now()
+        )
+        ids = await self._accept_new(batch)
+        await schedule_point()
+        return ids
+
     async def serve_commands(self) -> None:
         """Carry out the `Command`s operators send through the journal, each in a task of its own.
 
@@ -468,9 +490,11 @@ class Operating(Journaling):
                 exception=exception_text(exc),
             )
 
-    async def carry_out(self, command: Command) -> int | bool | None:
+    async def carry_out(self, command: Command) -> int | bool | list[int] | None:
         """Run *command* with the method its verb names; return that method's result."""
         match command.verb:
+            case "send":
+                return await self.accept_sent(command.jobs)
             case "skip":
                 await self.skip(_given(command.job_id))
                 return None

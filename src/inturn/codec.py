@@ -15,7 +15,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import Final, Protocol
+from typing import Final, Protocol, cast
 
 import attrs
 
@@ -182,6 +182,15 @@ class JSONCodec:
                 f"cannot rebuild a {type_name!r} payload ({cls.__qualname__}):"
                 f" {_refusal(cls, tree, exc)}"
             ) from exc
+
+
+def check_codec(codec: object) -> Codec:
+    """*codec*, or `JSONCodec()` for None; TypeError unless it has ``encode`` and ``decode``."""
+    if codec is None:
+        return JSONCodec()
+    if not (callable(getattr(codec, "encode", None)) and callable(getattr(codec, "decode", None))):
+        raise TypeError(f"codec must have encode() and decode(), not {codec!r}")
+    return cast(Codec, codec)
 
 
 def _check_name(name: object) -> None:

@@ -20,27 +20,44 @@ Every fix has one implementation, the `Supervisor` method of its name.
   honoured by the process that owns the keys: a skipped running attempt is
   cancelled, a paused key starts nothing new, a requeued job runs.  Reads
   go to `Journal.reader`, which works beside the supervisor.
+
+Sending (`Operator.send`, `send_many`) takes the same three ways, so a trio
+program can hand jobs to a service without running any: the local
+supervisor (no slots) journals them for the next service to run; a fleet
+member that claims nothing journals them for the fleet; a ``send`` command
+carries them to the supervisor that holds the journal, which accepts them
+with its own `Supervisor` path.  The sender checks and encodes every job
+first (`inturn._sending`, as `Supervisor.send` does), with the codec given to
+`operate`, so a bad job is refused before anything is written; the service
+checks them again and decodes each payload with its own codec, so a codec
+that differs is refused too (`DecodeError`).  A ``send_many`` travels as one
+command, accepted all or none, as it is on a `Supervisor`.
 """
 
 from __future__ import annotations
 
+import datetime
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Final, Protocol, cast, final
 
 import trio
 
-from ._checks import check_count, check_number
+from ._checks import MAX_PAYLOAD, check_count, check_number
 from ._fixes import check_job_id, check_limit, check_purge
 from ._runtime import Runtime
+from ._sending import new_job, new_jobs
 from .actors import Actor
-from .codec import JSONCodec
+from .codec import Codec, check_codec, encode_checked
 from .core import Core
 from .errors import (
+    DecodeError,
     DuplicateError,
+    EncodeError,
     InturnError,
+    InvalidKey,
     JobNotFound,
     JobStateError,
     JournalError,
@@ -50,8 +67,8 @@ from .errors import (
 )
 from .fleet import Fleet, FleetJournal
 from .info import JobInfo, KeyFilter, KeyInfo
-from .jobs import Job
-from .journal import Answer, Command, Journal
+from .jobs import Item, Job
+from .journal import Answer, Command, Journal, SentJob
 from .keys import validate_key
 from .retry import Retry
 from .supervisor import Supervisor
@@ -64,7 +81,10 @@ ANSWER_WITHIN: Final = 10.0
 _ERRORS: Final[dict[str, type[Exception]]] = {
     error.__name__: error
     for error in (
+        DecodeError,
         DuplicateError,
+        EncodeError,
+        InvalidKey,
         JobNotFound,
         JobStateError,
         JournalError,
@@ -90,6 +110,17 @@ class _Fixer(Protocol):
     async def resume(self, key: str) -> None: ...
     async def retry_now(self, key: str) -> bool: ...
     async def purge_dead(self, *, older_than: float, key: str | None = None) -> int: ...
+    async def send(
+        self,
+        key: str,
+        payload: object,
+        *,
+        unique: str | None = None,
+        unique_for: float | None = None,
+        delay: float | None = None,
+        at: float | datetime.datetime | None = None,
+    ) -> int: ...
+    async def send_many(self, jobs: Iterable[tuple[str, object] | Item]) -> list[int]: ...
 
 
 @final
@@ -151,17 +182,67 @@ class Operator:
         """Delete dead letters discarded more than *older_than* seconds ago; return how many."""
         return await self._fixer.purge_dead(older_than=older_than, key=key)
 
+    async def send(
+        self,
+        key: str,
+        payload: object,
+        *,
+        unique: str | None = None,
+        unique_for: float | None = None,
+        delay: float | None = None,
+        at: float | datetime.datetime | None = None,
+    ) -> int:
+        """Send a job for sequence *key* without running any; return its id once journaled.
+
+        The arguments, checks and errors of `Supervisor.send`: the job runs
+        in a service (a supervisor on this journal) after every job accepted
+        before it for *key*.  With no service holding the journal, it waits
+        in the journal for the next one; on a fleet, a member that owns or
+        claims *key* runs it; on a journal a service holds (SQLite, or a
+        single-holder PostgreSQL), that service accepts it through the
+        journal's inbox, and this returns once it answered.  The payload is
+        encoded here with `operate`'s *codec*, which must be the service's.
+
+        Raises:
+            TypeError, InvalidKey, ValueError, EncodeError: as `Supervisor.send`,
+                before anything is written.
+            DuplicateError: another job reserves *unique*.
+            DecodeError: (a service elsewhere) its codec cannot decode the
+                payload: *codec* is not the service's.  Nothing is written.
+            JournalError: the journal could not store the job; or (a service
+                elsewhere) it did not answer within *answer_within*: the
+                message says whether the job was withdrawn unsent, or taken
+                and perhaps accepted.
+        """
+        return await self._fixer.send(
+            key, payload, unique=unique, unique_for=unique_for, delay=delay, at=at
+        )
+
+    async def send_many(self, jobs: Iterable[tuple[str, object] | Item]) -> list[int]:
+        """Send several jobs at once without running any, all or none; return their ids.
+
+        The items, checks and errors of `Supervisor.send_many` (and those `send`
+        adds here).  To a service elsewhere the batch travels as one command,
+        accepted in one journal write or refused whole: the way to send many
+        jobs fast, as each command waits for the service's next look at its
+        inbox (its journal's ``poll_interval``).
+        """
+        return await self._fixer.send_many(jobs)
+
 
 @asynccontextmanager
 async def operate(
-    journal: Journal, *, answer_within: float = ANSWER_WITHIN
+    journal: Journal, *, answer_within: float = ANSWER_WITHIN, codec: Codec | None = None
 ) -> AsyncIterator[Operator]:
-    """Read and fix *journal*, whether or not a supervisor holds it.
+    """Read and fix *journal*, and send it jobs, whether or not a supervisor holds it.
 
     With no supervisor on it, the journal is claimed for the block and no
     job runs meanwhile.  While one holds it (here or in another process),
-    every fix is sent to that supervisor through the journal and carried
-    out there; *answer_within* is how long it has to answer.
+    every fix and send goes to that supervisor through the journal and is
+    carried out there; *answer_within* is how long it has to answer.  On a
+    fleet's journal, the block is a member that claims nothing.  *codec*
+    encodes what `Operator.send` sends (None: `JSONCodec()`): pass the
+    service's own, with the same *types*.
 
     Raises:
         JournalError: the journal cannot be opened, or (live) a fix was not
@@ -170,10 +251,11 @@ async def operate(
     check_number("answer_within", answer_within)
     if answer_within <= 0:
         raise ValueError(f"answer_within must be a number of seconds > 0, not {answer_within!r}")
+    codec = check_codec(codec)
     try:
         recovery = await journal.open()
     except JournalLocked:
-        yield Operator(_Remote(journal, answer_within), live=True)
+        yield Operator(_Remote(journal, answer_within, codec), live=True)
         return
     try:
         # No slots: nothing ever runs, so no actor task is ever started (no nursery).
@@ -182,7 +264,7 @@ async def operate(
         runtime = Runtime(
             core=core,
             journal=journal,
-            codec=JSONCodec(),
+            codec=codec,
             handler=_never,
             make_actor=Actor,
             random=random.Random().random,
@@ -213,10 +295,11 @@ async def _never(job: Job) -> object:
 class _Remote:
     """The fixes of a supervisor that holds the journal elsewhere, as `Command`s."""
 
-    def __init__(self, journal: Journal, answer_within: float) -> None:
+    def __init__(self, journal: Journal, answer_within: float, codec: Codec) -> None:
         self._journal = journal
         self._reads = journal.reader()
         self._answer_within = answer_within
+        self._codec = codec
 
     async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]:
         return await self._reads.keys(state=state, limit=check_limit(limit), now=time.time())
@@ -266,7 +349,43 @@ class _Remote:
         assert isinstance(result, int)
         return result
 
-    async def _send(self, command: Command) -> int | bool | None:
+    async def send(
+        self,
+        key: str,
+        payload: object,
+        *,
+        unique: str | None = None,
+        unique_for: float | None = None,
+        delay: float | None = None,
+        at: float | datetime.datetime | None = None,
+    ) -> int:
+        key = validate_key(key)
+        job = new_job(
+            key, payload, unique, unique_for, delay, at, encode=self._encode, now=time.time()
+        )
+        [job_id] = await self._send_jobs([cast(SentJob, job)])
+        return job_id
+
+    async def send_many(self, jobs: Iterable[tuple[str, object] | Item]) -> list[int]:
+        batch = new_jobs(jobs, encode=self._encode, now=time.time())
+        if not batch:
+            await trio.lowlevel.checkpoint()
+            return []
+        return await self._send_jobs(cast(list[SentJob], batch))
+
+    def _encode(self, payload: object) -> bytes:
+        # The service holds each payload to its own max_payload; here, to the largest any may.
+        return encode_checked(self._codec, payload, MAX_PAYLOAD)
+
+    async def _send_jobs(self, jobs: list[SentJob]) -> list[int]:
+        ids = await self._send(Command(verb="send", jobs=tuple(jobs)))
+        if not isinstance(ids, list) or len(ids) != len(jobs):
+            raise JournalError(
+                f"the supervisor answered a send of {len(jobs)} jobs with {ids!r}, not their ids"
+            )
+        return ids
+
+    async def _send(self, command: Command) -> int | bool | list[int] | None:
         answer = await self._journal.submit(command, timeout=self._answer_within)
         if answer.error is not None:
             raise _error(answer)

@@ -51,11 +51,11 @@ from ._fixes import (
 )
 from ._operating import Operating
 from ._runtime import BatchHandler, Handler, Runtime, Waiter
-from ._schedule import due_time
+from ._sending import new_job, new_jobs
 from ._tasks import start_task
 from .actors import Actor
-from .codec import Codec, JSONCodec
-from .core import Core, NewJob
+from .codec import Codec, check_codec
+from .core import Core
 from .errors import (
     JobDiscarded,
     SupervisorClosed,
@@ -68,7 +68,7 @@ from .journal import (
     Journal,
     MemoryJournal,
 )
-from .keys import validate_key, validate_unique, validate_unique_for
+from .keys import validate_key
 from .retry import Retry
 
 __all__ = ["Supervisor", "open_supervisor"]
@@ -155,45 +155,13 @@ class Supervisor(Operating):
         reserves, say) rejects the whole batch, with nothing journaled.
         """
         self._check_open()
-        runtime = self._runtime
-        batch: list[NewJob] = []  # what `Core.accept` takes
-        now = runtime.unix_now()
-        first: dict[str, int] = {}  # unique key -> the item that takes it
-        items: Iterable[object] = jobs  # checked here: callers may pass anything
-        valid: str | None = None  # the last key validated: a batch often repeats one
-        for position, item in enumerate(items):
-            if isinstance(item, tuple) and len(item) == 2:  # no unique key, due at once
-                key, payload = item
-                if type(key) is not str or key != valid:
-                    key = valid = validate_key(key)
-                batch.append((key, self._encode(payload), None, None, None))
-                continue
-            if not isinstance(item, Item):
-                raise TypeError(
-                    "send_many takes (key, payload) pairs or inturn.Item values,"
-                    f" not a {type(item).__name__}"
-                )
-            due = due_time(item.delay, item.at, now)
-            key, unique = validate_key(item.key), validate_unique(item.unique)
-            unique_for = validate_unique_for(item.unique_for, unique)
-            if unique is not None and first.setdefault(unique, position) != position:
-                raise ValueError(
-                    f"send_many: items {first[unique]} and {position} both take unique key"
-                    f" {unique!r}"
-                )
-            batch.append((key, self._encode(item.payload), unique, unique_for, due))
+        batch = new_jobs(jobs, encode=self._encode, now=self._runtime.unix_now())
         if not batch:
             await trio.lowlevel.checkpoint()
             return []
-        if self._fleet is not None:
-            ids = await self._fleet.new_ids(len(batch))
-            await self._fleet.append(runtime.core.appends(ids, batch), now=now)
-            await schedule_point()
-            return ids
-        accepting = runtime.core.accept(batch)
-        await self._journal_new(accepting)
+        ids = await self._accept_new(batch)
         await schedule_point()
-        return list(accepting.ids)
+        return ids
 
     async def submit(
         self,
@@ -420,10 +388,9 @@ class Supervisor(Operating):
     ) -> int:
         self._check_open()
         runtime = self._runtime
-        unique = validate_unique(unique)
-        window = validate_unique_for(unique_for, unique)
-        due = None if delay is None and at is None else due_time(delay, at, runtime.unix_now())
-        job: NewJob = (key, self._encode(payload), unique, window, due)
+        job = new_job(
+            key, payload, unique, unique_for, delay, at, encode=self._encode, now=runtime.unix_now()
+        )
         if self._fleet is not None:  # the journal places it; its key's owner runs it
             [job_id] = await self._fleet.new_ids(1)
             await self._fleet.append(runtime.core.appends([job_id], [job]), now=runtime.unix_now())
@@ -534,12 +501,7 @@ async def open_supervisor(
     max_restarts = check_count("max_restarts", max_restarts, minimum=0, maximum=MAX_COUNT)
     max_snoozes = check_count("max_snoozes", max_snoozes, minimum=0, maximum=MAX_COUNT)
     restart_window = check_float("restart_window", restart_window, minimum=0, inclusive=False)
-    if codec is None:
-        codec = JSONCodec()
-    elif not (
-        callable(getattr(codec, "encode", None)) and callable(getattr(codec, "decode", None))
-    ):
-        raise TypeError(f"codec must have encode() and decode(), not {codec!r}")
+    codec = check_codec(codec)
     if random is None:
         random = _random.Random().random
     elif not callable(random):

@@ -1,13 +1,13 @@
-"""The fleet crash test's producer: the one process that sends, straight through the journal.
+"""The fleet crash test's producer: the one process that sends, and it runs nothing.
 
 ``python -m tests.fleet.producer DSN SCHEMA ACKS JOBS KEYS SEED RATE``
 
-A fleet member that never claims: it takes ids from the journal and writes
-``Append``s (what ``Supervisor.send`` does for a member), JOBS of them over
-KEYS keys chosen by a generator seeded with SEED, in chunks, about RATE jobs
-a second.  Once the write of a chunk returned, its jobs are durable, and it
-appends ``<job_id> <key>`` per job to ACKS.  Ids rise in the order it sends,
-so per key they are acceptance order.
+`inturn.operate` on the fleet's journal, a member that claims nothing: it
+sends JOBS jobs over KEYS keys chosen by a generator seeded with SEED, with
+`Operator.send_many` in chunks, about RATE jobs a second.  Once a chunk's
+``send_many`` returned, its jobs are durable, and it appends ``<job_id>
+<key>`` per job to ACKS.  Ids rise in the order it sends, so per key they
+are acceptance order.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import sys
 import trio
 
 import inturn
-from inturn.journal import Append
 
 CHUNK = 50
 
@@ -28,22 +27,13 @@ async def produce(
     dsn: str, schema: str, acks_path: str, jobs: int, keys: int, seed: int, rate: float
 ) -> None:
     rng = random.Random(seed)
-    codec = inturn.JSONCodec()
     acks = os.open(acks_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    journal = inturn.PostgresJournal(dsn, schema=schema, fleet=True)
-    await journal.open()
-    try:
+    async with inturn.operate(inturn.PostgresJournal(dsn, schema=schema, fleet=True)) as op:
         sent = 0
         while sent < jobs:
             count = min(CHUNK, jobs - sent)
             chunk = [f"k{rng.randrange(keys)}" for _ in range(count)]
-            ids = await journal.ids(count)
-            await journal.write(
-                [
-                    Append(job_id=job_id, key=key, data=codec.encode(key))
-                    for job_id, key in zip(ids, chunk, strict=True)
-                ]
-            )
+            ids = await op.send_many([(key, key) for key in chunk])
             os.write(
                 acks,
                 "".join(
@@ -53,8 +43,6 @@ async def produce(
             os.fsync(acks)
             sent += count
             await trio.sleep(count / rate)
-    finally:
-        await journal.aclose()
 
 
 def main() -> None:

@@ -118,6 +118,8 @@ async def test_a_version_4_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     sql(pg_dsn, f"DROP TABLE {pg_schema}.unplaced")
     sql(pg_dsn, f"DROP FUNCTION {pg_schema}.place_enqueued()")
     sql(pg_dsn, f"DROP SEQUENCE {pg_schema}.job_ids")
+    # and an inbox that took no jobs to send (version 7)
+    sql(pg_dsn, f"ALTER TABLE {pg_schema}.commands DROP COLUMN items, DROP COLUMN data")
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 4, high_id = {job_id}")
     ran: list[object] = []
 

@@ -12,10 +12,12 @@ import math
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, strategies as st
 
 import inturn
-from inturn.journal import Answer, Command
+from inturn.journal import Answer, Command, SentJob
 from inturn.journal._inbox import await_answer
+from inturn.journal._sent import pack, unpack
 from tests.conftest import MakeJournal
 
 
@@ -153,3 +155,65 @@ async def test_a_wait_cancelled_as_its_answer_comes_says_it_was_carried_out(
             raise
     assert scope.cancelled_caught
     assert notes == ["inbox: the supervisor had already carried the command out"]
+
+
+SENT = (
+    ("k", b'"one"', None, None, None),
+    ("k", b"", "u", 60.0, None),  # an empty payload, a unique key and its window
+    ("other", bytes(range(256)), None, None, 1.5e9),  # any bytes, a due time
+)
+
+
+async def test_a_send_command_carries_its_jobs_through_every_inbox(
+    make_journal: MakeJournal,
+) -> None:
+    """The holder takes a ``send`` command with its jobs as sent, byte for byte, and its
+    answer (the ids) comes back to the sender."""
+    holder = make_journal()
+    await holder.open()
+    try:
+        async with trio.open_nursery() as nursery:
+            answers: list[Answer] = []
+
+            async def send() -> None:
+                command = Command(verb="send", jobs=SENT)
+                answers.append(await make_journal().submit(command, timeout=30.0))
+
+            nursery.start_soon(send)
+            with trio.fail_after(30):
+                [taken] = await holder.commands()
+            assert (taken.verb, taken.jobs) == ("send", SENT)
+            await holder.answer(taken.id, Answer(result=[7, 8, 9]))
+        assert answers == [Answer(result=[7, 8, 9])]
+    finally:
+        await holder.aclose()
+
+
+jobs = st.lists(
+    st.tuples(
+        st.text(min_size=1),
+        st.binary(),
+        st.none() | st.text(min_size=1),
+        st.none() | st.floats(min_value=0.001, max_value=1e9),
+        st.none() | st.floats(min_value=0, max_value=2e11),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@given(jobs)
+def test_a_send_commands_jobs_come_back_from_its_row_as_they_went_in(
+    sent: list[SentJob],
+) -> None:
+    """`pack` then `unpack` is the identity on any jobs; a torn or hand-made row is no jobs."""
+    items, data = pack(sent)
+    assert unpack(items, data) == tuple(sent)
+    assert data is not None
+    if data:
+        assert unpack(items, data[:-1]) == ()  # torn
+        assert unpack(items, data + b"x") == ()
+    assert unpack("not json", data) == ()
+    assert unpack('[["k", null, null, null, -1]]', b"") == ()
+    assert unpack("[[1, null, null, null, 0]]", b"") == ()
+    assert unpack(None, None) == ()

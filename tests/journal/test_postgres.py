@@ -508,6 +508,32 @@ async def test_a_version_2_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     assert [k.key for k in reader.keys(now=0.0)] == ["k", "x", "idle", "p"]
 
 
+async def test_a_version_6_journal_gains_the_inbox_columns_of_sends(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """Opening a version 6 schema adds ``commands.items`` and ``commands.data`` (version 7,
+    what `Operator.send` sends through the inbox); its jobs are kept."""
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await journal.open()
+    await journal.write([Append(job_id=1, key="k", data=b'"one"')])
+    await journal.aclose()
+    sql(pg_dsn, f"ALTER TABLE {pg_schema}.commands DROP COLUMN items, DROP COLUMN data")
+    sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 6")
+    recovery = await journal.open()
+    try:
+        assert [job.id for job in recovery.jobs] == [1]
+        assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(SCHEMA_VERSION,)]
+        columns = sql(
+            pg_dsn,
+            "SELECT column_name, data_type FROM information_schema.columns"
+            f" WHERE table_schema = '{pg_schema}' AND table_name = 'commands'"
+            " AND column_name IN ('items', 'data') ORDER BY column_name",
+        )
+        assert columns == [("data", "bytea"), ("items", "text")]
+    finally:
+        await journal.aclose()
+
+
 async def test_two_transactions_taking_one_key_cannot_both_win(pg_dsn: str, pg_schema: str) -> None:
     """The reservation is the primary key's to decide: of two transactions taking one ended reservation at once, the second waits for the first and then finds it taken."""
     from inturn.journal._uniques import Uniques

@@ -16,6 +16,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Final
 
+from ._sent import pack, unpack
 from .records import Answer, Command
 
 if TYPE_CHECKING:
@@ -29,10 +30,11 @@ _KEEP_ANSWERS: Final = 86_400.0
 
 def submit(connection: psycopg.Connection[Any], command: Command) -> int:
     """Queue *command*; return its id."""
+    items, data = pack(command.jobs)
     row = connection.execute(
-        "INSERT INTO commands (verb, job_id, key, older_than, submitted_at)"
-        " VALUES (%s, %s, %s, %s, %s) RETURNING id",
-        (command.verb, command.job_id, command.key, command.older_than, time.time()),
+        "INSERT INTO commands (verb, job_id, key, older_than, submitted_at, items, data)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        (command.verb, command.job_id, command.key, command.older_than, time.time(), items, data),
     ).fetchone()
     assert row is not None
     return int(row[0])
@@ -64,12 +66,21 @@ def take(connection: psycopg.Connection[Any]) -> list[Command]:
     """For the supervisor: take every command not taken yet, oldest first."""
     rows = connection.execute(
         "UPDATE commands SET taken_at = %s WHERE taken_at IS NULL"
-        " RETURNING id, verb, job_id, key, older_than",
+        " RETURNING id, verb, job_id, key, older_than, items, data",
         (time.time(),),
     ).fetchall()
     return [
-        Command(id=command_id, verb=verb, job_id=job_id, key=key, older_than=older_than)
-        for command_id, verb, job_id, key, older_than in sorted(rows)
+        Command(
+            id=command_id,
+            verb=verb,
+            job_id=job_id,
+            key=key,
+            older_than=older_than,
+            jobs=unpack(items, data),
+        )
+        for command_id, verb, job_id, key, older_than, items, data in sorted(
+            rows, key=lambda row: row[0]
+        )
     ]
 
 

@@ -43,7 +43,8 @@ held the journal), 2 no ``seq`` and ``due_at``, did not record which job's
 discard halted a key (``halted.job_id`` and ``halted.error``) and had no dedup
 windows (``jobs.unique_for``, ``uniques``), 3 had no fleet, 4 told
 incarnations apart by id only (no ``processes.incarnation``), 5 had no
-``job_ids`` and ``unplaced`` (`producers`); each is upgraded
+``job_ids`` and ``unplaced`` (`producers`), 6 had an inbox that took no jobs
+to send (``commands.items``, ``commands.data``); each is upgraded
 in place; a schema of a version this code does not know is refused
 untouched, with the version in the message.
 
@@ -85,7 +86,7 @@ __all__ = [
     "unregister",
 ]
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -147,7 +148,9 @@ CREATE TABLE commands (
     submitted_at double precision NOT NULL,
     taken_at double precision,
     answered_at double precision,
-    answer text
+    answer text,
+    items text,
+    data bytea
 );
 """
 
@@ -257,6 +260,10 @@ _UPGRADES: Final = {
     ),
     4: (  # version 5: an incarnation's identity outlives no schema
         "ALTER TABLE processes ADD COLUMN incarnation uuid",
+    ),
+    # (5: version 6, transactional enqueue: `_PRODUCERS_VERSION`, below)
+    6: (  # version 7, `Operator.send`: the inbox takes jobs to send (`_sent`)
+        "ALTER TABLE commands ADD COLUMN items text, ADD COLUMN data bytea",
     ),
 }
 

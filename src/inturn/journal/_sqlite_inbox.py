@@ -24,6 +24,7 @@ import time
 from typing import Final
 
 from ..errors import JournalError
+from ._sent import pack, unpack
 from ._sqlite_schema import SCHEMA_VERSION, database_error, schema_version
 from .records import Answer, Command
 
@@ -60,9 +61,11 @@ def connect(path: str) -> sqlite3.Connection:
 
 def submit(connection: sqlite3.Connection, command: Command) -> int:
     """Queue *command*; return its id."""
+    items, data = pack(command.jobs)
     cursor = connection.execute(
-        "INSERT INTO inturn_commands (verb, job_id, key, older_than, submitted_at) VALUES (?, ?, ?, ?, ?)",
-        (command.verb, command.job_id, command.key, command.older_than, time.time()),
+        "INSERT INTO inturn_commands (verb, job_id, key, older_than, submitted_at, items, data)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (command.verb, command.job_id, command.key, command.older_than, time.time(), items, data),
     )
     assert cursor.lastrowid is not None
     return cursor.lastrowid
@@ -92,7 +95,10 @@ def withdraw(connection: sqlite3.Connection, command_id: int) -> bool:
 
 def take(connection: sqlite3.Connection) -> list[Command]:
     """For the supervisor: take every command not taken yet, oldest first."""
-    select = "SELECT id, verb, job_id, key, older_than FROM inturn_commands WHERE taken_at IS NULL ORDER BY id"
+    select = (
+        "SELECT id, verb, job_id, key, older_than, items, data FROM inturn_commands"
+        " WHERE taken_at IS NULL ORDER BY id"
+    )
     if connection.execute(select).fetchone() is None:
         return []  # the usual poll: a read, no write lock
     connection.execute("BEGIN IMMEDIATE")
@@ -106,8 +112,15 @@ def take(connection: sqlite3.Connection) -> list[Command]:
         raise
     connection.execute("COMMIT")
     return [
-        Command(id=command_id, verb=verb, job_id=job_id, key=key, older_than=older_than)
-        for command_id, verb, job_id, key, older_than in rows
+        Command(
+            id=command_id,
+            verb=verb,
+            job_id=job_id,
+            key=key,
+            older_than=older_than,
+            jobs=unpack(items, data),
+        )
+        for command_id, verb, job_id, key, older_than, items, data in rows
     ]
 
 

@@ -40,7 +40,8 @@ no ``seq`` and ``due_at``, did not record which job's discard halted a key
 (``halted.job_id`` and ``halted.error``, read as NULL for its halts) and had
 no dedup windows (``jobs.unique_for``, ``uniques``: filled from its unfinished
 jobs); 4 had no ``completed_at``; 5 named its tables and indexes without the
-prefix (``jobs``, ``uniques``, ``steps``, ``halted``, ``commands``).
+prefix (``jobs``, ``uniques``, ``steps``, ``halted``, ``commands``), and its
+inbox took no jobs to send (``commands.items`` and ``commands.data``).
 `SQLiteJournal.open` upgrades them in one transaction (version 6 renames the
 tables, which carries their rows, their ``sqlite_sequence`` row and SQLite's
 own indexes along, and makes inturn's indexes again under their new names).
@@ -116,7 +117,9 @@ CREATE TABLE inturn_commands (
     submitted_at REAL NOT NULL,
     taken_at REAL,
     answered_at REAL,
-    answer TEXT
+    answer TEXT,
+    items TEXT,
+    data BLOB
 );
 """
 
@@ -166,23 +169,25 @@ _COMMANDS: Final[tuple[_Column, ...]] = (
     ("taken_at", "REAL", False, False),
     ("answered_at", "REAL", False, False),
     ("answer", "TEXT", False, False),
+    ("items", "TEXT", False, False),  # version 6: what a send sends (`_sent`)
+    ("data", "BLOB", False, False),  # version 6
 )
 
 _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
     1: {"jobs": _JOBS[:9], "halted": _HALTED[:1]},
     2: {"jobs": _JOBS[:10], "halted": _HALTED[:1]},
-    3: {"jobs": _JOBS[:11], "halted": _HALTED[:1], "commands": _COMMANDS},
+    3: {"jobs": _JOBS[:11], "halted": _HALTED[:1], "commands": _COMMANDS[:9]},
     4: {
         "jobs": _JOBS[:14],
         "halted": _HALTED,
-        "commands": _COMMANDS,
+        "commands": _COMMANDS[:9],
         "uniques": _UNIQUES,
         "steps": _STEPS,
     },
     5: {
         "jobs": _JOBS,
         "halted": _HALTED,
-        "commands": _COMMANDS,
+        "commands": _COMMANDS[:9],
         "uniques": _UNIQUES,
         "steps": _STEPS,
     },
@@ -359,6 +364,9 @@ _UPGRADES: Final = {
         *(f"ALTER TABLE {table} RENAME TO {PREFIX}{table}" for table in _TABLES_OF_VERSION[5]),
         "CREATE UNIQUE INDEX inturn_jobs_unique_pending ON inturn_jobs (unique_key)"
         " WHERE state = 'pending' AND unique_key IS NOT NULL",
+        # and the inbox takes jobs to send (`Operator.send`)
+        "ALTER TABLE inturn_commands ADD COLUMN items TEXT",
+        "ALTER TABLE inturn_commands ADD COLUMN data BLOB",
     ),
 }
 """What turns each version into the next."""

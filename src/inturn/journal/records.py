@@ -45,6 +45,7 @@ __all__ = [
     "Resume",
     "Retrying",
     "Revive",
+    "SentJob",
     "Step",
     "StoredJob",
     "Transaction",
@@ -347,6 +348,11 @@ class Recovery:
     """Scheduled jobs not due yet: `Journal.scheduled` hands them out."""
 
 
+SentJob: TypeAlias = tuple[str, bytes, str | None, float | None, float | None]
+"""A job a `Command` sends: ``(key, data, unique, unique_for, due_at)``, as ``send`` takes
+them (*due_at* a Unix time, None to run in turn at once)."""
+
+
 @attrs.frozen(kw_only=True)
 class Command:
     """An operator's fix sent through the journal to the supervisor that holds it.
@@ -354,7 +360,8 @@ class Command:
     *verb* is a `Supervisor` method: ``skip``, ``requeue`` and
     ``requeue_head`` (``requeue(head=True)``) take *job_id*;
     ``pause``, ``resume`` and ``retry_now`` take *key*; ``purge_dead`` takes
-    *older_than* and maybe *key*.  The journal gives it its *id* when it is
+    *older_than* and maybe *key*; ``send`` takes *jobs*, accepted all or
+    none, and answers their ids.  The journal gives it its *id* when it is
     submitted.
     """
 
@@ -363,6 +370,8 @@ class Command:
     job_id: int | None = None
     key: str | None = None
     older_than: float | None = None
+    jobs: tuple[SentJob, ...] = ()
+    """For ``send``: the jobs, their payloads encoded by the sender's codec."""
 
 
 @attrs.frozen(kw_only=True)
@@ -373,6 +382,6 @@ class Answer:
     so the operator raises the same error the method would have raised.
     """
 
-    result: int | bool | None = None
+    result: int | bool | list[int] | None = None
     error: str | None = None
     error_args: tuple[str | int | float | None, ...] = ()
