@@ -56,3 +56,26 @@ def test_the_script_commits_the_order_with_its_job(
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as connection:
             connection.execute(f"DROP SCHEMA {app} CASCADE")
+
+
+def trio_block() -> str:
+    """The python block under "## A trio program that only sends"."""
+    section = DOC.read_text(encoding="utf-8").split("## A trio program that only sends", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match is not None
+    return match.group(1)
+
+
+def test_the_trio_producer_journals_its_jobs_for_the_next_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run as printed, in a folder of its own, on a file no service holds: its three jobs
+    wait in the journal, in the order sent."""
+    monkeypatch.chdir(tmp_path)
+    exec(compile(trio_block(), str(DOC), "exec"), {"__name__": "__doc__"})
+    reader = inturn.journal.SQLiteReader(tmp_path / "jobs.db")
+    assert [(job.key, job.id) for job in reader.jobs("account-42")] == [
+        ("account-42", 1),
+        ("account-42", 2),
+    ]
+    assert [job.id for job in reader.jobs("account-7")] == [3]
