@@ -15,12 +15,16 @@ import inturn
 DOC = Path(__file__).resolve().parents[2] / "docs" / "producers.md"
 
 
-def script() -> str:
-    """The python block under "## A script"."""
-    section = DOC.read_text(encoding="utf-8").split("## A script", 1)[1]
+def block(heading: str) -> str:
+    """The first python block under *heading*."""
+    section = DOC.read_text(encoding="utf-8").split(heading, 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert match is not None
     return match.group(1)
+
+
+def script() -> str:
+    return block("## A script")
 
 
 def test_the_script_commits_the_order_with_its_job(
@@ -58,21 +62,16 @@ def test_the_script_commits_the_order_with_its_job(
             connection.execute(f"DROP SCHEMA {app} CASCADE")
 
 
-def trio_block() -> str:
-    """The python block under "## A trio program that only sends"."""
-    section = DOC.read_text(encoding="utf-8").split("## A trio program that only sends", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match is not None
-    return match.group(1)
-
-
 def test_the_trio_producer_journals_its_jobs_for_the_next_service(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Run as printed, in a folder of its own, on a file no service holds: its three jobs
     wait in the journal, in the order sent."""
     monkeypatch.chdir(tmp_path)
-    exec(compile(trio_block(), str(DOC), "exec"), {"__name__": "__doc__"})
+    exec(
+        compile(block("## A trio program that only sends"), str(DOC), "exec"),
+        {"__name__": "__doc__"},
+    )
     reader = inturn.journal.SQLiteReader(tmp_path / "jobs.db")
     assert [(job.key, job.id) for job in reader.jobs("account-42")] == [
         ("account-42", 1),

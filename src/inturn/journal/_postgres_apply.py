@@ -21,9 +21,10 @@ import attrs
 from ..errors import JournalError, LeaseLost
 from . import _postgres_fleet as members
 from ._postgres_schema import one_row
+from ._postgres_transactions import Failed, run_in_savepoint
 from ._sql_apply import Held, Letter, Refused, apply, refuse_duplicate
 from ._thread import Request
-from ._transactions import SAVEPOINT, Run, ended
+from ._transactions import Run
 from ._uniques import Uniques
 from .records import (
     Append,
@@ -253,27 +254,10 @@ class PostgresStatements:
         return None if row is None else (row[0], row[1])
 
     def run_and_record(self, change: Transaction, run: Run) -> bytes:
-        connection = self.connection
         try:
-            # A psycopg transaction block (a savepoint here): commit() and rollback() raise
-            # in it, and leaving it by an exception rolls the function's writes back.
-            with connection.transaction(savepoint_name=SAVEPOINT):
-                journal_path, _ = one_row(connection, _USER_PATH)  # the user's tables
-                data = run(connection)
-                if connection.info.transaction_status != _IN_TRANSACTION:
-                    raise ended(self.name)
-                connection.execute(_JOURNAL_PATH, (journal_path,))
-                connection.execute(
-                    "INSERT INTO steps (job_id, n, name, data)"
-                    " VALUES (%s, (SELECT COUNT(*) FROM steps WHERE job_id = %s), %s, %s)",
-                    (change.job_id, change.job_id, change.name, data),
-                )
-        except Exception as exc:
-            if connection.broken or connection.closed:
-                raise  # the connection failed: the journal's to handle (`_commit_once`)
-            if connection.info.transaction_status not in _STILL_IN_TRANSACTION:
-                raise ended(self.name) from exc
-            raise Refused(exc) from None
+            [data] = run_in_savepoint(self.connection, self.name, [(change, run)])
+        except Failed as failed:
+            raise Refused(failed.error) from None
         return data
 
     def letter(self, job_id: int) -> Letter | None:
@@ -527,23 +511,6 @@ def lone_mark(request: Request) -> bool:
         and not request.operator
     )
 
-
-_USER_PATH: Final = (
-    "SELECT current_setting('search_path'), set_config('search_path', reset_val, true)"
-    " FROM pg_settings WHERE name = 'search_path'"
-)
-"""The journal's ``search_path``, then the connection's default in its place for the span of a
-transactional step's function (transaction-local: the rollback of the step's savepoint
-restores the journal's, else `_JOURNAL_PATH` does)."""
-
-_JOURNAL_PATH: Final = "SELECT set_config('search_path', %s, true)"
-
-_IN_TRANSACTION: Final = 2
-"""``psycopg.pq.TransactionStatus.INTRANS``: a transaction block, no error."""
-
-_STILL_IN_TRANSACTION: Final = (2, 3)
-"""INTRANS, INERROR: the journal's transaction is still open (an error only aborts it until
-the rollback of a savepoint)."""
 
 _MARK: Final = (
     "UPDATE jobs SET attempts = %s, retry_at = NULL WHERE id = %s AND state = 'pending'"

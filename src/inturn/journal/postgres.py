@@ -72,6 +72,7 @@ from ._postgres_schema import (
     one_row,
     unregister,
 )
+from ._postgres_transactions import lone_transaction, transact_all
 from ._reads import check_now
 from ._recovery import RecoveryReads, read_recovery
 from ._sql_apply import Refused
@@ -522,6 +523,11 @@ class PostgresJournal(Lease, ThreadedJournal["psycopg.Connection[Any]"]):
             if member is not None and len(lasts) > 1:
                 rest = [request for request in ordered if not last_completion(request)]
                 ordered = [*rest, *complete_all(connection, lasts, member)]
+            steps = [request for request in ordered if lone_transaction(request)]
+            if len(steps) > 1:  # transactional steps: one fence, one savepoint, for them all
+                rest = [request for request in ordered if not lone_transaction(request)]
+                process = None if member is None else member.process
+                ordered = [*rest, *transact_all(connection, steps, process, self.name)]
             for request in ordered:
                 try:
                     next_id = PostgresStatements.apply(
