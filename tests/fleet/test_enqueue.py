@@ -282,8 +282,11 @@ async def test_a_connection_of_another_kind_is_refused_saying_what_to_use(
 ) -> None:
     """A sqlite3 connection: use inturn.operate's send.  An async one: enqueue_async; and the
     other way round."""
-    with pytest.raises(TypeError, match=r"inturn\.operate\(journal\)'s send"):
-        inturn.enqueue(sqlite3.connect(":memory:"), "k", 1)  # type: ignore[arg-type]
+    with (
+        contextlib.closing(sqlite3.connect(":memory:")) as database,
+        pytest.raises(TypeError, match=r"inturn\.operate\(journal\)'s send"),
+    ):
+        inturn.enqueue(database, "k", 1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"psycopg\.Connection, not str"):
         inturn.enqueue("postgresql://", "k", 1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"use inturn\.enqueue$"):
@@ -527,6 +530,7 @@ async def test_each_key_runs_in_commit_order_across_processes_and_members(
         await trio.lowlevel.checkpoint()
 
     sent: dict[str, list[int]] = {}
+    start = time.time() + 3.0  # the producers begin together, whenever each process started
     try:
         with trio.fail_after(120):
             async with (
@@ -545,6 +549,7 @@ async def test_each_key_runs_in_commit_order_across_processes_and_members(
                             str(seed * 100 + n),
                             "60",
                             str(KEYS),
+                            str(start),
                         ]
                     )
                     for n in range(PRODUCERS)

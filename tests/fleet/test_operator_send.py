@@ -60,8 +60,8 @@ async def test_a_producer_beside_a_running_member_never_runs_a_job(
             async with inturn.operate(member(pg_dsn, pg_schema)) as op:
                 await op.send_many([("k", "k1"), ("j", "j1"), ("k", "k2")])
                 await op.send("j", "j2")
-                [k] = await op.keys(state="running")
-                assert k.key == "k"
+                # "k" is held by its first job ("j" may be running too, or done)
+                assert "k" in {info.key for info in await op.keys(state="running")}
             release.set()  # only now: the producer's block did not wait for "k"
             await worker.wait_idle()
     assert {
