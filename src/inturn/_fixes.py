@@ -6,19 +6,26 @@ command go through one too); these are the pieces its methods share.
 
 from __future__ import annotations
 
+import getpass
+import os
+import socket
+
 import trio
 
 from ._checks import check_count, check_number
+from ._core_audit import FIX_VERBS
 from .core import Core
 from .errors import JobNotFound, JobStateError
 from .info import JobInfo
-from .journal import Journal
+from .journal import Command, Journal
 from .keys import validate_key
 
 __all__ = [
+    "check_fix",
     "check_job_id",
     "check_limit",
     "check_purge",
+    "default_actor",
     "purge_dead",
     "requeue_check",
     "schedule_point",
@@ -89,3 +96,34 @@ async def purge_dead(journal: Journal, older_than: object, key: str | None, now:
         purged += len(dead) - len(superseded)
     await schedule_point()
     return purged
+
+
+def check_fix(command: Command) -> None:
+    """Raise TypeError or ValueError unless *command* is a fix with the arguments its verb
+    needs: checked before anything is carried out, or audited."""
+    match command.verb:
+        case "skip" | "requeue" | "requeue_head":
+            check_job_id(_given(command.job_id))
+        case "pause" | "resume" | "retry_now":
+            validate_key(_given(command.key))
+        case "purge_dead":
+            check_purge(_given(command.older_than), command.key)
+        case _:
+            raise ValueError(
+                f"not an operator's fix: {command.verb!r} (one of {sorted(FIX_VERBS)})"
+            )
+
+
+def _given(value: object) -> object:
+    if value is None:
+        raise ValueError("the command lacks an argument its verb needs")
+    return value
+
+
+def default_actor() -> str:
+    """Who asks for a fix, unless told: ``user@host:pid`` of this process."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's, say)
+        user = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+    return f"{user}@{socket.gethostname()}:{os.getpid()}"[:200]

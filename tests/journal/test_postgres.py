@@ -48,6 +48,7 @@ async def test_open_creates_the_schema_and_its_tables(pg_dsn: str, pg_schema: st
     await journal.open()
     await journal.aclose()
     assert tables(pg_dsn, pg_schema) == [
+        "audit",
         "commands",
         "halted",
         "jobs",
@@ -517,7 +518,11 @@ async def test_a_version_6_journal_gains_the_inbox_columns_of_sends(
     await journal.open()
     await journal.write([Append(job_id=1, key="k", data=b'"one"')])
     await journal.aclose()
-    sql(pg_dsn, f"ALTER TABLE {pg_schema}.commands DROP COLUMN items, DROP COLUMN data")
+    sql(
+        pg_dsn,
+        f"ALTER TABLE {pg_schema}.commands DROP COLUMN items, DROP COLUMN data, DROP COLUMN actor",
+    )
+    sql(pg_dsn, f"DROP TABLE {pg_schema}.audit")
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 6")
     recovery = await journal.open()
     try:
