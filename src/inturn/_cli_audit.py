@@ -42,7 +42,7 @@ def print_audit(args: argparse.Namespace, reader: SyncReads) -> str | None:
         audit_table(shown)
     if more:
         print(
-            f"(the newest {args.limit} shown; --before {shown[-1].id} shows older ones)",
+            f"inturn: the newest {args.limit} shown; --before {shown[-1].id} shows older ones",
             file=sys.stderr,
         )
     if shown:

@@ -103,21 +103,15 @@ def check_fix(command: Command) -> None:
     needs: checked before anything is carried out, or audited."""
     match command.verb:
         case "skip" | "requeue" | "requeue_head":
-            check_job_id(_given(command.job_id))
+            check_job_id(command.job_id)
         case "pause" | "resume" | "retry_now":
-            validate_key(_given(command.key))
+            validate_key(command.key)
         case "purge_dead":
-            check_purge(_given(command.older_than), command.key)
+            check_purge(command.older_than, command.key)
         case _:
             raise ValueError(
                 f"not an operator's fix: {command.verb!r} (one of {sorted(FIX_VERBS)})"
             )
-
-
-def _given(value: object) -> object:
-    if value is None:
-        raise ValueError("the command lacks an argument its verb needs")
-    return value
 
 
 def default_actor() -> str:

@@ -86,6 +86,7 @@ def take(connection: psycopg.Connection[Any]) -> list[Command]:
             key=key,
             older_than=older_than,
             jobs=unpack(items, data),
+            actor=actor,
         )
         for command_id, verb, job_id, key, older_than, items, data, actor in sorted(
             rows, key=lambda row: row[0]

@@ -128,6 +128,7 @@ def take(connection: sqlite3.Connection) -> list[Command]:
             key=key,
             older_than=older_than,
             jobs=unpack(items, data),
+            actor=actor,
         )
         for command_id, verb, job_id, key, older_than, items, data, actor in rows
     ]
