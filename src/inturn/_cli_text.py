@@ -302,7 +302,8 @@ def audit_what(entry: AuditEntry) -> str:
         return what if entry.key is None else f"{what} of key {printable(repr(entry.key))}"
     if entry.job_id is not None:
         head = "" if entry.head is None else " to its head" if entry.head else " to the tail"
-        return f"{entry.verb} job {entry.job_id}{head}"
+        of = "" if entry.key is None else f" of key {printable(repr(entry.key))}"
+        return f"{entry.verb} job {entry.job_id}{of}{head}"
     return f"{entry.verb} key {printable(repr(entry.key))}"
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 import getpass
 import os
 import socket
+from contextvars import ContextVar
 
+import attrs
 import trio
 
 from ._checks import check_count, check_number
@@ -21,6 +23,8 @@ from .journal import Command, Journal
 from .keys import validate_key
 
 __all__ = [
+    "FIXING",
+    "Fixing",
     "check_fix",
     "check_job_id",
     "check_limit",
@@ -30,9 +34,39 @@ __all__ = [
     "requeue_check",
     "schedule_point",
     "skip_check",
+    "lost_race",
 ]
 
 _PURGE_BATCH = 1000
+
+
+@attrs.define
+class Fixing:
+    """What the fix `carry_out` carries out in this task learns on its way, for its entry."""
+
+    superseded: bool = False
+    """It lost its race to another writer, or to its job's own attempt."""
+    key: str | None = None
+    """Its job's key, once read."""
+
+
+FIXING: ContextVar[Fixing | None] = ContextVar("inturn_fixing", default=None)
+
+
+def lost_race() -> None:
+    """The fix under way lost its race to another writer, or to its job's own attempt: its
+    audit entry says "superseded" (with the error it raises)."""
+    fixing = FIXING.get()
+    if fixing is not None:
+        fixing.superseded = True
+
+
+def _noted(info: JobInfo) -> JobInfo:
+    """*info*, the job the fix under way is of: its entry names the job's key."""
+    fixing = FIXING.get()
+    if fixing is not None:
+        fixing.key = info.key
+    return info
 
 
 schedule_point = trio.lowlevel.cancel_shielded_checkpoint
@@ -59,6 +93,7 @@ async def requeue_check(journal: Journal, job_id: object) -> JobInfo:
     info = await journal.job(checked)
     if info is None:
         raise JobNotFound(checked)
+    _noted(info)
     if info.state != "dead":
         raise JobStateError(info.id, info.state, "only a dead letter can be requeued")
     return info
@@ -70,6 +105,7 @@ async def skip_check(journal: Journal, job_id: object) -> JobInfo:
     info = await journal.job(checked)
     if info is None:
         raise JobNotFound(checked)
+    _noted(info)
     if info.state == "dead":
         raise JobStateError(info.id, info.state, "it is a dead letter already")
     return info

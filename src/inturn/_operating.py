@@ -21,17 +21,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from contextvars import ContextVar
 from typing import TypeVar
 
-import attrs
 import trio
 
 from ._core_audit import FIX_VERBS, audited, check_actor
 from ._fixes import (
+    FIXING,
+    Fixing,
     check_fix,
     check_job_id,
     default_actor,
+    lost_race,
     purge_dead,
     requeue_check,
     schedule_point,
@@ -55,35 +56,6 @@ from .journal import Answer, Audit, Command, SentJob, StoredJob
 from .keys import validate_key
 
 _T = TypeVar("_T")
-
-
-@attrs.define
-class _Fixing:
-    """What the fix `carry_out` carries out in this task learns on its way, for its entry."""
-
-    superseded: bool = False
-    """It lost its race to another writer, or to its job's own attempt."""
-    key: str | None = None
-    """Its job's key, once read."""
-
-
-_FIXING: ContextVar[_Fixing | None] = ContextVar("inturn_fixing", default=None)
-
-
-def _superseded() -> None:
-    """The fix under way lost its race to another writer, or to its job's own attempt: its
-    audit entry says "superseded" (with the error it raises)."""
-    fixing = _FIXING.get()
-    if fixing is not None:
-        fixing.superseded = True
-
-
-def _of(info: JobInfo) -> JobInfo:
-    """*info*, the job the fix under way is of: its entry names the job's key."""
-    fixing = _FIXING.get()
-    if fixing is not None:
-        fixing.key = info.key
-    return info
 
 
 class Operating(Journaling):
@@ -140,14 +112,14 @@ class Operating(Journaling):
         """
         self._check_open()
         journal = self._runtime.journal
-        info = _of(await requeue_check(journal, job_id))
+        info = await requeue_check(journal, job_id)
         if self._fleet is not None:
             return await self._fleet_requeue(info, head=head)
         if head:
             return await self._revive(info)
         entry = self._runtime.core.reserve(info.key, info.data, info.unique)
         if not await self._journal([entry], requeue_of=info.id):
-            _superseded()
+            lost_race()
             await requeue_check(journal, info.id)  # requeued meanwhile: say so
             raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
         self._runtime.log.info("job.requeued", key=info.key, job_id=entry.id, was=info.id)
@@ -168,7 +140,7 @@ class Operating(Journaling):
             [job_id] = await fleet.new_ids(1)
             fix = self._runtime.core.requeue_elsewhere(info.id, info.key, job_id)
         if await fleet.fix(fix.changes):
-            _superseded()
+            lost_race()
             await requeue_check(self._runtime.journal, info.id)  # requeued meanwhile: say so
             raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
         fleet.nudge()
@@ -205,7 +177,7 @@ class Operating(Journaling):
                 runtime.log.info("key.resumed", key=info.key)
         self._answer_skips()
         if needs_actor is None:
-            _superseded()
+            lost_race()
             await requeue_check(runtime.journal, info.id)  # requeued meanwhile: say so
             raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
         lane = info.key if info.key is not None else info.id
@@ -237,7 +209,7 @@ class Operating(Journaling):
             core.unskip(info.id, info.key)
             raise
         if not core.scheduled_skip_answered(skipping, superseded):
-            _superseded()
+            lost_race()
             runtime.check_idle()
             await skip_check(runtime.journal, info.id)  # say what it is now
             raise JobStateError(info.id, "dead", "another writer discarded it first")
@@ -291,7 +263,7 @@ class Operating(Journaling):
         try:
             if await self._skip(info):
                 return
-            _superseded()  # unless the job is unfinished again, and this skip gets it
+            lost_race()  # unless the job is unfinished again, and this skip gets it
             # Its attempt finished first (its outcome was being journaled, or the
             # handler shielded itself): it keeps that outcome, and the caller learns
             # which from the error a skip of it raises now.  Unless it is unfinished
@@ -314,7 +286,7 @@ class Operating(Journaling):
         core = self._runtime.core
         core.skip_reading()
         try:
-            info = _of(await skip_check(self._runtime.journal, job_id))
+            info = await skip_check(self._runtime.journal, job_id)
         finally:
             promoted = core.skip_read(job_id)
         return info, promoted
@@ -329,7 +301,7 @@ class Operating(Journaling):
         assert self._fleet is not None
         skipping = runtime.core.skipping_elsewhere(info.id, info.key)
         if await self._fleet.fix(skipping.changes):
-            _superseded()
+            lost_race()
             await skip_check(runtime.journal, info.id)  # say what it is now
             raise JobStateError(info.id, "dead", "another writer discarded it first")
         runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=skipping.text)
@@ -367,7 +339,7 @@ class Operating(Journaling):
             raise
         if not core.skip_answered(skipping, superseded):
             # Another writer finished it first: it keeps that outcome.
-            _superseded()
+            lost_race()
             runtime.wake(lane)  # a head that waited for this discard: its start is superseded
             await skip_check(runtime.journal, info.id)
             raise JobStateError(info.id, "dead", "another writer discarded it first")
@@ -554,8 +526,8 @@ class Operating(Journaling):
             return await self._carry_out(command)
         check_fix(command)
         actor = default_actor() if command.actor is None else check_actor(command.actor)
-        fixing = _Fixing()
-        token = _FIXING.set(fixing)
+        fixing = Fixing()
+        token = FIXING.set(fixing)
         try:
             result = await self._carry_out(command)
         except Exception as exc:
@@ -570,7 +542,7 @@ class Operating(Journaling):
             )
             raise
         finally:
-            _FIXING.reset(token)
+            FIXING.reset(token)
         await self._audit(audited(command, actor=actor, result=result, key=fixing.key))
         return result
 

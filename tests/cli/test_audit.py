@@ -121,7 +121,7 @@ def test_audit_lists_the_fixes_made_on_a_journal_nobody_holds(cli: Cli, tmp_path
     older = json.loads(cli("audit", path, "--before", entries[1]["id"], "--json").out)
     assert older == entries[2:]
     text = cli("audit", path).out
-    assert "requeue job 1 to its head" in text
+    assert "requeue job 1 of key 'k' to its head" in text
     assert "purge_dead older than 1d" in text
     for shown in (text, listed.out):
         assert SECRET not in shown

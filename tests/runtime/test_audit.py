@@ -74,7 +74,7 @@ async def fix_everything(op: inturn.Operator, *, fleet: bool = False) -> list[tu
         (actor, "requeue", first, "k", True, None, "done", first),
         (actor, "skip", first, "k", None, None, "done", None),
         (actor, "requeue", first, "k", False, None, "done", again),
-        (actor, "requeue", second, None, False, None, "error", None),
+        (actor, "requeue", second, "k", False, None, "error", None),
         (actor, "retry_now", None, "k", None, None, *(("error", None) if fleet else ("done", 0))),
         (actor, "skip", again, "k", None, None, "done", None),
         (actor, "purge_dead", None, "k", None, 0.0, "done", 1),
