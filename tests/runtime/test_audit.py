@@ -225,6 +225,21 @@ async def test_a_fleet_members_fixes_are_audited(pg_dsn: str, pg_schema: str) ->
     assert SECRET not in repr(entries)
 
 
+async def test_cancelling_a_scheduled_job_is_an_audited_skip(make_journal: MakeJournal) -> None:
+    """A scheduled job, cancelled: a skip, recorded with its key; again: an error, recorded."""
+    async with inturn.operate(make_journal(), actor="fay") as op:
+        job_id = await op.send("k", SECRET, delay=3600.0)
+        await op.skip(job_id)
+        with pytest.raises(inturn.JobStateError):
+            await op.skip(job_id)
+        entries = await op.audit(job_id=job_id)
+    assert what(entries) == [
+        ("fay", "skip", job_id, "k", None, None, "done", None),
+        ("fay", "skip", job_id, "k", None, None, "error", None),
+    ]
+    assert SECRET not in repr(entries)
+
+
 async def test_the_trail_keeps_the_newest_entries_only() -> None:
     """Bounded growth: each entry the core builds keeps the newest AUDIT_KEEP."""
     journal = inturn.MemoryJournal()
