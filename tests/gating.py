@@ -26,7 +26,7 @@ import attrs
 import trio
 
 import inturn
-from inturn.info import JobInfo, KeyFilter, KeyInfo
+from inturn.info import AuditEntry, JobInfo, KeyFilter, KeyInfo
 from inturn.journal import Change, StoredJob
 from inturn.testing import FaultyJournal
 
@@ -274,6 +274,19 @@ class GatingJournal(FaultyJournal):
             lambda: self.inner.dead_letters(
                 key=key, limit=limit, after=after, finished_before=finished_before
             ),
+        )
+
+    async def audit(
+        self,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 100,
+        key: str | None = None,
+        job_id: int | None = None,
+    ) -> list[AuditEntry]:
+        return await self.inner.audit(
+            after=after, before=before, limit=limit, key=key, job_id=job_id
         )
 
     def _kept(self, page: Sequence[StoredJob]) -> Sequence[StoredJob]:

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import attrs
 
-from .info import JobInfo, KeyInfo
+from .info import AuditEntry, JobInfo, KeyInfo
 
 ERROR_WIDTH: Final = 60
 """Error texts in tables are cut to their first line and this many characters."""
@@ -290,3 +290,45 @@ def show_job(info: JobInfo, now: float, steps: Sequence[tuple[str, bytes]] = ())
         out(label.ljust(width) + lines[0])
         for line in lines[1:]:
             out(" " * width + line)
+
+
+# -- the audit trail ------------------------------------------------------------------
+
+
+def audit_what(entry: AuditEntry) -> str:
+    """What a fix did, in a few words: its verb and arguments (never a payload)."""
+    if entry.verb == "purge_dead":
+        what = f"purge_dead older than {format_age(entry.older_than or 0.0)}"
+        return what if entry.key is None else f"{what} of key {printable(repr(entry.key))}"
+    if entry.job_id is not None:
+        head = "" if entry.head is None else " to its head" if entry.head else " to the tail"
+        of = "" if entry.key is None else f" of key {printable(repr(entry.key))}"
+        return f"{entry.verb} job {entry.job_id}{of}{head}"
+    return f"{entry.verb} key {printable(repr(entry.key))}"
+
+
+def audit_table(entries: Sequence[AuditEntry]) -> None:
+    """The audit trail, newest first: when (UTC), who, what, and the outcome."""
+    rows = []
+    for entry in entries:
+        when = datetime.datetime.fromtimestamp(entry.at, datetime.UTC)
+        outcome = entry.outcome
+        if entry.result is not None and entry.outcome == "done":
+            outcome += f" ({entry.result})"
+        if entry.error is not None:
+            outcome += f": {printable(entry.error)}"
+        rows.append(
+            [
+                str(entry.id),
+                when.strftime("%Y-%m-%d %H:%M:%S"),
+                printable(entry.actor),
+                audit_what(entry),
+                outcome,
+            ]
+        )
+    table(["ID", "WHEN (UTC)", "WHO", "WHAT", "OUTCOME"], rows)
+
+
+def audit_json(entry: AuditEntry) -> dict[str, object]:
+    """*entry* as JSON: its own field names, ``at`` a Unix time."""
+    return attrs.asdict(entry)

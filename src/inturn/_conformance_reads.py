@@ -17,6 +17,7 @@ import attrs
 import trio
 
 from ._conformance import _expect, _raises, _session, _state
+from ._conformance_audit import AuditConformance
 from .errors import DuplicateError, JournalError
 from .info import JobInfo, KeyFilter, KeyInfo
 from .journal import (
@@ -89,11 +90,11 @@ def _idle(key: str) -> KeyInfo:
     )
 
 
-class OperatorReadsConformance:
+class OperatorReadsConformance(AuditConformance):
     """Tests of what an operator reads from every `inturn.Journal`; mix into a test class.
 
     Covers ``keys``, ``job`` and ``dead_letters``, and the `Retrying` and
-    `Purge` changes they show, through the protocol only, with the same
+    `Purge` changes they show, the audit trail (`AuditConformance`), through the protocol only, with the same
     ``journal`` fixture as `JournalConformance` (mix in both)::
 
         class TestMyJournal(JournalConformance, OperatorReadsConformance):

@@ -6,26 +6,67 @@ command go through one too); these are the pieces its methods share.
 
 from __future__ import annotations
 
+import getpass
+import os
+import socket
+from contextvars import ContextVar
+
+import attrs
 import trio
 
 from ._checks import check_count, check_number
+from ._core_audit import FIX_VERBS
 from .core import Core
 from .errors import JobNotFound, JobStateError
 from .info import JobInfo
-from .journal import Journal
+from .journal import Command, Journal
 from .keys import validate_key
 
 __all__ = [
+    "FIXING",
+    "Fixing",
+    "check_fix",
     "check_job_id",
     "check_limit",
     "check_purge",
+    "default_actor",
     "purge_dead",
     "requeue_check",
     "schedule_point",
     "skip_check",
+    "lost_race",
 ]
 
 _PURGE_BATCH = 1000
+
+
+@attrs.define
+class Fixing:
+    """What the fix `carry_out` carries out in this task learns on its way, for its entry."""
+
+    superseded: bool = False
+    """It lost its race to another writer, or to its job's own attempt."""
+    key: str | None = None
+    """Its job's key, once read."""
+
+
+FIXING: ContextVar[Fixing | None] = ContextVar("inturn_fixing", default=None)
+
+
+def lost_race() -> None:
+    """The fix under way lost its race to another writer, or to its job's own attempt: its
+    audit entry says "superseded" (with the error it raises)."""
+    fixing = FIXING.get()
+    if fixing is not None:
+        fixing.superseded = True
+
+
+def _noted(info: JobInfo) -> JobInfo:
+    """*info*, the job the fix under way is of: its entry names the job's key."""
+    fixing = FIXING.get()
+    if fixing is not None:
+        fixing.key = info.key
+    return info
 
 
 schedule_point = trio.lowlevel.cancel_shielded_checkpoint
@@ -52,6 +93,7 @@ async def requeue_check(journal: Journal, job_id: object) -> JobInfo:
     info = await journal.job(checked)
     if info is None:
         raise JobNotFound(checked)
+    _noted(info)
     if info.state != "dead":
         raise JobStateError(info.id, info.state, "only a dead letter can be requeued")
     return info
@@ -63,6 +105,7 @@ async def skip_check(journal: Journal, job_id: object) -> JobInfo:
     info = await journal.job(checked)
     if info is None:
         raise JobNotFound(checked)
+    _noted(info)
     if info.state == "dead":
         raise JobStateError(info.id, info.state, "it is a dead letter already")
     return info
@@ -89,3 +132,28 @@ async def purge_dead(journal: Journal, older_than: object, key: str | None, now:
         purged += len(dead) - len(superseded)
     await schedule_point()
     return purged
+
+
+def check_fix(command: Command) -> None:
+    """Raise TypeError or ValueError unless *command* is a fix with the arguments its verb
+    needs: checked before anything is carried out, or audited."""
+    match command.verb:
+        case "skip" | "requeue" | "requeue_head":
+            check_job_id(command.job_id)
+        case "pause" | "resume" | "retry_now":
+            validate_key(command.key)
+        case "purge_dead":
+            check_purge(command.older_than, command.key)
+        case _:
+            raise ValueError(
+                f"not an operator's fix: {command.verb!r} (one of {sorted(FIX_VERBS)})"
+            )
+
+
+def default_actor() -> str:
+    """Who asks for a fix, unless told: ``user@host:pid`` of this process."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's, say)
+        user = str(os.getuid()) if hasattr(os, "getuid") else "unknown"
+    return f"{user}@{socket.gethostname()}:{os.getpid()}"[:200]

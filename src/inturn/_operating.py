@@ -5,6 +5,16 @@ this process holds, the journal arbitrates what another writer may race for
 (a fix from another process, the job's own completion).  `serve_commands`
 carries out the fixes other processes leave in the journal's inbox, and the
 jobs they send (`accept_sent`: a producer that runs nothing, `inturn.operate`).
+
+The audit trail: an operator's fix, whichever way it comes (`inturn.operate`
+on a journal nobody holds, or on a fleet; a `Command` through the inbox), is
+carried out by `carry_out`, which journals one `Audit` of it once it has its
+outcome: the place that learns the outcome is the one that carries the fix
+out, and the caller's name (``who``) travels to it in the `Command`.  The
+methods called straight from the application's own code (``await
+supervisor.skip(...)``) are the application's policy, not an operator's fix,
+and are not audited: a program that skips many jobs would push the
+operators' entries out of the bounded trail.
 """
 
 from __future__ import annotations
@@ -15,8 +25,14 @@ from typing import TypeVar
 
 import trio
 
+from ._core_audit import FIX_VERBS, audited, check_actor
 from ._fixes import (
+    FIXING,
+    Fixing,
+    check_fix,
     check_job_id,
+    default_actor,
+    lost_race,
     purge_dead,
     requeue_check,
     schedule_point,
@@ -36,7 +52,7 @@ from .errors import (
 )
 from .events import exception_text
 from .info import JobInfo
-from .journal import Answer, Command, SentJob, StoredJob
+from .journal import Answer, Audit, Command, SentJob, StoredJob
 from .keys import validate_key
 
 _T = TypeVar("_T")
@@ -103,6 +119,7 @@ class Operating(Journaling):
             return await self._revive(info)
         entry = self._runtime.core.reserve(info.key, info.data, info.unique)
         if not await self._journal([entry], requeue_of=info.id):
+            lost_race()
             await requeue_check(journal, info.id)  # requeued meanwhile: say so
             raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
         self._runtime.log.info("job.requeued", key=info.key, job_id=entry.id, was=info.id)
@@ -123,6 +140,7 @@ class Operating(Journaling):
             [job_id] = await fleet.new_ids(1)
             fix = self._runtime.core.requeue_elsewhere(info.id, info.key, job_id)
         if await fleet.fix(fix.changes):
+            lost_race()
             await requeue_check(self._runtime.journal, info.id)  # requeued meanwhile: say so
             raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
         fleet.nudge()
@@ -159,6 +177,7 @@ class Operating(Journaling):
                 runtime.log.info("key.resumed", key=info.key)
         self._answer_skips()
         if needs_actor is None:
+            lost_race()
             await requeue_check(runtime.journal, info.id)  # requeued meanwhile: say so
             raise JobStateError(info.id, "dead", "it was requeued or purged meanwhile")
         lane = info.key if info.key is not None else info.id
@@ -190,6 +209,7 @@ class Operating(Journaling):
             core.unskip(info.id, info.key)
             raise
         if not core.scheduled_skip_answered(skipping, superseded):
+            lost_race()
             runtime.check_idle()
             await skip_check(runtime.journal, info.id)  # say what it is now
             raise JobStateError(info.id, "dead", "another writer discarded it first")
@@ -243,6 +263,7 @@ class Operating(Journaling):
         try:
             if await self._skip(info):
                 return
+            lost_race()  # unless the job is unfinished again, and this skip gets it
             # Its attempt finished first (its outcome was being journaled, or the
             # handler shielded itself): it keeps that outcome, and the caller learns
             # which from the error a skip of it raises now.  Unless it is unfinished
@@ -280,6 +301,7 @@ class Operating(Journaling):
         assert self._fleet is not None
         skipping = runtime.core.skipping_elsewhere(info.id, info.key)
         if await self._fleet.fix(skipping.changes):
+            lost_race()
             await skip_check(runtime.journal, info.id)  # say what it is now
             raise JobStateError(info.id, "dead", "another writer discarded it first")
         runtime.log.warning("job.discarded", key=info.key, job_id=info.id, error=skipping.text)
@@ -317,6 +339,7 @@ class Operating(Journaling):
             raise
         if not core.skip_answered(skipping, superseded):
             # Another writer finished it first: it keeps that outcome.
+            lost_race()
             runtime.wake(lane)  # a head that waited for this discard: its start is superseded
             await skip_check(runtime.journal, info.id)
             raise JobStateError(info.id, "dead", "another writer discarded it first")
@@ -491,7 +514,59 @@ class Operating(Journaling):
             )
 
     async def carry_out(self, command: Command) -> int | bool | list[int] | None:
-        """Run *command* with the method its verb names; return that method's result."""
+        """Run *command* with the method its verb names; return that method's result.
+
+        A fix (every verb but ``send``) is audited: once it is done, or raised,
+        the journal keeps who asked (``command.actor``, else this process's
+        ``user@host:pid``), when, what, and the outcome (`Journal.audit`).
+        A command whose arguments are bad is refused (TypeError, ValueError)
+        before anything is done or audited.
+        """
+        if command.verb not in FIX_VERBS:
+            return await self._carry_out(command)
+        check_fix(command)
+        actor = default_actor() if command.actor is None else check_actor(command.actor)
+        fixing = Fixing()
+        token = FIXING.set(fixing)
+        try:
+            result = await self._carry_out(command)
+        except Exception as exc:
+            await self._audit(
+                audited(
+                    command,
+                    actor=actor,
+                    error=exc,
+                    superseded=fixing.superseded,
+                    key=fixing.key,
+                )
+            )
+            raise
+        finally:
+            FIXING.reset(token)
+        await self._audit(audited(command, actor=actor, result=result, key=fixing.key))
+        return result
+
+    async def _audit(self, entry: Audit) -> None:
+        """Journal *entry*, shielded: a fix carried out is recorded even as its caller is
+        cancelled.  A journal that refuses it is logged, and the fix's answer stands: it
+        was carried out (or refused) whatever the trail says."""
+        runtime = self._runtime
+        with trio.CancelScope(shield=True):
+            try:
+                if self._fleet is not None:
+                    await self._fleet.fix([entry])
+                else:
+                    await runtime.journal.write([entry], now=runtime.unix_now())
+            except Exception as exc:
+                runtime.log.error(
+                    "audit.not_recorded",
+                    verb=entry.verb,
+                    outcome=entry.outcome,
+                    error=describe(exc),
+                    exception=exception_text(exc),
+                )
+
+    async def _carry_out(self, command: Command) -> int | bool | list[int] | None:
         match command.verb:
             case "send":
                 return await self.accept_sent(command.jobs)

@@ -45,6 +45,7 @@ import trio
 
 import inturn
 
+from ._cli_audit import AUDIT_ABOUT, audit_arguments, print_audit
 from ._cli_text import (
     blocked as _blocked,
     counted,
@@ -62,6 +63,7 @@ from ._cli_text import (
     step_json,
     table as _table,
 )
+from ._core_audit import check_actor
 from .errors import (
     DuplicateError,
     InturnError,
@@ -131,6 +133,13 @@ def _schema(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _actor(text: str) -> str:
+    try:
+        return check_actor(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _limit(text: str) -> int:
     if not text.isascii() or not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"bad limit {text!r}: a whole number >= 1")
@@ -196,7 +205,8 @@ def _operate(args: argparse.Namespace, action: Callable[[inturn.Operator], Await
     _reader(args).keys(limit=1, now=time.time())
 
     async def run() -> T:
-        async with inturn.operate(_journal(args), answer_within=args.wait) as op:
+        operate = inturn.operate(_journal(args), answer_within=args.wait, actor=args.actor)
+        async with operate as op:
             return await action(op)
 
     return trio.run(run)
@@ -499,6 +509,16 @@ def _purge(args: argparse.Namespace) -> int:
     return OK
 
 
+# -- the audit trail ------------------------------------------------------------------
+
+
+def _audit(args: argparse.Namespace) -> int:
+    none = print_audit(args, _reader(args))
+    if none is not None:
+        raise _Failed(none, NOTHING)
+    return OK
+
+
 # -- the parser and the boundary ----------------------------------------------------
 
 _DESCRIPTION: Final = """\
@@ -537,6 +557,13 @@ def _parser() -> _Parser:
             default=10.0,
             metavar="SECONDS",
             help="while a supervisor runs: how long it has to carry the fix out (default 10)",
+        )
+        sub.add_argument(
+            "--as",
+            dest="actor",
+            type=_actor,
+            metavar="NAME",
+            help="who the audit trail says made the fix (default: user@host:pid)",
         )
         return sub
 
@@ -589,6 +616,7 @@ def _parser() -> _Parser:
         help="discarded more than AGE ago: 90 (seconds), 30s, 5m, 2h, 7d, 1h30m",
     )
     purge.add_argument("--key", metavar="K", help="only the dead letters of key K")
+    audit_arguments(command("audit", _audit, AUDIT_ABOUT))
     return parser
 
 

@@ -12,7 +12,7 @@ from typing import Literal, TypeAlias, final
 
 import attrs
 
-__all__ = ["JobInfo", "JobState", "KeyFilter", "KeyInfo"]
+__all__ = ["AuditEntry", "JobInfo", "JobState", "KeyFilter", "KeyInfo"]
 
 JobState: TypeAlias = Literal["scheduled", "queued", "running", "retrying", "dead"]
 """``scheduled``: not due yet, in no key's sequence; ``queued``: waiting its turn; ``running``: an attempt started (read from a
@@ -86,3 +86,37 @@ class KeyInfo:
     owner: str | None = None
     """In a fleet (``PostgresJournal(..., fleet=True)``): the live member that owns the
     key now, as ``host:pid``; None if none does, or outside a fleet."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class AuditEntry:
+    """One operator's fix as the audit trail keeps it: who, when, what, and the outcome.
+
+    Never a payload: a fix's arguments only.
+    """
+
+    id: int
+    """Its place in the trail: every later entry's is higher."""
+    at: float
+    """Unix time the fix's outcome was journaled, by the clock of the process that carried
+    it out."""
+    actor: str
+    """Who asked: ``user@host:pid`` of the calling process, or the name it gave."""
+    verb: str
+    """``skip`` (cancelling a scheduled job too), ``requeue``, ``pause``, ``resume``,
+    ``retry_now`` or ``purge_dead``."""
+    job_id: int | None
+    key: str | None
+    head: bool | None
+    """For ``requeue``: to its key's head (True) or tail (False)."""
+    older_than: float | None
+    """For ``purge_dead``: its *older_than* seconds."""
+    outcome: str
+    """``done``; ``superseded`` (another writer, or the job's own attempt, finished it
+    first); ``not found`` (no such job, or key); or ``error``."""
+    error: str | None
+    """What the fix raised, as ``Type: text`` (None if it was done)."""
+    result: int | None
+    """A requeue's new id, how many dead letters a purge deleted, whether ``retry_now``
+    woke a head (1 or 0); None otherwise."""

@@ -46,7 +46,8 @@ from typing import Final, Protocol, cast, final
 import trio
 
 from ._checks import MAX_PAYLOAD, check_count, check_number
-from ._fixes import check_job_id, check_limit, check_purge
+from ._core_audit import check_actor
+from ._fixes import check_fix, check_job_id, check_limit, default_actor
 from ._runtime import Runtime
 from ._sending import new_job, new_jobs
 from .actors import Actor
@@ -66,9 +67,9 @@ from .errors import (
     SupervisorClosed,
 )
 from .fleet import Fleet, FleetJournal
-from .info import JobInfo, KeyFilter, KeyInfo
+from .info import AuditEntry, JobInfo, KeyFilter, KeyInfo
 from .jobs import Item, Job
-from .journal import Answer, Command, Journal, SentJob
+from .journal import Answer, Command, Journal, JournalReads, SentJob
 from .keys import validate_key
 from .retry import Retry
 from .supervisor import Supervisor
@@ -104,12 +105,7 @@ class _Fixer(Protocol):
     async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]: ...
     async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
-    async def requeue(self, job_id: int, *, head: bool = False) -> int: ...
-    async def skip(self, job_id: int) -> None: ...
-    async def pause(self, key: str) -> None: ...
-    async def resume(self, key: str) -> None: ...
-    async def retry_now(self, key: str) -> bool: ...
-    async def purge_dead(self, *, older_than: float, key: str | None = None) -> int: ...
+    async def carry_out(self, command: Command) -> int | bool | list[int] | None: ...
     async def send(
         self,
         key: str,
@@ -129,13 +125,19 @@ class Operator:
 
     Each method is the `Supervisor` method of its name, with its arguments,
     results and errors; see there.  On a live service a fix may also raise
-    `JournalError` if the supervisor does not answer in time.
+    `JournalError` if the supervisor does not answer in time.  Every fix
+    (`skip`, `requeue`, `pause`, `resume`, `retry_now`, `purge_dead`) is
+    recorded in the journal's audit trail with `actor` as who asked, and its
+    outcome (`audit`); a fix refused for a bad argument is not.
     """
 
-    def __init__(self, fixer: _Fixer, *, live: bool) -> None:
+    def __init__(self, fixer: _Fixer, reads: JournalReads, *, live: bool, actor: str) -> None:
         self._fixer = fixer
+        self._reads = reads
         self.live = live
         """Whether a running supervisor carries out the fixes (it holds the journal)."""
+        self.actor = actor
+        """Who the audit trail says asked for this operator's fixes."""
 
     async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]:
         """Keys with unfinished jobs, or halted: oldest head first."""
@@ -160,27 +162,54 @@ class Operator:
     async def requeue(self, job_id: int, *, head: bool = False) -> int:
         """Put dead letter *job_id* back on its key, attempts reset: at the tail under a new
         id (returned), or with *head* in its own place, its key resumed."""
-        return await self._fixer.requeue(job_id, head=head)
+        verb = "requeue_head" if head else "requeue"
+        result = await self._fix(Command(verb=verb, job_id=job_id, actor=self.actor))
+        assert isinstance(result, int)
+        return result
 
     async def skip(self, job_id: int) -> None:
         """Discard unfinished job *job_id* as a dead letter "skipped by operator"."""
-        await self._fixer.skip(job_id)
+        await self._fix(Command(verb="skip", job_id=job_id, actor=self.actor))
 
     async def pause(self, key: str) -> None:
         """Halt *key*: none of its jobs start until `resume`."""
-        await self._fixer.pause(key)
+        await self._fix(Command(verb="pause", key=key, actor=self.actor))
 
     async def resume(self, key: str) -> None:
         """Let halted *key* run again; a key that is not halted is left as it is."""
-        await self._fixer.resume(key)
+        await self._fix(Command(verb="resume", key=key, actor=self.actor))
 
     async def retry_now(self, key: str) -> bool:
         """Run *key*'s head now if it waits out a backoff; whether one was woken."""
-        return await self._fixer.retry_now(key)
+        return bool(await self._fix(Command(verb="retry_now", key=key, actor=self.actor)))
 
     async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
         """Delete dead letters discarded more than *older_than* seconds ago; return how many."""
-        return await self._fixer.purge_dead(older_than=older_than, key=key)
+        command = Command(verb="purge_dead", older_than=older_than, key=key, actor=self.actor)
+        result = await self._fix(command)
+        assert isinstance(result, int)
+        return result
+
+    async def audit(
+        self,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 100,
+        key: str | None = None,
+        job_id: int | None = None,
+    ) -> list[AuditEntry]:
+        """The audit trail of the operators' fixes, newest first (`Journal.audit`): who,
+        when, what and the outcome of each; of *key* or *job_id* only if given."""
+        if key is not None:
+            key = validate_key(key)
+        return await self._reads.audit(
+            after=after, before=before, limit=check_limit(limit), key=key, job_id=job_id
+        )
+
+    async def _fix(self, command: Command) -> int | bool | list[int] | None:
+        check_fix(command)  # before anything is sent, or audited
+        return await self._fixer.carry_out(command)
 
     async def send(
         self,
@@ -232,7 +261,11 @@ class Operator:
 
 @asynccontextmanager
 async def operate(
-    journal: Journal, *, answer_within: float = ANSWER_WITHIN, codec: Codec | None = None
+    journal: Journal,
+    *,
+    answer_within: float = ANSWER_WITHIN,
+    codec: Codec | None = None,
+    actor: str | None = None,
 ) -> AsyncIterator[Operator]:
     """Read and fix *journal*, and send it jobs, whether or not a supervisor holds it.
 
@@ -242,7 +275,8 @@ async def operate(
     carried out there; *answer_within* is how long it has to answer.  On a
     fleet's journal, the block is a member that claims nothing.  *codec*
     encodes what `Operator.send` sends (None: `JSONCodec()`): pass the
-    service's own, with the same *types*.
+    service's own, with the same *types*.  *actor* is who the audit trail
+    says asked for each fix (None: ``user@host:pid`` of this process).
 
     Raises:
         JournalError: the journal cannot be opened, or (live) a fix was not
@@ -252,10 +286,12 @@ async def operate(
     if answer_within <= 0:
         raise ValueError(f"answer_within must be a number of seconds > 0, not {answer_within!r}")
     codec = check_codec(codec)
+    actor = default_actor() if actor is None else check_actor(actor)
     try:
         recovery = await journal.open()
     except JournalLocked:
-        yield Operator(_Remote(journal, answer_within, codec), live=True)
+        remote = _Remote(journal, answer_within, codec)
+        yield Operator(remote, remote.reads, live=True, actor=actor)
         return
     try:
         # No slots: nothing ever runs, so no actor task is ever started (no nursery).
@@ -279,7 +315,7 @@ async def operate(
             # journal, which decides its race with the key's owner.
             fleet = runtime.fleet = Fleet(runtime, cast(FleetJournal, journal), capacity=0)
         try:
-            yield Operator(Supervisor(runtime, fleet), live=False)
+            yield Operator(Supervisor(runtime, fleet), journal, live=False, actor=actor)
         finally:
             runtime.close()
     finally:
@@ -297,7 +333,7 @@ class _Remote:
 
     def __init__(self, journal: Journal, answer_within: float, codec: Codec) -> None:
         self._journal = journal
-        self._reads = journal.reader()
+        self.reads = self._reads = journal.reader()
         self._answer_within = answer_within
         self._codec = codec
 
@@ -324,30 +360,8 @@ class _Remote:
             key = validate_key(key)
         return await self._reads.dead_letters(key=key, limit=check_limit(limit))
 
-    async def requeue(self, job_id: int, *, head: bool = False) -> int:
-        verb = "requeue_head" if head else "requeue"
-        result = await self._send(Command(verb=verb, job_id=check_job_id(job_id)))
-        assert isinstance(result, int)
-        return result
-
-    async def skip(self, job_id: int) -> None:
-        await self._send(Command(verb="skip", job_id=check_job_id(job_id)))
-
-    async def pause(self, key: str) -> None:
-        await self._send(Command(verb="pause", key=validate_key(key)))
-
-    async def resume(self, key: str) -> None:
-        await self._send(Command(verb="resume", key=validate_key(key)))
-
-    async def retry_now(self, key: str) -> bool:
-        return bool(await self._send(Command(verb="retry_now", key=validate_key(key))))
-
-    async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
-        seconds, checked_key = check_purge(older_than, key)
-        command = Command(verb="purge_dead", older_than=seconds, key=checked_key)
-        result = await self._send(command)
-        assert isinstance(result, int)
-        return result
+    async def carry_out(self, command: Command) -> int | bool | list[int] | None:
+        return await self._send(command)
 
     async def send(
         self,

@@ -29,7 +29,7 @@ from ._runtime import Handler
 from ._steps import encode_result, take_step
 from .codec import Codec, JSONCodec
 from .errors import JournalError
-from .info import JobInfo, KeyFilter, KeyInfo
+from .info import AuditEntry, JobInfo, KeyFilter, KeyInfo
 from .jobs import Job
 from .journal import (
     Answer,
@@ -269,6 +269,19 @@ class FaultyJournal:
     ) -> list[JobInfo]:
         return await self.inner.dead_letters(
             key=key, limit=limit, after=after, finished_before=finished_before
+        )
+
+    async def audit(
+        self,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 100,
+        key: str | None = None,
+        job_id: int | None = None,
+    ) -> list[AuditEntry]:
+        return await self.inner.audit(
+            after=after, before=before, limit=limit, key=key, job_id=job_id
         )
 
     async def commands(self) -> Sequence[Command]:

@@ -157,6 +157,7 @@ def drive(directory: Path, wait: float) -> None:
     transcript.run("show", "jobs.db", "abc")
     transcript.run("show", "jobs.db", dead)
     transcript.run("status", "jobs.db")
+    transcript.run("audit", "jobs.db")
     (directory / "transcript.md").write_text("\n".join(transcript.text))
 
 

@@ -29,6 +29,7 @@ def test_the_runbook_shows_every_command() -> None:
         "resume",
         "scheduled",
         "purge",
+        "audit",
     }
 
 

@@ -18,6 +18,7 @@ import attrs
 import inturn
 from inturn.journal.records import (
     Append,
+    Audit,
     Backlog,
     Change,
     Complete,
@@ -76,6 +77,8 @@ class ReferenceJournal:
                 self.halted.add(change.key)
             elif isinstance(change, Resume):
                 self.halted.discard(change.key)
+            elif isinstance(change, Audit):
+                pass  # the audit trail: no job's state
             elif isinstance(change, Release):
                 if self.waiting(change.key):
                     superseded.append(change)  # kept: a job waits

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 import inturn
-from inturn.journal import Append, Complete, Discard, PostgresReader
+from inturn.journal import Append, Audit, Complete, Discard, PostgresReader
 from inturn.journal._postgres_schema import SCHEMA_VERSION
 from inturn.testing import JournalConformance, OperatorReadsConformance
 
@@ -48,6 +48,7 @@ async def test_open_creates_the_schema_and_its_tables(pg_dsn: str, pg_schema: st
     await journal.open()
     await journal.aclose()
     assert tables(pg_dsn, pg_schema) == [
+        "audit",
         "commands",
         "halted",
         "jobs",
@@ -517,7 +518,11 @@ async def test_a_version_6_journal_gains_the_inbox_columns_of_sends(
     await journal.open()
     await journal.write([Append(job_id=1, key="k", data=b'"one"')])
     await journal.aclose()
-    sql(pg_dsn, f"ALTER TABLE {pg_schema}.commands DROP COLUMN items, DROP COLUMN data")
+    sql(
+        pg_dsn,
+        f"ALTER TABLE {pg_schema}.commands DROP COLUMN items, DROP COLUMN data, DROP COLUMN actor",
+    )
+    sql(pg_dsn, f"DROP TABLE {pg_schema}.audit")
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 6")
     recovery = await journal.open()
     try:
@@ -532,6 +537,30 @@ async def test_a_version_6_journal_gains_the_inbox_columns_of_sends(
         assert columns == [("data", "bytea"), ("items", "text")]
     finally:
         await journal.aclose()
+
+
+async def test_a_version_7_journal_gains_the_audit_trail(pg_dsn: str, pg_schema: str) -> None:
+    """Opening a version 7 schema adds ``audit`` and ``commands.actor`` (version 8); its jobs
+    are kept, and the reader reads its trail as empty before."""
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await journal.open()
+    await journal.write([Append(job_id=1, key="k", data=b'"one"')])
+    await journal.aclose()
+    sql(pg_dsn, f"ALTER TABLE {pg_schema}.commands DROP COLUMN actor")
+    sql(pg_dsn, f"DROP TABLE {pg_schema}.audit")
+    sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 7")
+    reader = PostgresReader(pg_dsn, schema=pg_schema)
+    assert reader.audit() == []
+    assert [info.id for info in reader.jobs("k")] == [1]
+    recovery = await journal.open()
+    try:
+        assert [job.id for job in recovery.jobs] == [1]
+        assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(SCHEMA_VERSION,)]
+        await journal.write([Audit(actor="ann", verb="pause", outcome="done", key="k")])
+    finally:
+        await journal.aclose()
+    [entry] = reader.audit(key="k")
+    assert (entry.actor, entry.verb, entry.outcome) == ("ann", "pause", "done")
 
 
 async def test_two_transactions_taking_one_key_cannot_both_win(pg_dsn: str, pg_schema: str) -> None:

@@ -20,8 +20,8 @@ import pytest
 import trio
 
 import inturn
-from inturn.journal import Append, SQLiteReader
-from inturn.journal._sqlite_schema import SCHEMA, SCHEMA_VERSION
+from inturn.journal import Append, Audit, SQLiteReader
+from inturn.journal._sqlite_schema import _UPGRADES, INDEXES, SCHEMA, SCHEMA_VERSION
 from inturn.testing import Recorder
 
 from .test_sqlite import make_version_1_file
@@ -34,6 +34,7 @@ INTURN_TABLES = {
     "inturn_steps",
     "inturn_halted",
     "inturn_commands",
+    "inturn_audit",
 }
 
 
@@ -56,12 +57,28 @@ def real_file(version: int) -> Callable[[Path], None]:
     return copy
 
 
+def version_6(path: Path) -> None:
+    """The real version-5 file as version 6 left it: its upgrade step then, which is
+    today's step 5, and the indexes of version 6 (none of the audit trail's)."""
+    real_file(5)(path)
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
+        connection.execute("BEGIN IMMEDIATE")
+        for statement in _UPGRADES[5]:
+            connection.execute(statement)
+        for index in INDEXES:
+            if "inturn_audit" not in index:
+                connection.execute(index)
+        connection.execute("PRAGMA user_version = 6")
+        connection.execute("COMMIT")
+
+
 OLD_FILES: dict[int, Callable[[Path], None]] = {
     1: version_1,
     2: version_2,
     3: real_file(3),
     4: real_file(4),
     5: real_file(5),
+    6: version_6,
 }
 """A journal file of each older schema version.  Versions 3 to 5 are real files their
 inturn wrote (``data/version-N.db``; version 4 at commit 3866098, version 5 at 58e3346,
@@ -81,6 +98,7 @@ def reads(path: Path, high: int) -> dict[str, object]:
         "steps": [reader.steps(job_id) for job_id in range(1, high + 1)],
         "dead letters": reader.dead_letters(),
         "scheduled": reader.scheduled(),
+        "audit": reader.audit(),
     }
 
 
@@ -102,7 +120,7 @@ def catalog(path: Path) -> tuple[int, dict[str, tuple[str, str]], list[tuple[str
 async def test_an_older_file_is_renamed_in_place_and_keeps_every_job(
     tmp_path: Path, version: int
 ) -> None:
-    """Opening a file of versions 1 to 5 renames every table and index under the prefix; what an operator reads of it is what the reader read before, and the id counter goes on from where it was."""
+    """Opening a file of versions 1 to 6 renames every table and index under the prefix (before 6) and adds the audit trail, empty; what an operator reads of it is what the reader read before, and the id counter goes on from where it was."""
     path = tmp_path / "jobs.db"
     OLD_FILES[version](path)
     _, _, [(_, high)] = catalog(path)
@@ -112,7 +130,7 @@ async def test_an_older_file_is_renamed_in_place_and_keeps_every_job(
     try:
         assert recovery.next_id == high + 1
         after_version, objects, sequence = catalog(path)
-        assert after_version == SCHEMA_VERSION == 6
+        assert after_version == SCHEMA_VERSION == 7
         assert sequence == [("inturn_jobs", high)]
         assert {name for name, (kind, _) in objects.items() if kind == "table"} == {
             *INTURN_TABLES,
@@ -124,6 +142,8 @@ async def test_an_older_file_is_renamed_in_place_and_keeps_every_job(
         assert reads(path, high) == before
         # a new job takes the next id, never one a completed job had
         await journal.write([Append(job_id=high + 1, key="new", data=b"new")])
+        assert before["audit"] == [] == await journal.audit()
+        await journal.write([Audit(actor="ann", verb="pause", outcome="done", key="new")])
     finally:
         await journal.aclose()
     new = SQLiteReader(path).job(high + 1)
@@ -134,7 +154,10 @@ async def test_an_older_file_is_renamed_in_place_and_keeps_every_job(
         info.key
         for info in before["keys"]  # type: ignore[attr-defined]
     ]
-    assert {**after, "keys": before["keys"]} == before
+    assert [(entry.actor, entry.verb, entry.key) for entry in SQLiteReader(path).audit()] == [
+        ("ann", "pause", "new")
+    ]
+    assert {**after, "keys": before["keys"], "audit": []} == before
 
 
 @pytest.mark.parametrize("version", [4, 5])
@@ -166,6 +189,21 @@ def test_an_older_file_with_a_table_under_the_new_names_is_refused_untouched(
     real_file(5)(path)
     with contextlib.closing(sqlite3.connect(path)) as connection:
         connection.execute("CREATE TABLE inturn_steps (id INTEGER)")
+        connection.commit()
+    before = path.read_bytes()
+    with pytest.raises(inturn.JournalCorrupt, match="not an inturn journal"):
+        trio.run(inturn.SQLiteJournal(path).open)
+    assert path.read_bytes() == before
+
+
+def test_a_version_6_file_with_a_table_named_as_the_audit_trail_is_refused_untouched(
+    tmp_path: Path,
+) -> None:
+    """Its upgrade could not make ``inturn_audit``: JournalCorrupt, the file as it was."""
+    path = tmp_path / "jobs.db"
+    version_6(path)
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        connection.execute("CREATE TABLE inturn_audit (id INTEGER)")
         connection.commit()
     before = path.read_bytes()
     with pytest.raises(inturn.JournalCorrupt, match="not an inturn journal"):

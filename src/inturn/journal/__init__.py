@@ -8,6 +8,7 @@ from .postgres import PostgresJournal, PostgresReader
 from .records import (
     Answer,
     Append,
+    Audit,
     Backlog,
     Change,
     Claim,
@@ -34,6 +35,7 @@ from .sqlite import SQLiteJournal, SQLiteReader
 __all__ = [
     "Answer",
     "Append",
+    "Audit",
     "Backlog",
     "Claim",
     "Change",

@@ -15,8 +15,9 @@ import attrs
 import trio
 
 from ..errors import JournalError
-from ..info import JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
 from ._reads import (
+    check_audit,
     check_dead_letters,
     check_job_id,
     check_jobs,
@@ -44,6 +45,7 @@ class Dialect(Generic[_C]):
     select_dead_letters: Callable[[_C, str | None, int, int, float | None], list[JobInfo]]
     select_scheduled: Callable[[_C, str | None, int], list[JobInfo]]
     select_steps: Callable[[_C, int], list[tuple[str, bytes]]]
+    select_audit: Callable[[_C, int, int | None, int, str | None, int | None], list[AuditEntry]]
     take: Callable[[_C], list[Command]] = attrs.field(default=lambda connection: [])
     answer: Callable[[_C, int, Answer], None] = attrs.field(
         default=lambda connection, command_id, answer: None
@@ -122,6 +124,22 @@ class ThreadedJournal(Generic[_C]):
         return await self._read(
             lambda connection: self.dialect.select_dead_letters(
                 connection, key, limit, after, finished_before
+            )
+        )
+
+    async def audit(
+        self,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 100,
+        key: str | None = None,
+        job_id: int | None = None,
+    ) -> list[AuditEntry]:
+        check_audit(after, before, limit, key, job_id)
+        return await self._read(
+            lambda connection: self.dialect.select_audit(
+                connection, after, before, limit, key, job_id
             )
         )
 
@@ -204,6 +222,23 @@ class DialectReader(Generic[_C]):
         return self._read(
             lambda connection: self.dialect.select_dead_letters(
                 connection, key, limit, after, finished_before
+            )
+        )
+
+    def audit(
+        self,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 100,
+        key: str | None = None,
+        job_id: int | None = None,
+    ) -> list[AuditEntry]:
+        """The audit trail, newest first, as `inturn.Journal.audit` returns it."""
+        check_audit(after, before, limit, key, job_id)
+        return self._read(
+            lambda connection: self.dialect.select_audit(
+                connection, after, before, limit, key, job_id
             )
         )
 

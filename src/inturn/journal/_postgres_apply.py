@@ -22,12 +22,14 @@ from ..errors import JournalError, LeaseLost
 from . import _postgres_fleet as members
 from ._postgres_schema import one_row
 from ._postgres_transactions import Failed, run_in_savepoint
+from ._reads import audit_row
 from ._sql_apply import Held, Letter, Refused, apply, refuse_duplicate
 from ._thread import Request
 from ._transactions import Run
 from ._uniques import Uniques
 from .records import (
     Append,
+    Audit,
     Complete,
     Discard,
     Due,
@@ -312,6 +314,16 @@ class PostgresStatements:
         self.connection.execute(
             "INSERT INTO halted (key) VALUES (%s) ON CONFLICT DO NOTHING", (change.key,)
         )
+
+    def audit(self, change: Audit, now: float) -> None:
+        added = one_row(
+            self.connection,
+            "INSERT INTO audit (at, actor, verb, job_id, key, head, older_than, outcome, error,"
+            " result) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+            audit_row(change, now),
+        )[0]
+        # Ids come from a sequence, gaps and all: at most the newest *keep* are left.
+        self.connection.execute("DELETE FROM audit WHERE id <= %s", (added - change.keep,))
 
     def resume(self, change: Resume) -> None:
         self.connection.execute("DELETE FROM halted WHERE key = %s", (change.key,))

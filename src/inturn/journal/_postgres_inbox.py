@@ -32,9 +32,18 @@ def submit(connection: psycopg.Connection[Any], command: Command) -> int:
     """Queue *command*; return its id."""
     items, data = pack(command.jobs)
     row = connection.execute(
-        "INSERT INTO commands (verb, job_id, key, older_than, submitted_at, items, data)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
-        (command.verb, command.job_id, command.key, command.older_than, time.time(), items, data),
+        "INSERT INTO commands (verb, job_id, key, older_than, submitted_at, items, data, actor)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        (
+            command.verb,
+            command.job_id,
+            command.key,
+            command.older_than,
+            time.time(),
+            items,
+            data,
+            command.actor,
+        ),
     ).fetchone()
     assert row is not None
     return int(row[0])
@@ -66,7 +75,7 @@ def take(connection: psycopg.Connection[Any]) -> list[Command]:
     """For the supervisor: take every command not taken yet, oldest first."""
     rows = connection.execute(
         "UPDATE commands SET taken_at = %s WHERE taken_at IS NULL"
-        " RETURNING id, verb, job_id, key, older_than, items, data",
+        " RETURNING id, verb, job_id, key, older_than, items, data, actor",
         (time.time(),),
     ).fetchall()
     return [
@@ -77,8 +86,9 @@ def take(connection: psycopg.Connection[Any]) -> list[Command]:
             key=key,
             older_than=older_than,
             jobs=unpack(items, data),
+            actor=actor,
         )
-        for command_id, verb, job_id, key, older_than, items, data in sorted(
+        for command_id, verb, job_id, key, older_than, items, data, actor in sorted(
             rows, key=lambda row: row[0]
         )
     ]

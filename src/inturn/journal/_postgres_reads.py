@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, final
 import attrs
 
 from ..errors import JournalError
-from ..info import JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
 from ._dialect import Dialect, DialectReader
 from ._postgres_schema import (
     COLUMNS,
@@ -29,7 +29,7 @@ from ._postgres_schema import (
     schema_version,
     stored,
 )
-from ._reads import info, key_infos, key_matches
+from ._reads import AUDIT_COLUMNS, audit_entry, audit_where, info, key_infos, key_matches
 from .records import StoredJob
 
 if TYPE_CHECKING:
@@ -184,6 +184,26 @@ def select_dead_letters(
     return [info(row) for row in rows]
 
 
+def select_audit(
+    connection: psycopg.Connection[Any],
+    after: int,
+    before: int | None,
+    limit: int,
+    key: str | None,
+    job_id: int | None,
+) -> list[AuditEntry]:
+    if after >= PG_MAX or (job_id is not None and job_id > PG_MAX):
+        return []
+    where, parameters = audit_where(
+        after, None if before is None else min(before, PG_MAX), key, job_id, "%s"
+    )
+    rows = connection.execute(
+        f"SELECT {AUDIT_COLUMNS} FROM audit WHERE {where} ORDER BY id DESC LIMIT %s",
+        (*parameters, min(limit, PG_MAX)),
+    ).fetchall()
+    return [audit_entry(row) for row in rows]
+
+
 # -- the reader ----------------------------------------------------------------
 
 
@@ -195,6 +215,7 @@ POSTGRES_READS: Final = Dialect(
     select_dead_letters,
     select_scheduled,
     select_steps,
+    select_audit,
 )
 
 
@@ -244,6 +265,14 @@ class PostgresReader(DialectReader["psycopg.Connection[Any]"]):
             if version < 4:  # before fleets: no key has an owner
                 connection.execute(
                     "CREATE TEMP VIEW keys AS SELECT ''::text AS key, 0::bigint AS owner WHERE false"
+                )
+            if version < 8:  # before the audit trail: an empty one
+                connection.execute(
+                    "CREATE TEMP VIEW audit AS SELECT 0::bigint AS id, 0.0::double precision AS at,"
+                    " ''::text AS actor, ''::text AS verb, NULL::bigint AS job_id,"
+                    " NULL::text AS key, NULL::boolean AS head,"
+                    " NULL::double precision AS older_than, ''::text AS outcome,"
+                    " NULL::text AS error, NULL::bigint AS result WHERE false"
                 )
             if version < 2:
                 connection.execute(

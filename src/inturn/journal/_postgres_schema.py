@@ -44,7 +44,8 @@ discard halted a key (``halted.job_id`` and ``halted.error``) and had no dedup
 windows (``jobs.unique_for``, ``uniques``), 3 had no fleet, 4 told
 incarnations apart by id only (no ``processes.incarnation``), 5 had no
 ``job_ids`` and ``unplaced`` (`producers`), 6 had an inbox that took no jobs
-to send (``commands.items``, ``commands.data``); each is upgraded
+to send (``commands.items``, ``commands.data``), 7 had no audit trail
+(``audit``, ``commands.actor``: who sent a command); each is upgraded
 in place; a schema of a version this code does not know is refused
 untouched, with the version in the message.
 
@@ -86,7 +87,7 @@ __all__ = [
     "unregister",
 ]
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -150,9 +151,29 @@ CREATE TABLE commands (
     answered_at double precision,
     answer text,
     items text,
-    data bytea
+    data bytea,
+    actor text
 );
 """
+
+_AUDIT: Final = """
+CREATE TABLE audit (
+    id bigserial PRIMARY KEY,
+    at double precision NOT NULL,
+    actor text NOT NULL,
+    verb text NOT NULL,
+    job_id bigint,
+    key text,
+    head boolean,
+    older_than double precision,
+    outcome text NOT NULL,
+    error text,
+    result bigint
+);
+CREATE INDEX audit_by_key ON audit (key, id) WHERE key IS NOT NULL;
+CREATE INDEX audit_by_job ON audit (job_id, id) WHERE job_id IS NOT NULL;
+"""
+"""The operators' audit trail (version 8): one row per fix (`Audit`), the newest kept."""
 
 _FLEET: Final = """
 CREATE TABLE keys (
@@ -265,6 +286,10 @@ _UPGRADES: Final = {
     6: (  # version 7, `Operator.send`: the inbox takes jobs to send (`_sent`)
         "ALTER TABLE commands ADD COLUMN items text, ADD COLUMN data bytea",
     ),
+    7: (  # version 8: the operators' audit trail, and who sent each command
+        "ALTER TABLE commands ADD COLUMN actor text",
+        *(statement for statement in _AUDIT.split(";") if statement.strip()),
+    ),
 }
 
 _PRODUCERS_VERSION: Final = 5
@@ -278,6 +303,7 @@ _TABLES_ADDED: Final = {
     3: {"uniques", "steps"},
     4: {"keys"},
     _PRODUCERS_VERSION + 1: {"unplaced"},
+    8: {"audit"},
 }
 """The tables each version added: a schema of an older version has none of them."""
 
@@ -410,6 +436,7 @@ def ensure_schema(connection: psycopg.Connection[Any], schema: str, name: str) -
             if version == 0:
                 connection.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
                 connection.execute(_TABLES)
+                connection.execute(_AUDIT)
                 connection.execute(_FLEET)
                 connection.execute(producers(schema))
                 connection.execute("INSERT INTO meta (version) VALUES (%s)", (SCHEMA_VERSION,))

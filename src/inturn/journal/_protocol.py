@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from ..info import JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
 from .records import Answer, Change, Command, Recovery, StoredJob, Transaction
 
 __all__ = ["Journal", "JournalReads"]
@@ -34,6 +34,16 @@ class JournalReads(Protocol):
         after: int = 0,
         finished_before: float | None = None,
     ) -> list[JobInfo]: ...
+
+    async def audit(
+        self,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 100,
+        key: str | None = None,
+        job_id: int | None = None,
+    ) -> list[AuditEntry]: ...
 
 
 class Journal(Protocol):
@@ -192,6 +202,25 @@ class Journal(Protocol):
     ) -> list[JobInfo]:
         """Dead letters in id order: of *key* if given, with ids above *after*,
         discarded before *finished_before* (Unix time) if given; at most *limit*."""
+        ...
+
+    async def audit(
+        self,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 100,
+        key: str | None = None,
+        job_id: int | None = None,
+    ) -> list[AuditEntry]:
+        """The audit trail (`Audit`s written), newest first: entries with ids above *after*
+        and (if given) below *before*, of *key* and of *job_id* if given; at most *limit*.
+
+        Pages by id, never by offset: the next page of older entries is
+        ``before=`` the last id seen; what is new since a look, ``after=`` the
+        first.  Holds the newest ``keep`` entries at least as the last `Audit`
+        written asked (fewer if ids skipped, as a sequence's may).
+        """
         ...
 
     # -- operator commands: a fix for the supervisor that holds the journal ----

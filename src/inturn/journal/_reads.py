@@ -13,11 +13,16 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from .._checks import check_count, check_number
-from ..info import JobInfo, JobState, KeyFilter, KeyInfo
-from .records import StoredJob
+from ..info import AuditEntry, JobInfo, JobState, KeyFilter, KeyInfo
+from .records import Audit, StoredJob
 
 __all__ = [
+    "AUDIT_COLUMNS",
     "KEY_FILTERS",
+    "audit_entry",
+    "audit_row",
+    "audit_where",
+    "check_audit",
     "check_dead_letters",
     "check_job_id",
     "check_jobs",
@@ -249,3 +254,71 @@ def info(row: tuple[Any, ...]) -> JobInfo:
         due_at=due_at,
         stopped_during=stopped_during,
     )
+
+
+AUDIT_COLUMNS: Final = "id, at, actor, verb, job_id, key, head, older_than, outcome, error, result"
+"""The columns of an `AuditEntry`, in the SQL journals' audit tables."""
+
+
+def check_audit(after: object, before: object, limit: object, key: object, job_id: object) -> None:
+    """Raise TypeError or ValueError for a bad argument of ``Journal.audit``."""
+    check_count("after", after, minimum=0)
+    if before is not None:
+        check_count("before", before, minimum=1)
+    check_count("limit", limit, minimum=1)
+    if key is not None and not isinstance(key, str):
+        raise TypeError(f"key must be a str or None, not {type(key).__name__}")
+    if job_id is not None:
+        check_job_id(job_id)
+
+
+def audit_row(change: Audit, now: float) -> tuple[Any, ...]:
+    """The values of an audit table's row for *change* at *now*, after its id (``AUDIT_COLUMNS``)."""
+    return (
+        now,
+        change.actor,
+        change.verb,
+        change.job_id,
+        change.key,
+        change.head,
+        change.older_than,
+        change.outcome,
+        change.error,
+        change.result,
+    )
+
+
+def audit_entry(row: Sequence[Any]) -> AuditEntry:
+    """The `AuditEntry` of a row of ``AUDIT_COLUMNS``."""
+    entry_id, at, actor, verb, job_id, key, head, older_than, outcome, error, result = row
+    return AuditEntry(
+        id=entry_id,
+        at=at,
+        actor=actor,
+        verb=verb,
+        job_id=job_id,
+        key=key,
+        head=None if head is None else bool(head),
+        older_than=older_than,
+        outcome=outcome,
+        error=error,
+        result=result,
+    )
+
+
+def audit_where(
+    after: int, before: int | None, key: str | None, job_id: int | None, mark: str
+) -> tuple[str, list[object]]:
+    """The WHERE clause of an audit read (placeholders *mark*) and its parameters."""
+    where = f"id > {mark}"
+    parameters: list[object] = [after]
+    if before is not None:
+        where += f" AND id < {mark}"
+        parameters.append(before)
+    if key is not None:
+        where += f" AND key = {mark}"
+        parameters.append(key)
+    if job_id is not None:
+        where += f" AND job_id = {mark}"
+        parameters.append(job_id)
+    return where, parameters

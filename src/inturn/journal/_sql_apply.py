@@ -28,6 +28,7 @@ from ._transactions import Run
 from ._uniques import Uniques
 from .records import (
     Append,
+    Audit,
     Complete,
     Discard,
     Due,
@@ -125,6 +126,10 @@ class Statements(Protocol):
     def revive(self, change: Revive, letter: Letter) -> None: ...
     def halt(self, change: Halt) -> None: ...
     def resume(self, change: Resume) -> None: ...
+    def audit(self, change: Audit, now: float) -> None:
+        """Add *change* to the audit trail at *now*, and delete the entries it leaves beyond
+        its ``keep`` newest."""
+
     def other(self, change: FleetChange, request: Request) -> bool:
         """Apply a change only this dialect knows (a fleet's `Release`); False if it knows none."""
 
@@ -213,6 +218,8 @@ def apply(statements: Statements, request: Request, next_id: int) -> int:
             statements.halt(change)
         elif isinstance(change, Resume):
             statements.resume(change)
+        elif isinstance(change, Audit):
+            statements.audit(change, request.now)
         elif not statements.other(change, request):
             raise Refused(JournalError(f"{name}: not a journal change: {change!r}"))
     return next_id

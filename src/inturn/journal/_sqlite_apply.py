@@ -18,12 +18,14 @@ from typing import Final
 import attrs
 
 from ..errors import JournalError
+from ._reads import audit_row
 from ._sql_apply import Held, Letter, Refused, apply, refuse_duplicate
 from ._thread import Request
 from ._transactions import RELEASE_STEP, ROLLBACK_STEP, SAVEPOINT, Run, SQLiteGuard, ended
 from ._uniques import Uniques
 from .records import (
     Append,
+    Audit,
     Complete,
     Discard,
     Due,
@@ -299,6 +301,17 @@ class SQLiteStatements:
     def resume(self, change: Resume) -> None:
         self.connection.execute("DELETE FROM inturn_halted WHERE key = ?", (change.key,))
         self.usage.resumed(self.connection)
+
+    def audit(self, change: Audit, now: float) -> None:
+        cursor = self.connection.execute(
+            "INSERT INTO inturn_audit (at, actor, verb, job_id, key, head, older_than, outcome,"
+            " error, result) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            audit_row(change, now),
+        )
+        added = cursor.lastrowid
+        assert added is not None
+        # Ids rise by one per entry (AUTOINCREMENT, none reused): the newest *keep* are these.
+        self.connection.execute("DELETE FROM inturn_audit WHERE id <= ?", (added - change.keep,))
 
     def other(self, change: FleetChange, request: Request) -> bool:
         return False

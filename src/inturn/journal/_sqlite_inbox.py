@@ -63,9 +63,18 @@ def submit(connection: sqlite3.Connection, command: Command) -> int:
     """Queue *command*; return its id."""
     items, data = pack(command.jobs)
     cursor = connection.execute(
-        "INSERT INTO inturn_commands (verb, job_id, key, older_than, submitted_at, items, data)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (command.verb, command.job_id, command.key, command.older_than, time.time(), items, data),
+        "INSERT INTO inturn_commands (verb, job_id, key, older_than, submitted_at, items, data, actor)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            command.verb,
+            command.job_id,
+            command.key,
+            command.older_than,
+            time.time(),
+            items,
+            data,
+            command.actor,
+        ),
     )
     assert cursor.lastrowid is not None
     return cursor.lastrowid
@@ -96,7 +105,7 @@ def withdraw(connection: sqlite3.Connection, command_id: int) -> bool:
 def take(connection: sqlite3.Connection) -> list[Command]:
     """For the supervisor: take every command not taken yet, oldest first."""
     select = (
-        "SELECT id, verb, job_id, key, older_than, items, data FROM inturn_commands"
+        "SELECT id, verb, job_id, key, older_than, items, data, actor FROM inturn_commands"
         " WHERE taken_at IS NULL ORDER BY id"
     )
     if connection.execute(select).fetchone() is None:
@@ -119,8 +128,9 @@ def take(connection: sqlite3.Connection) -> list[Command]:
             key=key,
             older_than=older_than,
             jobs=unpack(items, data),
+            actor=actor,
         )
-        for command_id, verb, job_id, key, older_than, items, data in rows
+        for command_id, verb, job_id, key, older_than, items, data, actor in rows
     ]
 
 

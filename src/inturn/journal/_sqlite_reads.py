@@ -21,13 +21,12 @@ from typing import ClassVar, Final, TypeVar, final
 import attrs
 
 from ..errors import JournalCorrupt, JournalError
-from ..info import JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
 from ._dialect import Dialect, DialectReader
-from ._reads import info, key_infos, key_matches
+from ._reads import AUDIT_COLUMNS, audit_entry, audit_where, info, key_infos, key_matches
 from ._sqlite_schema import (
     COLUMNS,
     LIVE_JOBS,
-    SCHEMA_VERSION,
     SQLITE_MAX,
     check_path,
     database_error,
@@ -178,6 +177,26 @@ def select_dead_letters(
     return [info(row) for row in rows]
 
 
+def select_audit(
+    connection: sqlite3.Connection,
+    after: int,
+    before: int | None,
+    limit: int,
+    key: str | None,
+    job_id: int | None,
+) -> list[AuditEntry]:
+    if after >= SQLITE_MAX or (job_id is not None and job_id > SQLITE_MAX):
+        return []
+    where, parameters = audit_where(
+        after, None if before is None else min(before, SQLITE_MAX), key, job_id, "?"
+    )
+    rows = connection.execute(
+        f"SELECT {AUDIT_COLUMNS} FROM inturn_audit WHERE {where} ORDER BY id DESC LIMIT ?",
+        (*parameters, min(limit, SQLITE_MAX)),
+    ).fetchall()
+    return [audit_entry(row) for row in rows]
+
+
 @contextlib.contextmanager
 def _snapshot(connection: sqlite3.Connection) -> Iterator[None]:
     """A read transaction: every query inside sees the same committed state."""
@@ -201,6 +220,7 @@ SQLITE_READS: Final = Dialect(
     select_dead_letters,
     select_scheduled,
     select_steps,
+    select_audit,
 )
 
 
@@ -276,7 +296,7 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
                 raise JournalCorrupt(self.path, "not an inturn journal (an empty file or database)")
             for view in _VIEWS_OF_OLDER.get(version, ()):
                 connection.execute(view)
-            if version == SCHEMA_VERSION:  # a completed job's row may wait, marked, to be deleted
+            if version >= 6:  # a completed job's row may wait, marked, to be deleted
                 connection.execute(LIVE_JOBS)
         except BaseException:
             connection.close()
@@ -287,7 +307,10 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
 def _views_of_older(version: int) -> tuple[str, ...]:
     """The temporary views through which the reads see a file of an older *version* as
     one of today's: its tables under today's names, what it never recorded as NULL, and
-    its jobs, before places, in id order."""
+    its jobs, before places, in id order; before version 7, an empty audit trail."""
+    no_audit = (f"CREATE TEMP VIEW inturn_audit AS SELECT {_NO_AUDIT} WHERE 0",)
+    if version == 6:
+        return no_audit
     missing = {
         1: ", NULL AS retry_at, NULL AS stopped_during, id AS seq, NULL AS due_at",
         2: ", NULL AS stopped_during, id AS seq, NULL AS due_at",
@@ -307,10 +330,15 @@ def _views_of_older(version: int) -> tuple[str, ...]:
             "CREATE TEMP VIEW inturn_halted AS SELECT * FROM main.halted",
             "CREATE TEMP VIEW inturn_steps AS SELECT * FROM main.steps",
         ]
-    return tuple(views)
+    return (*views, *no_audit)
 
 
-_VIEWS_OF_OLDER: Final = {version: _views_of_older(version) for version in range(1, 6)}
+_NO_AUDIT: Final = (
+    "0 AS id, 0.0 AS at, '' AS actor, '' AS verb, NULL AS job_id, NULL AS key, NULL AS head,"
+    " NULL AS older_than, '' AS outcome, NULL AS error, NULL AS result"
+)
+
+_VIEWS_OF_OLDER: Final = {version: _views_of_older(version) for version in range(1, 7)}
 """`_views_of_older` of each older version."""
 
 

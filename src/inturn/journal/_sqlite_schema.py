@@ -41,7 +41,8 @@ no ``seq`` and ``due_at``, did not record which job's discard halted a key
 no dedup windows (``jobs.unique_for``, ``uniques``: filled from its unfinished
 jobs); 4 had no ``completed_at``; 5 named its tables and indexes without the
 prefix (``jobs``, ``uniques``, ``steps``, ``halted``, ``commands``), and its
-inbox took no jobs to send (``commands.items`` and ``commands.data``).
+inbox took no jobs to send (``commands.items`` and ``commands.data``); 6 had no
+audit trail (``inturn_audit``, and ``inturn_commands.actor``: who sent a command).
 `SQLiteJournal.open` upgrades them in one transaction (version 6 renames the
 tables, which carries their rows, their ``sqlite_sequence`` row and SQLite's
 own indexes along, and makes inturn's indexes again under their new names).
@@ -74,7 +75,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 PREFIX: Final = "inturn_"
 """What the name of every table and index inturn makes begins with: reserved."""
@@ -119,7 +120,21 @@ CREATE TABLE inturn_commands (
     answered_at REAL,
     answer TEXT,
     items TEXT,
-    data BLOB
+    data BLOB,
+    actor TEXT
+);
+CREATE TABLE inturn_audit (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    actor TEXT NOT NULL,
+    verb TEXT NOT NULL,
+    job_id INTEGER,
+    key TEXT,
+    head INTEGER,
+    older_than REAL,
+    outcome TEXT NOT NULL,
+    error TEXT,
+    result INTEGER
 );
 """
 
@@ -171,6 +186,20 @@ _COMMANDS: Final[tuple[_Column, ...]] = (
     ("answer", "TEXT", False, False),
     ("items", "TEXT", False, False),  # version 6: what a send sends (`_sent`)
     ("data", "BLOB", False, False),  # version 6
+    ("actor", "TEXT", False, False),  # version 7: who sent it, for the audit trail
+)
+_AUDIT: Final[tuple[_Column, ...]] = (  # version 7
+    ("id", "INTEGER", False, True),
+    ("at", "REAL", True, False),
+    ("actor", "TEXT", True, False),
+    ("verb", "TEXT", True, False),
+    ("job_id", "INTEGER", False, False),
+    ("key", "TEXT", False, False),
+    ("head", "INTEGER", False, False),
+    ("older_than", "REAL", False, False),
+    ("outcome", "TEXT", True, False),
+    ("error", "TEXT", False, False),
+    ("result", "INTEGER", False, False),
 )
 
 _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
@@ -194,9 +223,17 @@ _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
     6: {  # every name under the prefix
         "inturn_jobs": _JOBS,
         "inturn_halted": _HALTED,
+        "inturn_commands": _COMMANDS[:11],
+        "inturn_uniques": _UNIQUES,
+        "inturn_steps": _STEPS,
+    },
+    7: {  # the operators' audit trail
+        "inturn_jobs": _JOBS,
+        "inturn_halted": _HALTED,
         "inturn_commands": _COMMANDS,
         "inturn_uniques": _UNIQUES,
         "inturn_steps": _STEPS,
+        "inturn_audit": _AUDIT,
     },
 }
 """The tables of each schema version this code reads, column by column: a
@@ -220,6 +257,11 @@ INDEXES: Final = (
     # reservations that end, to delete them once they have
     "CREATE INDEX IF NOT EXISTS inturn_uniques_until ON inturn_uniques (until)"
     " WHERE until IS NOT NULL",
+    # the audit trail of a key, or of a job
+    "CREATE INDEX IF NOT EXISTS inturn_audit_by_key ON inturn_audit (key, id)"
+    " WHERE key IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS inturn_audit_by_job ON inturn_audit (job_id, id)"
+    " WHERE job_id IS NOT NULL",
 )
 """Created on open if missing, as files made by earlier versions lack some;
 an index changes no row, so it needs no version bump."""
@@ -296,7 +338,9 @@ def schema_version(connection: sqlite3.Connection, path: str) -> int:
     # inturn makes no trigger: one on its tables would run in its writes.
     triggers = any(kind == "trigger" and on in tables for kind, on in objects.values())
     # An older file's tables take these names as it is upgraded.
-    taken = version < SCHEMA_VERSION and any(name in objects for name in _RESERVED)
+    taken = version < SCHEMA_VERSION and any(
+        name in objects for name in (_RESERVED if version < 6 else _MADE_SINCE_6)
+    )
     if (
         tables
         and not triggers
@@ -368,6 +412,12 @@ _UPGRADES: Final = {
         "ALTER TABLE inturn_commands ADD COLUMN items TEXT",
         "ALTER TABLE inturn_commands ADD COLUMN data BLOB",
     ),
+    6: (  # version 7: the operators' audit trail, and who sent each command
+        "ALTER TABLE inturn_commands ADD COLUMN actor TEXT",
+        "CREATE TABLE inturn_audit (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL,"
+        " actor TEXT NOT NULL, verb TEXT NOT NULL, job_id INTEGER, key TEXT, head INTEGER,"
+        " older_than REAL, outcome TEXT NOT NULL, error TEXT, result INTEGER)",
+    ),
 }
 """What turns each version into the next."""
 
@@ -380,6 +430,9 @@ _RESERVED: Final = frozenset(
 )
 """The names inturn's tables and indexes have now: in an older file, nothing else may have
 them, or its upgrade could not rename its tables."""
+
+_MADE_SINCE_6: Final = frozenset(["inturn_audit", "inturn_audit_by_key", "inturn_audit_by_job"])
+"""The names a file of version 6 has none of: those its upgrade makes."""
 
 
 def upgrade(connection: sqlite3.Connection, version: int) -> None:

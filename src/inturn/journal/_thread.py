@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     import trio.testing
 
 from ..errors import JournalError, LeaseLost
-from ..info import JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
 from .records import Append, FleetChange, Requeue, Revive, Transaction
 
 __all__ = [
@@ -432,6 +432,16 @@ class SyncReads(Protocol):
         finished_before: float | None = None,
     ) -> list[JobInfo]: ...
 
+    def audit(
+        self,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 100,
+        key: str | None = None,
+        job_id: int | None = None,
+    ) -> list[AuditEntry]: ...
+
 
 @attrs.frozen
 class ThreadedReader:
@@ -467,5 +477,20 @@ class ThreadedReader:
         return await off_thread(
             lambda: self.reader.dead_letters(
                 key=key, limit=limit, after=after, finished_before=finished_before
+            )
+        )
+
+    async def audit(
+        self,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 100,
+        key: str | None = None,
+        job_id: int | None = None,
+    ) -> list[AuditEntry]:
+        return await off_thread(
+            lambda: self.reader.audit(
+                after=after, before=before, limit=limit, key=key, job_id=job_id
             )
         )

@@ -9,6 +9,7 @@ operator reads the same views from it.
 
 from __future__ import annotations
 
+import collections
 import heapq
 import sqlite3
 import time
@@ -20,10 +21,13 @@ import attrs
 import trio
 
 from ..errors import JournalError, JournalLocked
-from ..info import JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
 from ._inbox import check_timeout
 from ._memory_row import Row
 from ._reads import (
+    audit_entry,
+    audit_row,
+    check_audit,
     check_dead_letters,
     check_job_id,
     check_jobs,
@@ -40,6 +44,7 @@ from ._transactions import RELEASE_STEP, ROLLBACK_STEP, SAVEPOINT, Run, SQLiteGu
 from .records import (
     Answer,
     Append,
+    Audit,
     Change,
     Command,
     Complete,
@@ -98,6 +103,8 @@ class MemoryJournal:
     """Halted keys, each with the job whose discard halted it and its error
     (None: paused by an operator)."""
     _next_id: int = attrs.field(default=1, init=False)
+    _audit: collections.deque[AuditEntry] = attrs.field(factory=collections.deque, init=False)
+    """The audit trail, oldest first: the newest entries, as many as the last `Audit` kept."""
     _is_open: bool = attrs.field(default=False, init=False)
     _commands: dict[int, Command] = attrs.field(factory=dict, init=False)
     """Submitted and not taken yet, oldest first."""
@@ -369,6 +376,28 @@ class MemoryJournal:
                 break
         return found
 
+    async def audit(
+        self,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        limit: int = 100,
+        key: str | None = None,
+        job_id: int | None = None,
+    ) -> list[AuditEntry]:
+        check_audit(after, before, limit, key, job_id)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        found: list[AuditEntry] = []
+        for entry in reversed(self._audit):
+            if entry.id <= after or len(found) >= limit:
+                break
+            if (before is None or entry.id < before) and (
+                (key is None or entry.key == key) and (job_id is None or entry.job_id == job_id)
+            ):
+                found.append(entry)
+        return found
+
     # -- for tests ------------------------------------------------------------
 
     def unfinished(self) -> list[StoredJob]:
@@ -581,6 +610,11 @@ class MemoryJournal:
                 self._halted.setdefault(key, None)
             case Resume(key=key):
                 self._halted.pop(key, None)
+            case Audit():
+                last = self._audit[-1].id if self._audit else 0
+                self._audit.append(audit_entry((last + 1, *audit_row(change, now))))
+                while len(self._audit) > change.keep:
+                    self._audit.popleft()
             case _:
                 assert_never(change)
 

@@ -27,6 +27,7 @@ import attrs
 __all__ = [
     "Answer",
     "Append",
+    "Audit",
     "Backlog",
     "Change",
     "Claim",
@@ -225,6 +226,37 @@ class Resume:
     key: str
 
 
+@attrs.frozen(kw_only=True)
+class Audit:
+    """An operator's fix and its outcome, for the audit trail (`Journal.audit`).
+
+    Not a change to any job: it is never superseded and breaks no rule.  The
+    journal dates it with the batch's ``now`` (the writer's clock) and gives
+    it the next id of the trail; then it keeps the newest *keep* entries and
+    deletes the rest, so the trail stays bounded however many fixes are made.
+    It carries a fix's arguments, never a payload.
+    """
+
+    actor: str
+    """Who asked for the fix: ``user@host:pid`` of the calling process, or a name given."""
+    verb: str
+    """``skip``, ``requeue``, ``pause``, ``resume``, ``retry_now`` or ``purge_dead``."""
+    outcome: str
+    """``done``, ``superseded``, ``not found``, or ``error``."""
+    job_id: int | None = None
+    key: str | None = None
+    head: bool | None = None
+    """For ``requeue``: to its key's head (True) or tail (False)."""
+    older_than: float | None = None
+    error: str | None = None
+    """What the fix raised, as ``Type: text``; None if it was done."""
+    result: int | None = None
+    """What it answered, if a number: a requeue's id, how many were purged, whether
+    ``retry_now`` woke a head (1 or 0)."""
+    keep: int = 10_000
+    """How many entries the trail keeps, this one included (the newest)."""
+
+
 Change: TypeAlias = (
     Append
     | Due
@@ -238,6 +270,7 @@ Change: TypeAlias = (
     | Revive
     | Halt
     | Resume
+    | Audit
 )
 
 
@@ -372,6 +405,9 @@ class Command:
     older_than: float | None = None
     jobs: tuple[SentJob, ...] = ()
     """For ``send``: the jobs, their payloads encoded by the sender's codec."""
+    actor: str | None = None
+    """Who asks for the fix, for the audit trail (`Audit`); None: the process that
+    carries it out."""
 
 
 @attrs.frozen(kw_only=True)
