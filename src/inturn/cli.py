@@ -37,6 +37,7 @@ import os
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any, Final, NoReturn, TextIO, TypeVar
 
 import attrs
@@ -589,7 +590,38 @@ def _parser() -> _Parser:
         help="discarded more than AGE ago: 90 (seconds), 30s, 5m, 2h, 7d, 1h30m",
     )
     purge.add_argument("--key", metavar="K", help="only the dead letters of key K")
+    _web_parser(fix("web", _web, "serve the dashboard's JSON API (pip install 'inturn[web]')"))
     return parser
+
+
+def _web_parser(web: _Parser) -> None:
+    web.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
+    web.add_argument("--port", type=int, default=8000, help="the port (default 8000)")
+    web.add_argument("--allow-fixes", action="store_true", help="take fixes (with the token)")
+    web.add_argument("--token-file", type=Path, metavar="FILE", help="the bearer token's file")
+    web.add_argument("--show-payloads", action="store_true", help="return payloads too")
+
+
+def _web(args: argparse.Namespace) -> int:
+    try:
+        from .web._serve import WebError, serve, token_from
+    except ImportError as exc:  # the extra is not installed
+        raise _Failed(f"the web extra is missing ({exc.name}): pip install 'inturn[web]'") from exc
+    reads = _reader(args)
+    try:
+        serve(
+            reads,
+            lambda: _journal(args),
+            host=args.host,
+            port=args.port,
+            allow_fixes=args.allow_fixes,
+            token=token_from(args.token_file),
+            show_payloads=args.show_payloads,
+            answer_within=args.wait,
+        )
+    except WebError as exc:
+        raise _Failed(str(exc)) from exc
+    return OK
 
 
 def _quiet_logs() -> None:
