@@ -63,6 +63,7 @@ from ._cli_text import (
     step_json,
     table as _table,
 )
+from ._cli_web import WEB_ABOUT, WebUnavailable, serve_web, web_arguments
 from ._core_audit import check_actor
 from .errors import (
     DuplicateError,
@@ -617,7 +618,16 @@ def _parser() -> _Parser:
     )
     purge.add_argument("--key", metavar="K", help="only the dead letters of key K")
     audit_arguments(command("audit", _audit, AUDIT_ABOUT))
+    web_arguments(fix("web", _web, WEB_ABOUT))
     return parser
+
+
+def _web(args: argparse.Namespace) -> int:
+    try:
+        serve_web(args, _reader(args), lambda: _journal(args))
+    except WebUnavailable as exc:
+        raise _Failed(str(exc)) from exc
+    return OK
 
 
 def _quiet_logs() -> None:
