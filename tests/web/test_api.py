@@ -157,6 +157,8 @@ async def test_every_fix_reaches_the_journal(client: httpx.AsyncClient, journal_
         ("/api/jobs/424242", 404),
         ("/api/keys/" + "k" * 5_000, 400),
         ("/api/dead?after=x", 400),
+        ("/api/audit?before=-3", 400),
+        ("/api/audit?limit=1001", 400),
         ("/api/nothing", 404),
     ],
 )

@@ -84,6 +84,7 @@ def create_app(
         Route("/api/dead", api.dead),
         Route("/api/dead/purge", api.fix(api.purge), methods=["POST"]),
         Route("/api/scheduled", api.scheduled),
+        Route("/api/audit", api.audit),
     ]
     return Starlette(
         routes=routes,
@@ -175,6 +176,20 @@ class _Api:
         limit = _limit(request)
         found = await self._read(lambda reads: reads.scheduled(key=key, limit=limit))
         return JSONResponse({"scheduled": [self._job_json(info) for info in found]})
+
+    async def audit(self, request: Request) -> Response:
+        """The audit trail, newest first: ``before`` an entry's id for older pages, ``after``
+        one for what is new since."""
+        key = request.query_params.get("key") or None
+        if key is not None:
+            key = _checked_key(key)
+        job = _int(request, "job", 0) or None
+        after, limit = _int(request, "after", 0), _limit(request)
+        before = _int(request, "before", 0) or None
+        found = await self._read(
+            lambda reads: reads.audit(after=after, before=before, limit=limit, key=key, job_id=job)
+        )
+        return JSONResponse({"audit": [attrs.asdict(entry) for entry in found]})
 
     async def _read(self, read: Callable[[SyncReads], Any]) -> Any:
         try:
