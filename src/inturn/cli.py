@@ -4,10 +4,10 @@ Theory of operation
 -------------------
 A journal is named by a file path (a `SQLiteJournal`) or a PostgreSQL URI
 (``postgresql://...``, a `PostgresJournal`, in the schema ``--schema``).
-Read commands (``status``, ``keys``, ``show``, ``dead``) open it with
+Read commands (``status``, ``keys``, ``show``, ``dead``, ``members``) open it with
 `inturn.journal.SQLiteReader` or `inturn.journal.PostgresReader`: read-only
 and without the journal's lock, so they work while a supervisor runs.  Fixing commands (``requeue``, ``skip``,
-``pause``, ``resume``, ``purge``) go through `inturn.operate`: with no
+``pause``, ``resume``, ``retry-now``, ``purge``) go through `inturn.operate`: with no
 supervisor on the file they claim it and fix it themselves; while one holds
 it (in any process) each fix is sent through the file's command inbox to that
 supervisor, which carries it out and answers within ``--wait`` seconds.  No command creates a file:
@@ -53,6 +53,8 @@ from ._cli_text import (
     job_json,
     key_json,
     keys_table as _keys_table,
+    member_json,
+    members_table,
     out as _out,
     parse_duration,
     print_json as _json,
@@ -499,12 +501,59 @@ def _purge(args: argparse.Namespace) -> int:
     return OK
 
 
+# -- a fleet's members, and cutting a backoff short ------------------------------------
+
+
+def _members(args: argparse.Namespace) -> int:
+    reader = _reader(args)
+    if not isinstance(reader, PostgresReader):
+        raise _Failed(f"{args.path}: a SQLite journal has no fleet, so no members", NOTHING)
+    members = reader.members()
+    if args.json:
+        _json([member_json(member) for member in members])
+    elif members:
+        members_table(members)
+    if not members:
+        raise _Failed(f"no fleet members in schema {args.schema}", NOTHING)
+    return OK
+
+
+def _retry_now(args: argparse.Namespace) -> int:
+    key = validate_key(args.key)  # InvalidKey: exit 2, one line
+
+    async def retry_now(operator: inturn.Operator) -> tuple[bool, bool]:
+        try:
+            return await operator.retry_now(key), operator.live
+        except NotImplementedError:  # a fleet's journal: the backoff sleeps in the key's owner
+            raise _Failed(
+                f"retry-now: no single supervisor holds {args.path}: in a fleet, key {key!r}'s"
+                " backoff waits in the member that owns it (inturn keys shows it), and only"
+                " Supervisor.retry_now in that process cuts it short"
+            ) from None
+
+    woken, live = _operate(args, retry_now)
+    if args.json:
+        _json({"key": key, "woken": woken})
+    if not woken:
+        raise _Failed(
+            f"key {key!r}: its head is not waiting out a backoff (running, or not failed)"
+            if live
+            else f"no supervisor runs {args.path}: nothing waits out a backoff now;"
+            f" key {key!r}'s head runs at its next retry once one does",
+            NOTHING,
+        )
+    if not args.json:
+        _out(f"woke key {key!r}: its head's next attempt starts now, not at its next retry")
+    return OK
+
+
 # -- the parser and the boundary ----------------------------------------------------
 
 _DESCRIPTION: Final = """\
 See and fix an inturn journal: a file (a SQLiteJournal) or a postgresql:// URI
-(a PostgresJournal).  status, keys, show and dead only read it, and work while
-a supervisor runs; requeue, skip, pause, resume and purge change it: while a
+(a PostgresJournal).  status, keys, show, dead and members only read it, and
+work while a supervisor runs; requeue, skip, pause, resume, retry-now and purge
+change it: while a
 supervisor runs on it (in any process), each fix is sent through the journal
 to that supervisor, which carries it out.
 Exit status: 0 done, 1 nothing matched, 2 usage or journal error, 130 interrupted."""
@@ -578,6 +627,9 @@ def _parser() -> _Parser:
     pause.add_argument("key", metavar="KEY")
     resume = fix("resume", _resume, "let a paused or halted key run again")
     resume.add_argument("key", metavar="KEY")
+    retry = fix("retry-now", _retry_now, "run a key's head now, not at its next retry")
+    retry.add_argument("key", metavar="KEY")
+    command("members", _members, "a fleet's members, with their heartbeats and keys")
     purge = fix("purge", _purge, "delete old dead letters for good")
     # purge deletes dead letters only: --dead is optional, kept so that commands with it still work.
     purge.add_argument("--dead", action="store_true", help="dead letters: all purge deletes")

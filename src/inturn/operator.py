@@ -66,7 +66,7 @@ from .errors import (
     SupervisorClosed,
 )
 from .fleet import Fleet, FleetJournal
-from .info import JobInfo, KeyFilter, KeyInfo
+from .info import JobInfo, KeyFilter, KeyInfo, MemberInfo
 from .jobs import Item, Job
 from .journal import Answer, Command, Journal, SentJob
 from .keys import validate_key
@@ -132,8 +132,9 @@ class Operator:
     `JournalError` if the supervisor does not answer in time.
     """
 
-    def __init__(self, fixer: _Fixer, *, live: bool) -> None:
+    def __init__(self, fixer: _Fixer, *, live: bool, journal: Journal | None = None) -> None:
         self._fixer = fixer
+        self._journal = journal
         self.live = live
         """Whether a running supervisor carries out the fixes (it holds the journal)."""
 
@@ -177,6 +178,20 @@ class Operator:
     async def retry_now(self, key: str) -> bool:
         """Run *key*'s head now if it waits out a backoff; whether one was woken."""
         return await self._fixer.retry_now(key)
+
+    async def members(self) -> list[MemberInfo]:
+        """The fleet members sharing the journal, the oldest first; none outside a fleet.
+
+        Each `MemberInfo` says how old the member's heartbeat is and whether it
+        expired: a member killed outright stays listed, expired, until a live
+        member's next claim takes its keys over.  This operator, on a fleet's
+        journal, is a member itself (it claims nothing).
+        """
+        members = getattr(self._journal, "members", None)
+        if members is None:  # a journal no fleet can share
+            await trio.lowlevel.checkpoint()
+            return []
+        return list(await members())
 
     async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
         """Delete dead letters discarded more than *older_than* seconds ago; return how many."""
@@ -255,7 +270,7 @@ async def operate(
     try:
         recovery = await journal.open()
     except JournalLocked:
-        yield Operator(_Remote(journal, answer_within, codec), live=True)
+        yield Operator(_Remote(journal, answer_within, codec), live=True, journal=journal)
         return
     try:
         # No slots: nothing ever runs, so no actor task is ever started (no nursery).
@@ -279,7 +294,7 @@ async def operate(
             # journal, which decides its race with the key's owner.
             fleet = runtime.fleet = Fleet(runtime, cast(FleetJournal, journal), capacity=0)
         try:
-            yield Operator(Supervisor(runtime, fleet), live=False)
+            yield Operator(Supervisor(runtime, fleet), live=False, journal=journal)
         finally:
             runtime.close()
     finally:

@@ -120,6 +120,7 @@ async def test_a_version_4_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     sql(pg_dsn, f"DROP SEQUENCE {pg_schema}.job_ids")
     # and an inbox that took no jobs to send (version 7)
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.commands DROP COLUMN items, DROP COLUMN data")
+    sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN renewed_at")  # (version 8's)
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 4, high_id = {job_id}")
     ran: list[object] = []
 

@@ -518,6 +518,7 @@ async def test_a_version_6_journal_gains_the_inbox_columns_of_sends(
     await journal.write([Append(job_id=1, key="k", data=b'"one"')])
     await journal.aclose()
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.commands DROP COLUMN items, DROP COLUMN data")
+    sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN renewed_at")  # (version 8's)
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 6")
     recovery = await journal.open()
     try:
