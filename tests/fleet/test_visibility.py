@@ -22,6 +22,7 @@ import trio
 
 import inturn
 from inturn.journal import PostgresReader
+from inturn.journal._postgres_schema import SCHEMA_VERSION
 
 from ..cli.conftest import Cli
 from ..journal.test_postgres import sql
@@ -157,11 +158,11 @@ async def test_claims_reach_on_event_and_the_log_at_info(pg_dsn: str, pg_schema:
             handler, journal=member(pg_dsn, pg_schema), on_event=events.append
         ) as sup:
             await sup.send("held", 1)
-            await sup.send("other", 2)
             await started.wait()
             async with inturn.operate(member(pg_dsn, pg_schema)) as op:
                 members = await op.members()
             release.set()
+            await sup.send("other", 2)
             await sup.wait_idle()
     name = f"{socket.gethostname()}:{os.getpid()}"
     assert {m.name for m in members} == {name}  # the supervisor, and the operator itself
@@ -284,6 +285,6 @@ def test_a_version_7_journal_gains_heartbeat_renewals(pg_dsn: str, pg_schema: st
     [old] = reader.members()
     assert (old.name, old.heartbeat_age, old.expired, old.keys) == ("old:1", None, False, 0)
     trio.run(create, True)
-    assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(8,)]
+    assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(SCHEMA_VERSION,)]
     [upgraded] = reader.members()
     assert (upgraded.name, upgraded.heartbeat_age) == ("old:1", None)
