@@ -25,7 +25,7 @@ from .errors import (
     SupervisorClosed,
 )
 from .events import Event
-from .info import JobInfo, KeyInfo
+from .info import JobInfo, KeyInfo, MemberInfo
 from .jobs import Item, Job, Stats
 from .journal import Journal, MemoryJournal, PostgresJournal, SQLiteJournal
 from .operator import Operator, operate
@@ -43,6 +43,7 @@ __all__ = [
     "Item",
     "Stats",
     "KeyInfo",
+    "MemberInfo",
     "JobInfo",
     "Event",
     "operate",

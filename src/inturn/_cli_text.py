@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import attrs
 
-from .info import AuditEntry, JobInfo, KeyInfo
+from .info import AuditEntry, JobInfo, KeyInfo, MemberInfo
 
 ERROR_WIDTH: Final = 60
 """Error texts in tables are cut to their first line and this many characters."""
@@ -192,7 +192,7 @@ def keys_table(keys: Sequence[KeyInfo], now: float) -> None:
         [
             cell(info.key),
             key_state(info),
-            *([cell(info.owner)] if owners else []),
+            *([owner_cell(info)] if owners else []),
             str(info.queued),
             cell(info.head_job_id),
             cell(info.head_attempt),
@@ -206,6 +206,47 @@ def keys_table(keys: Sequence[KeyInfo], now: float) -> None:
     if owners:
         headers.insert(2, "OWNER")
     table(headers, rows)
+
+
+def heartbeat(age: float | None, expired: bool) -> str:
+    """How a member's heartbeat is: its age, and ``EXPIRED`` once it is."""
+    said = "EXPIRED" if expired else ""
+    if age is not None:
+        said = f"{said}{', ' if said else ''}heartbeat {format_age(age)} ago"
+    return said
+
+
+def owner_cell(info: KeyInfo) -> str:
+    """A key's owner with its heartbeat: ``host:pid (heartbeat 2s ago)``."""
+    if info.owner is None:
+        return "-"
+    said = heartbeat(info.owner_heartbeat_age, info.owner_expired)
+    return cell(info.owner) + (f" ({said})" if said else "")
+
+
+def members_table(members: Sequence[MemberInfo]) -> None:
+    table(
+        ["MEMBER", "ID", "STARTED", "HEARTBEAT", "STATE", "KEYS", "KEYLESS JOBS"],
+        [
+            [
+                cell(member.name),
+                str(member.id),
+                stamp(member.started_at),
+                "-" if member.heartbeat_age is None else f"{format_age(member.heartbeat_age)} ago",
+                "EXPIRED"
+                if member.expired
+                else f"live, expires in {format_age(member.expires_in)}",
+                str(member.keys),
+                str(member.keyless_jobs),
+            ]
+            for member in members
+        ],
+    )
+
+
+def member_json(member: MemberInfo) -> dict[str, Any]:
+    """*member* as a JSON object: its fields."""
+    return attrs.asdict(member)
 
 
 def dead_table(dead: Sequence[JobInfo], now: float) -> None:

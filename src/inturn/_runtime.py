@@ -523,6 +523,8 @@ class Runtime:
         """Stop the supervisor; *error* comes out of ``open_supervisor``."""
         if self.escalated is None:
             self.escalated = error
+            if isinstance(error, LeaseLost):  # an event too, for on_event and the logs
+                self.log.error("supervisor.lease_lost", error=describe(error))
         assert self.nursery is not None
         self.nursery.cancel_scope.cancel()
 

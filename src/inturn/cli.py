@@ -4,10 +4,10 @@ Theory of operation
 -------------------
 A journal is named by a file path (a `SQLiteJournal`) or a PostgreSQL URI
 (``postgresql://...``, a `PostgresJournal`, in the schema ``--schema``).
-Read commands (``status``, ``keys``, ``show``, ``dead``) open it with
+Read commands (``status``, ``keys``, ``show``, ``dead``, ``members``) open it with
 `inturn.journal.SQLiteReader` or `inturn.journal.PostgresReader`: read-only
 and without the journal's lock, so they work while a supervisor runs.  Fixing commands (``requeue``, ``skip``,
-``pause``, ``resume``, ``purge``) go through `inturn.operate`: with no
+``pause``, ``resume``, ``retry-now``, ``purge``) go through `inturn.operate`: with no
 supervisor on the file they claim it and fix it themselves; while one holds
 it (in any process) each fix is sent through the file's command inbox to that
 supervisor, which carries it out and answers within ``--wait`` seconds.  No command creates a file:
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import math
 import os
 import sys
 import time
@@ -45,6 +44,14 @@ import trio
 
 import inturn
 
+from ._cli_args import (
+    actor as args_actor,
+    duration as args_duration,
+    job_id as args_job_id,
+    limit as args_limit,
+    schema as args_schema,
+    seconds as args_seconds,
+)
 from ._cli_audit import AUDIT_ABOUT, audit_arguments, print_audit
 from ._cli_text import (
     blocked as _blocked,
@@ -54,6 +61,8 @@ from ._cli_text import (
     job_json,
     key_json,
     keys_table as _keys_table,
+    member_json,
+    members_table,
     out as _out,
     parse_duration,
     print_json as _json,
@@ -64,7 +73,6 @@ from ._cli_text import (
     table as _table,
 )
 from ._cli_web import WEB_ABOUT, WebUnavailable, serve_web, web_arguments
-from ._core_audit import check_actor
 from .errors import (
     DuplicateError,
     InturnError,
@@ -74,7 +82,6 @@ from .errors import (
 )
 from .info import JobInfo, KeyFilter
 from .journal import Journal, PostgresReader, SQLiteReader
-from .journal._postgres_schema import check_schema
 from .journal._thread import SyncReads
 from .keys import validate_key
 
@@ -116,54 +123,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         command = self.prog.removeprefix("inturn").strip()
         raise _Failed(f"{command + ': ' if command else ''}{message} (see {self.prog} --help)")
-
-
-# -- argument types ---------------------------------------------------------------
-
-
-def _job_id(text: str) -> int:
-    if not text.isascii() or not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"bad job id {text!r}: a job id is a whole number >= 1")
-    return int(text)
-
-
-def _schema(text: str) -> str:
-    try:
-        return check_schema(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _actor(text: str) -> str:
-    try:
-        return check_actor(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _limit(text: str) -> int:
-    if not text.isascii() or not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"bad limit {text!r}: a whole number >= 1")
-    return int(text)
-
-
-def _seconds(text: str) -> float:
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not (0 < seconds < math.inf):
-        raise argparse.ArgumentTypeError(f"bad wait {text!r}: a number of seconds > 0")
-    return seconds
-
-
-def _duration(text: str) -> str:
-    """*text* checked, as messages show it: a bare number of seconds gains its ``s``."""
-    try:
-        parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return f"{int(text)}s" if text.isdigit() else text
 
 
 # -- opening the file -----------------------------------------------------------
@@ -520,12 +479,59 @@ def _audit(args: argparse.Namespace) -> int:
     return OK
 
 
+# -- a fleet's members, and cutting a backoff short ------------------------------------
+
+
+def _members(args: argparse.Namespace) -> int:
+    reader = _reader(args)
+    if not isinstance(reader, PostgresReader):
+        raise _Failed(f"{args.path}: a SQLite journal has no fleet, so no members", NOTHING)
+    members = reader.members()
+    if args.json:
+        _json([member_json(member) for member in members])
+    elif members:
+        members_table(members)
+    if not members:
+        raise _Failed(f"no fleet members in schema {args.schema}", NOTHING)
+    return OK
+
+
+def _retry_now(args: argparse.Namespace) -> int:
+    key = validate_key(args.key)  # InvalidKey: exit 2, one line
+
+    async def retry_now(operator: inturn.Operator) -> tuple[bool, bool]:
+        try:
+            return await operator.retry_now(key), operator.live
+        except NotImplementedError:  # a fleet's journal: the backoff sleeps in the key's owner
+            raise _Failed(
+                f"retry-now: no single supervisor holds {args.path}: in a fleet, key {key!r}'s"
+                " backoff waits in the member that owns it (inturn keys shows it), and only"
+                " Supervisor.retry_now in that process cuts it short"
+            ) from None
+
+    woken, live = _operate(args, retry_now)
+    if args.json:
+        _json({"key": key, "woken": woken})
+    if not woken:
+        raise _Failed(
+            f"key {key!r}: its head is not waiting out a backoff (running, or not failed)"
+            if live
+            else f"no supervisor runs {args.path}: nothing waits out a backoff now;"
+            f" key {key!r}'s head runs at its next retry once one does",
+            NOTHING,
+        )
+    if not args.json:
+        _out(f"woke key {key!r}: its head's next attempt starts now, not at its next retry")
+    return OK
+
+
 # -- the parser and the boundary ----------------------------------------------------
 
 _DESCRIPTION: Final = """\
 See and fix an inturn journal: a file (a SQLiteJournal) or a postgresql:// URI
-(a PostgresJournal).  status, keys, show and dead only read it, and work while
-a supervisor runs; requeue, skip, pause, resume and purge change it: while a
+(a PostgresJournal).  status, keys, show, dead and members only read it, and
+work while a supervisor runs; requeue, skip, pause, resume, retry-now and purge
+change it: while a
 supervisor runs on it (in any process), each fix is sent through the journal
 to that supervisor, which carries it out.
 Exit status: 0 done, 1 nothing matched, 2 usage or journal error, 130 interrupted."""
@@ -541,7 +547,7 @@ def _parser() -> _Parser:
         sub.add_argument("path", metavar="JOURNAL", help="the journal file, or a postgresql:// URI")
         sub.add_argument(
             "--schema",
-            type=_schema,
+            type=args_schema,
             default="inturn",
             metavar="NAME",
             help="with a postgresql:// URI: the journal's schema (default inturn)",
@@ -554,7 +560,7 @@ def _parser() -> _Parser:
         sub = command(name, run, about)
         sub.add_argument(
             "--wait",
-            type=_seconds,
+            type=args_seconds,
             default=10.0,
             metavar="SECONDS",
             help="while a supervisor runs: how long it has to carry the fix out (default 10)",
@@ -562,7 +568,7 @@ def _parser() -> _Parser:
         sub.add_argument(
             "--as",
             dest="actor",
-            type=_actor,
+            type=args_actor,
             metavar="NAME",
             help="who the audit trail says made the fix (default: user@host:pid)",
         )
@@ -577,22 +583,22 @@ def _parser() -> _Parser:
         ("running", "only keys whose head is running (or was, when its process stopped)"),
     ]:
         only.add_argument(f"--{state}", dest="state", action="store_const", const=state, help=about)
-    keys.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N keys")
+    keys.add_argument("--limit", type=args_limit, default=100, metavar="N", help="at most N keys")
     show = command("show", _show, "one unfinished job or dead letter, payload included")
-    show.add_argument("job_id", type=_job_id, metavar="JOB_ID")
+    show.add_argument("job_id", type=args_job_id, metavar="JOB_ID")
     jobs = command("jobs", _jobs, "a key's unfinished jobs, in the order they run")
     jobs.add_argument("key", metavar="KEY")
-    jobs.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N")
+    jobs.add_argument("--limit", type=args_limit, default=100, metavar="N", help="at most N")
     scheduled = command("scheduled", _scheduled, "scheduled jobs not due yet, the earliest first")
     scheduled.add_argument("--key", metavar="K", help="only the scheduled jobs of key K")
-    scheduled.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N")
+    scheduled.add_argument("--limit", type=args_limit, default=100, metavar="N", help="at most N")
     dead = command("dead", _dead, "dead letters, oldest first")
     dead.add_argument("--key", metavar="K", help="only the dead letters of key K")
-    dead.add_argument("--limit", type=_limit, default=100, metavar="N", help="at most N")
+    dead.add_argument("--limit", type=args_limit, default=100, metavar="N", help="at most N")
     requeue = fix(
         "requeue", _requeue, "put dead letters back at the tail of their keys, attempts reset"
     )
-    requeue.add_argument("job_ids", type=_job_id, nargs="*", metavar="JOB_ID")
+    requeue.add_argument("job_ids", type=args_job_id, nargs="*", metavar="JOB_ID")
     requeue.add_argument("--all-dead", action="store_true", help="every dead letter")
     requeue.add_argument(
         "--head",
@@ -601,17 +607,20 @@ def _parser() -> _Parser:
     )
     requeue.add_argument("--key", metavar="K", help="with --all-dead: only those of key K")
     skip = fix("skip", _skip, "discard an unfinished job now, unrun, as a dead letter")
-    skip.add_argument("job_id", type=_job_id, metavar="JOB_ID")
+    skip.add_argument("job_id", type=args_job_id, metavar="JOB_ID")
     pause = fix("pause", _pause, "halt a key: none of its jobs start until resume")
     pause.add_argument("key", metavar="KEY")
     resume = fix("resume", _resume, "let a paused or halted key run again")
     resume.add_argument("key", metavar="KEY")
+    retry = fix("retry-now", _retry_now, "run a key's head now, not at its next retry")
+    retry.add_argument("key", metavar="KEY")
+    command("members", _members, "a fleet's members, with their heartbeats and keys")
     purge = fix("purge", _purge, "delete old dead letters for good")
     # purge deletes dead letters only: --dead is optional, kept so that commands with it still work.
     purge.add_argument("--dead", action="store_true", help="dead letters: all purge deletes")
     purge.add_argument(
         "--older-than",
-        type=_duration,
+        type=args_duration,
         required=True,
         metavar="AGE",
         help="discarded more than AGE ago: 90 (seconds), 30s, 5m, 2h, 7d, 1h30m",

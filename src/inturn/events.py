@@ -58,6 +58,13 @@ class Event:
     """The failure's text (``job.discarded``, ``job.retry_scheduled``, ``actor.crashed``)."""
     at: float | None = None
     """``job.retry_scheduled``: trio time of the next attempt."""
+    member: str | None = None
+    """A fleet member, ``host:pid``: the expired one a key was taken from
+    (``key.taken_over``), or that was forgotten (``fleet.member_expired``)."""
+    epoch: int | None = None
+    """``key.claimed``, ``key.taken_over``: the fencing token of the new ownership."""
+    keys: int | None = None
+    """``fleet.member_expired``: how many keys the expired member owned, released."""
 
 
 @attrs.define(eq=False)
@@ -99,6 +106,9 @@ class EventTee:
             attempt=_typed(fields.get("attempt"), int),
             error=_typed(error, str),
             at=_typed(fields.get("at"), float),
+            member=_typed(fields.get("member"), str),
+            epoch=_typed(fields.get("epoch"), int),
+            keys=_typed(fields.get("keys"), int),
         )
         try:
             self.on_event(event)

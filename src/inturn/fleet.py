@@ -46,6 +46,7 @@ from .journal.records import (
     Backlog,
     Change,
     Claim,
+    Expiry,
     FleetChange,
     Release,
     StoredJob,
@@ -72,6 +73,8 @@ class FleetJournal(Protocol):
     ) -> tuple[list[Claim], list[StoredJob]]: ...
 
     async def release(self, key: str) -> Backlog | None: ...
+
+    def reaped(self) -> Sequence[Expiry]: ...
 
     def listen(self, woken: Callable[[], None], due: Callable[[], None] | None = None) -> None: ...
 
@@ -224,6 +227,7 @@ class Fleet:
                     )
                     await trio.sleep(self.poll_interval)
                     continue
+                self._expired(self.journal.reaped())
                 self._adopt(claims, jobs)
                 if len(claims) + len(jobs) == room:
                     continue  # there may be more
@@ -233,10 +237,26 @@ class Fleet:
             with trio.move_on_after(self.poll_interval):
                 await self._woken.wait()
 
+    def _expired(self, expiries: Sequence[Expiry]) -> None:
+        for expiry in expiries:
+            self.runtime.log.warning(
+                "fleet.member_expired",
+                member=expiry.member,
+                keys=expiry.keys,
+                keyless_jobs=expiry.keyless_jobs,
+            )
+
     def _adopt(self, claims: list[Claim], jobs: list[StoredJob]) -> None:
         runtime, core = self.runtime, self.runtime.core
         for claim in claims:
-            runtime.log.debug("key.claimed", key=claim.key, epoch=claim.epoch)
+            # INFO: which member runs a key, and since when, is what an operator
+            # asks first when a key moves (or does not) between processes.
+            if claim.taken_from is None:
+                runtime.log.info("key.claimed", key=claim.key, epoch=claim.epoch)
+            else:
+                runtime.log.info(
+                    "key.taken_over", key=claim.key, epoch=claim.epoch, member=claim.taken_from
+                )
             if core.owns(claim.key):
                 # Released as its actor asked, and claimed again before it heard:
                 # the actor goes on with what the claim found (`let_go`).

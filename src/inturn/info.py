@@ -12,7 +12,7 @@ from typing import Literal, TypeAlias, final
 
 import attrs
 
-__all__ = ["AuditEntry", "JobInfo", "JobState", "KeyFilter", "KeyInfo"]
+__all__ = ["AuditEntry", "JobInfo", "JobState", "KeyFilter", "KeyInfo", "MemberInfo"]
 
 JobState: TypeAlias = Literal["scheduled", "queued", "running", "retrying", "dead"]
 """``scheduled``: not due yet, in no key's sequence; ``queued``: waiting its turn; ``running``: an attempt started (read from a
@@ -84,8 +84,16 @@ class KeyInfo:
     halt_error: str | None = None
     """That job's error, as its dead letter kept it: why the key is halted."""
     owner: str | None = None
-    """In a fleet (``PostgresJournal(..., fleet=True)``): the live member that owns the
-    key now, as ``host:pid``; None if none does, or outside a fleet."""
+    """In a fleet (``PostgresJournal(..., fleet=True)``): the member that owns the
+    key now, as ``host:pid``; None if none does, or outside a fleet.  A member
+    whose heartbeat expired still owns its keys until another member's next
+    claim takes them over: ``owner_expired`` says so."""
+    owner_expired: bool = False
+    """The owner's heartbeat expired (by the server's clock): it is dead, and the
+    next claim of a live member releases the key (a takeover)."""
+    owner_heartbeat_age: float | None = None
+    """Seconds since the owner last renewed its heartbeat (the server's clock);
+    None without an owner, or if the journal has not recorded it yet."""
 
 
 @final
@@ -120,3 +128,33 @@ class AuditEntry:
     result: int | None
     """A requeue's new id, how many dead letters a purge deleted, whether ``retry_now``
     woke a head (1 or 0); None otherwise."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class MemberInfo:
+    """One fleet member (a process on ``PostgresJournal(..., fleet=True)``), as the journal
+    sees it.
+
+    A member whose heartbeat expired is listed until a live member's next
+    claim forgets it and takes its keys over: a process killed with
+    ``kill -9`` shows here as expired in the meantime.
+    """
+
+    id: int
+    """Its incarnation's number in the journal (what owns its keys); never reused."""
+    name: str
+    """``host:pid``."""
+    started_at: float
+    """Unix time it joined, by the server's clock."""
+    heartbeat_age: float | None
+    """Seconds since it last renewed its heartbeat, by the server's clock (None if
+    the journal has not recorded it yet: a member of an older inturn)."""
+    expires_in: float
+    """Seconds until its heartbeat expires; zero or less once it has."""
+    expired: bool
+    """Its heartbeat expired: it commits nothing more, and its keys go to the next claim."""
+    keys: int
+    """Keys it owns."""
+    keyless_jobs: int
+    """Keyless jobs it owns."""

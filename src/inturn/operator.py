@@ -67,7 +67,7 @@ from .errors import (
     SupervisorClosed,
 )
 from .fleet import Fleet, FleetJournal
-from .info import AuditEntry, JobInfo, KeyFilter, KeyInfo
+from .info import AuditEntry, JobInfo, KeyFilter, KeyInfo, MemberInfo
 from .jobs import Item, Job
 from .journal import Answer, Command, Journal, JournalReads, SentJob
 from .keys import validate_key
@@ -131,9 +131,18 @@ class Operator:
     outcome (`audit`); a fix refused for a bad argument is not.
     """
 
-    def __init__(self, fixer: _Fixer, reads: JournalReads, *, live: bool, actor: str) -> None:
+    def __init__(
+        self,
+        fixer: _Fixer,
+        reads: JournalReads,
+        *,
+        live: bool,
+        actor: str,
+        journal: Journal | None = None,
+    ) -> None:
         self._fixer = fixer
         self._reads = reads
+        self._journal = journal
         self.live = live
         """Whether a running supervisor carries out the fixes (it holds the journal)."""
         self.actor = actor
@@ -182,6 +191,20 @@ class Operator:
     async def retry_now(self, key: str) -> bool:
         """Run *key*'s head now if it waits out a backoff; whether one was woken."""
         return bool(await self._fix(Command(verb="retry_now", key=key, actor=self.actor)))
+
+    async def members(self) -> list[MemberInfo]:
+        """The fleet members sharing the journal, the oldest first; none outside a fleet.
+
+        Each `MemberInfo` says how old the member's heartbeat is and whether it
+        expired: a member killed outright stays listed, expired, until a live
+        member's next claim takes its keys over.  This operator, on a fleet's
+        journal, is a member itself (it claims nothing).
+        """
+        members = getattr(self._journal, "members", None)
+        if members is None:  # a journal no fleet can share
+            await trio.lowlevel.checkpoint()
+            return []
+        return list(await members())
 
     async def purge_dead(self, *, older_than: float, key: str | None = None) -> int:
         """Delete dead letters discarded more than *older_than* seconds ago; return how many."""
@@ -291,7 +314,7 @@ async def operate(
         recovery = await journal.open()
     except JournalLocked:
         remote = _Remote(journal, answer_within, codec)
-        yield Operator(remote, remote.reads, live=True, actor=actor)
+        yield Operator(remote, remote.reads, live=True, actor=actor, journal=journal)
         return
     try:
         # No slots: nothing ever runs, so no actor task is ever started (no nursery).
@@ -315,7 +338,9 @@ async def operate(
             # journal, which decides its race with the key's owner.
             fleet = runtime.fleet = Fleet(runtime, cast(FleetJournal, journal), capacity=0)
         try:
-            yield Operator(Supervisor(runtime, fleet), journal, live=False, actor=actor)
+            yield Operator(
+                Supervisor(runtime, fleet), journal, live=False, actor=actor, journal=journal
+            )
         finally:
             runtime.close()
     finally:

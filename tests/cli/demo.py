@@ -16,7 +16,8 @@ accounts finish.
 Once the journal shows all that, the driver waits *--wait* seconds, so that
 the ages in the output read like an incident's, and runs the ``inturn``
 console script in DIR, first while the worker runs, then after killing it
-with SIGKILL, the way the runbook tells the story.  It writes each command
+with SIGKILL, the way the runbook tells the story (``retry-now`` wakes
+account-17's head while the worker runs: the gateway still times out).  It writes each command
 with its output (stdout and stderr as a terminal shows them) and its exit
 status, if not 0, to DIR/transcript.md.  It is not run by the test suite.
 """
@@ -90,6 +91,18 @@ def settled(db: Path) -> bool:
     )
 
 
+def failed_again(db: Path, job_id: int) -> None:
+    """Wait until the journal shows *job_id*'s second attempt failed: retry-now woke it."""
+    deadline = time.monotonic() + 60
+    while (info := SQLiteReader(db).job(job_id)) is None or (info.attempts, info.state) != (
+        2,
+        "retrying",
+    ):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"job {job_id} did not run again: {info}")
+        time.sleep(0.05)
+
+
 class Transcript:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -132,9 +145,13 @@ def drive(directory: Path, wait: float) -> None:
         time.sleep(wait)
         head = SQLiteReader(db).keys(state="blocked", now=time.time())
         stuck = next(info.head_job_id for info in head if info.key == "account-17")
+        assert stuck is not None
         transcript.note("while the worker runs")
         transcript.run("status", "jobs.db")
         transcript.run("keys", "jobs.db", "--blocked")
+        transcript.run("show", "jobs.db", stuck)
+        transcript.run("retry-now", "jobs.db", "account-17")
+        failed_again(db, stuck)
         transcript.run("show", "jobs.db", stuck)
         transcript.run("skip", "jobs.db", stuck)
     finally:

@@ -117,6 +117,8 @@ def test_status_json_has_the_totals_and_key_objects(cli: Cli, scenario: Scenario
         "halted_by",
         "halt_error",
         "owner",
+        "owner_expired",
+        "owner_heartbeat_age",
     }
     assert (a["head_job_id"], a["head_state"], a["head_attempt"], a["halted"]) == (
         scenario.stuck,
@@ -346,6 +348,8 @@ def test_keys_json_is_a_list_of_key_objects(cli: Cli, scenario: Scenario) -> Non
             "halted_by": info.halted_by,
             "halt_error": info.halt_error,
             "owner": info.owner,
+            "owner_expired": info.owner_expired,
+            "owner_heartbeat_age": info.owner_heartbeat_age,
         }
 
 

@@ -123,6 +123,8 @@ async def test_a_version_4_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     # and no audit trail (version 8)
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.commands DROP COLUMN actor")
     sql(pg_dsn, f"DROP TABLE {pg_schema}.audit")
+    # and no heartbeat renewals recorded (version 9)
+    sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN renewed_at")
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 4, high_id = {job_id}")
     ran: list[object] = []
 

@@ -523,6 +523,7 @@ async def test_a_version_6_journal_gains_the_inbox_columns_of_sends(
         f"ALTER TABLE {pg_schema}.commands DROP COLUMN items, DROP COLUMN data, DROP COLUMN actor",
     )
     sql(pg_dsn, f"DROP TABLE {pg_schema}.audit")
+    sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN renewed_at")  # (version 9's)
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 6")
     recovery = await journal.open()
     try:
@@ -548,6 +549,7 @@ async def test_a_version_7_journal_gains_the_audit_trail(pg_dsn: str, pg_schema:
     await journal.aclose()
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.commands DROP COLUMN actor")
     sql(pg_dsn, f"DROP TABLE {pg_schema}.audit")
+    sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN renewed_at")  # (version 9's)
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 7")
     reader = PostgresReader(pg_dsn, schema=pg_schema)
     assert reader.audit() == []

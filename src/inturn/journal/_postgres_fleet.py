@@ -66,7 +66,7 @@ import attrs
 
 from ..errors import JournalLocked
 from ._postgres_schema import COLUMNS, connect, interval, one_row, stored, unregister
-from .records import Backlog, Claim, StoredJob
+from .records import Backlog, Claim, Expiry, StoredJob
 
 if TYPE_CHECKING:
     import uuid
@@ -218,8 +218,9 @@ def revive(connection: psycopg.Connection[Any], key: str, place: int) -> bool:
     return bool(unowned)
 
 
-def reap(connection: psycopg.Connection[Any]) -> None:
-    """Release what members whose heartbeat expired own, and forget them.
+def reap(connection: psycopg.Connection[Any]) -> tuple[list[Expiry], dict[str, str]]:
+    """Release what members whose heartbeat expired own, and forget them: each one's `Expiry`,
+    and the keys released, each with its expired owner's name.
 
     A dead member's row is locked first, and one locked already is skipped:
     a transaction of that member is still in flight (it stalled inside it),
@@ -230,30 +231,54 @@ def reap(connection: psycopg.Connection[Any]) -> None:
     ``_connect``), so a later claim reaps it.  Waiting on the row instead
     would stall this member's own heartbeat behind a stalled one's.
     """
-    dead = [
-        row[0]
-        for row in connection.execute(
-            "SELECT id FROM processes WHERE expires_at <= clock_timestamp() FOR UPDATE SKIP LOCKED"
-        )
-    ]
-    if dead:
-        unown(connection, "owner = ANY(%s)", (dead,))
+    dead = dict(
         connection.execute(
-            "UPDATE jobs SET owner = NULL WHERE key IS NULL AND owner = ANY(%s)", (dead,)
+            "SELECT id, name FROM processes WHERE expires_at <= clock_timestamp()"
+            " FOR UPDATE SKIP LOCKED"
+        ).fetchall()
+    )
+    if not dead:
+        return [], {}
+    ids = list(dead)
+    released = unown(connection, "owner = ANY(%s)", (ids,))
+    keyless: dict[int, int] = dict(
+        connection.execute(
+            "SELECT owner, COUNT(*) FROM jobs WHERE key IS NULL AND owner = ANY(%s) GROUP BY owner",
+            (ids,),
+        ).fetchall()
+    )
+    if keyless:
+        connection.execute(
+            "UPDATE jobs SET owner = NULL WHERE key IS NULL AND owner = ANY(%s)", (ids,)
         )
-        connection.execute("DELETE FROM processes WHERE id = ANY(%s)", (dead,))
-
-
-def unown(connection: psycopg.Connection[Any], where: str, params: tuple[Any, ...]) -> None:
-    """Give up the keys *where* selects: their rows locked first in key order, as `lock_keys` does."""
-    keys = [
-        row[0]
-        for row in connection.execute(
-            f"SELECT key FROM keys WHERE {where} {KEY_ORDER} FOR UPDATE", params
+    connection.execute("DELETE FROM processes WHERE id = ANY(%s)", (ids,))
+    keys: dict[int, int] = {}
+    for owner in released.values():
+        keys[owner] = keys.get(owner, 0) + 1
+    expiries = [
+        Expiry(
+            member=dead[process], keys=keys.get(process, 0), keyless_jobs=keyless.get(process, 0)
         )
+        for process in ids
     ]
-    if keys:
-        connection.execute("UPDATE keys SET owner = NULL WHERE key = ANY(%s)", (keys,))
+    return expiries, {key: dead[owner] for key, owner in released.items()}
+
+
+def unown(
+    connection: psycopg.Connection[Any], where: str, params: tuple[Any, ...]
+) -> dict[str, int]:
+    """Give up the keys *where* selects: their rows locked first in key order, as `lock_keys` does.
+
+    Returns each key given up, with the member that owned it.
+    """
+    owned = dict(
+        connection.execute(
+            f"SELECT key, owner FROM keys WHERE {where} {KEY_ORDER} FOR UPDATE", params
+        ).fetchall()
+    )
+    if owned:
+        connection.execute("UPDATE keys SET owner = NULL WHERE key = ANY(%s)", (list(owned),))
+    return owned
 
 
 def claim(
@@ -262,15 +287,16 @@ def claim(
     limit: int,
     page: int,
     mark_below: int | None = None,
-) -> tuple[list[Claim], list[StoredJob]]:
+) -> tuple[list[Claim], list[StoredJob], list[Expiry]]:
     """Inside the caller's transaction: take up to *limit* keys and keyless jobs with no owner.
 
-    Returns each key's `Claim`, with its first *page* jobs, and the keyless
-    jobs.  With *mark_below*, each key's head that has started fewer attempts
+    Returns each key's `Claim`, with its first *page* jobs (and the expired
+    member it was taken from, if this claim released it: `Claim.taken_from`),
+    the keyless jobs, and the members whose heartbeat expired that it forgot.  With *mark_below*, each key's head that has started fewer attempts
     and waits out no backoff has its next attempt marked here
     (`Claim.marked`), as a completion marks its successor's.
     """
-    reap(connection)
+    expiries, released = reap(connection)
     taken = connection.execute(
         "WITH free AS (SELECT key FROM keys WHERE owner IS NULL"
         " AND NOT EXISTS (SELECT 1 FROM halted WHERE halted.key = keys.key)"
@@ -321,6 +347,7 @@ def claim(
                 backlog=Backlog(count=count, last_id=last),
                 jobs=firsts[key],
                 marked=bool(firsts[key]) and firsts[key][0].id in marked,
+                taken_from=released.get(key),
             )
             for key, (count, last) in sorted(counts.items())
         ]
@@ -334,7 +361,7 @@ def claim(
             (process, room),
         ).fetchall()
         rows.sort(key=lambda row: row[0])
-    return claims, [stored(row) for row in rows]
+    return claims, [stored(row) for row in rows], expiries
 
 
 def let_go(

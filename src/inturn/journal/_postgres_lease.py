@@ -106,7 +106,8 @@ class Lease:
             # One round trip: BEGIN with the renewal, every value an int or a float of ours.
             renew = (
                 f"UPDATE processes SET expires_at = clock_timestamp() + interval"
-                f" '{float(self.lease_ttl)!r} seconds', token = {int(self._token)}"
+                f" '{float(self.lease_ttl)!r} seconds', renewed_at = clock_timestamp(),"
+                f" token = {int(self._token)}"
                 f" WHERE id = {int(self._process)} AND incarnation = '{self._incarnation_id}'"
                 " AND expires_at > clock_timestamp()"
             )
@@ -124,7 +125,8 @@ class Lease:
             ).rowcount
             == 1
             and connection.execute(
-                "UPDATE processes SET expires_at = clock_timestamp() + %s"
+                "UPDATE processes SET expires_at = clock_timestamp() + %s,"
+                " renewed_at = clock_timestamp()"
                 " WHERE id = %s AND incarnation = %s AND expires_at > clock_timestamp()",
                 (interval(self.lease_ttl), self._process, self._incarnation_id),
             ).rowcount

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, final
 import attrs
 
 from ..errors import JournalError
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, MemberInfo
 from ._dialect import Dialect, DialectReader
 from ._postgres_schema import (
     COLUMNS,
@@ -41,6 +41,7 @@ __all__ = [
     "select_dead_letters",
     "select_job",
     "select_keys",
+    "select_members",
     "select_pending",
     "select_scheduled",
 ]
@@ -100,18 +101,68 @@ def select_keys(
                 " ORDER BY key LIMIT %s",
                 (limit - len(rows),),
             ).fetchall()
-        owners = dict(
-            connection.execute(  # in a fleet: the live member that owns each key
-                "SELECT keys.key, processes.name FROM keys JOIN processes"
-                " ON processes.id = keys.owner AND processes.expires_at > clock_timestamp()"
+        owners = {
+            key: (name, expired, age)
+            for key, name, expired, age in connection.execute(
+                # in a fleet: the member that owns each key, and how its heartbeat is
+                f"SELECT keys.key, processes.name, {EXPIRED}, {HEARTBEAT_AGE}"
+                " FROM keys JOIN processes ON processes.id = keys.owner"
                 " WHERE keys.key = ANY(%s)",
                 ([row[0] for row in rows],),
-            ).fetchall()
-        )
+            )
+        }
     found = key_infos(rows, idle, now)
     if owners:
-        found = [attrs.evolve(info, owner=owners.get(info.key)) for info in found]
+        found = [_owned(info, owners.get(info.key)) for info in found]
     return found
+
+
+EXPIRED: Final = "processes.expires_at <= clock_timestamp()"
+HEARTBEAT_AGE: Final = "EXTRACT(EPOCH FROM clock_timestamp() - processes.renewed_at)::float8"
+"""Seconds since a member's heartbeat was renewed, by the server's clock (NULL if unknown)."""
+
+
+def _owned(info: KeyInfo, owner: tuple[str, bool, float | None] | None) -> KeyInfo:
+    if owner is None:
+        return info
+    name, expired, age = owner
+    return attrs.evolve(
+        info, owner=name, owner_expired=bool(expired), owner_heartbeat_age=_age(age)
+    )
+
+
+def _age(seconds: float | None) -> float | None:
+    return None if seconds is None else max(0.0, float(seconds))
+
+
+def select_members(connection: psycopg.Connection[Any]) -> list[MemberInfo]:
+    """The fleet's members (``processes`` rows with ``fleet`` set), the oldest first.
+
+    One statement, so each member's keys are counted in the state its row
+    shows.  A single holder's row, or a producer's, is not a member.
+    """
+    rows = connection.execute(
+        "SELECT processes.id, processes.name, EXTRACT(EPOCH FROM processes.started_at)::float8,"
+        f" {HEARTBEAT_AGE},"
+        f" EXTRACT(EPOCH FROM processes.expires_at - clock_timestamp())::float8, {EXPIRED},"
+        " (SELECT COUNT(*) FROM keys WHERE keys.owner = processes.id),"
+        " (SELECT COUNT(*) FROM jobs WHERE jobs.key IS NULL AND jobs.owner = processes.id"
+        "  AND jobs.state = 'pending')"
+        " FROM processes WHERE processes.fleet ORDER BY processes.id"
+    ).fetchall()
+    return [
+        MemberInfo(
+            id=int(process),
+            name=name,
+            started_at=float(started),
+            heartbeat_age=_age(age),
+            expires_in=float(expires_in),
+            expired=bool(expired),
+            keys=int(keys),
+            keyless_jobs=int(keyless),
+        )
+        for process, name, started, age, expires_in, expired, keys, keyless in rows
+    ]
 
 
 def select_job(connection: psycopg.Connection[Any], job_id: int) -> JobInfo | None:
@@ -240,6 +291,11 @@ class PostgresReader(DialectReader["psycopg.Connection[Any]"]):
     schema: str = attrs.field(default="inturn", kw_only=True, converter=check_schema)
     dialect: ClassVar[Dialect[psycopg.Connection[Any]]] = POSTGRES_READS
 
+    def members(self) -> list[MemberInfo]:
+        """The fleet's members, the oldest first, expired ones included until the fleet
+        forgets them (`MemberInfo`); none for a journal no fleet shares."""
+        return self._read(select_members)
+
     def _read(self, run: Callable[[psycopg.Connection[Any]], _T]) -> _T:
         import psycopg
 
@@ -256,7 +312,8 @@ class PostgresReader(DialectReader["psycopg.Connection[Any]"]):
                 )
                 connection.execute(
                     "CREATE TEMP VIEW jobs AS SELECT *, id AS seq,"
-                    f" NULL::double precision AS due_at FROM {self.schema}.jobs"
+                    " NULL::double precision AS due_at, NULL::bigint AS owner"
+                    f" FROM {self.schema}.jobs"
                 )
                 connection.execute(
                     "CREATE TEMP VIEW steps AS SELECT 0::bigint AS job_id, 0 AS n,"
@@ -266,6 +323,11 @@ class PostgresReader(DialectReader["psycopg.Connection[Any]"]):
                 connection.execute(
                     "CREATE TEMP VIEW keys AS SELECT ''::text AS key, 0::bigint AS owner WHERE false"
                 )
+                if version == 3:  # nor a keyless job (before 3, the view above says so)
+                    connection.execute(
+                        "CREATE TEMP VIEW jobs AS SELECT *, NULL::bigint AS owner"
+                        f" FROM {self.schema}.jobs"
+                    )
             if version < 8:  # before the audit trail: an empty one
                 connection.execute(
                     "CREATE TEMP VIEW audit AS SELECT 0::bigint AS id, 0.0::double precision AS at,"
@@ -277,7 +339,14 @@ class PostgresReader(DialectReader["psycopg.Connection[Any]"]):
             if version < 2:
                 connection.execute(
                     "CREATE TEMP VIEW processes AS SELECT 0::bigint AS id, ''::text AS name,"
-                    " now() AS expires_at WHERE false"
+                    " now() AS started_at, now() AS expires_at, NULL::timestamptz AS renewed_at,"
+                    " false AS fleet WHERE false"
+                )
+            elif version < 9:  # no renewals recorded (and before 4, no fleet)
+                fleet = "fleet" if version >= 4 else "false AS fleet"
+                connection.execute(
+                    "CREATE TEMP VIEW processes AS SELECT id, name, started_at, expires_at,"
+                    f" NULL::timestamptz AS renewed_at, {fleet} FROM {self.schema}.processes"
                 )
             return run(connection)
         except psycopg.Error as exc:

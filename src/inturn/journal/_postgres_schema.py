@@ -45,7 +45,9 @@ windows (``jobs.unique_for``, ``uniques``), 3 had no fleet, 4 told
 incarnations apart by id only (no ``processes.incarnation``), 5 had no
 ``job_ids`` and ``unplaced`` (`producers`), 6 had an inbox that took no jobs
 to send (``commands.items``, ``commands.data``), 7 had no audit trail
-(``audit``, ``commands.actor``: who sent a command); each is upgraded
+(``audit``, ``commands.actor``: who sent a command), 8 did not record when a
+heartbeat was last renewed (``processes.renewed_at``, for `inturn members`);
+each is upgraded
 in place; a schema of a version this code does not know is refused
 untouched, with the version in the message.
 
@@ -87,7 +89,7 @@ __all__ = [
     "unregister",
 ]
 
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -103,6 +105,7 @@ CREATE TABLE processes (
     name text NOT NULL,
     started_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     expires_at timestamptz NOT NULL,
+    renewed_at timestamptz DEFAULT clock_timestamp(),
     fleet boolean NOT NULL DEFAULT false,
     token bigint,
     incarnation uuid
@@ -248,6 +251,10 @@ ISSUED: Final = "(SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1
 HIGH_ID: Final = f"SELECT GREATEST(high_id, {ISSUED}) FROM meta"
 """The highest id ever used, by a single holder (``meta.high_id``) or from ``job_ids``."""
 
+_MEMBERS_VERSION: Final = 8
+"""The step (from version 8 to 9) that records heartbeats' renewals (``processes.renewed_at``):
+named, so the version numbers can be renumbered at a merge without touching it."""
+
 _UPGRADES: Final = {
     1: (
         "ALTER TABLE meta ADD COLUMN owner bigint, ADD COLUMN epoch bigint NOT NULL DEFAULT 0,"
@@ -289,6 +296,10 @@ _UPGRADES: Final = {
     7: (  # version 8: the operators' audit trail, and who sent each command
         "ALTER TABLE commands ADD COLUMN actor text",
         *(statement for statement in _AUDIT.split(";") if statement.strip()),
+    ),
+    _MEMBERS_VERSION: (  # version 9, `inturn members`: when each heartbeat was last renewed
+        "ALTER TABLE processes ADD COLUMN renewed_at timestamptz DEFAULT clock_timestamp()",
+        "UPDATE processes SET renewed_at = NULL",  # unknown until the next renewal
     ),
 }
 

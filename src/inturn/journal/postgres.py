@@ -91,6 +91,7 @@ from .records import (
     Change,
     Claim,
     Command,
+    Expiry,
     FleetChange,
     Recovery,
     StoredJob,
@@ -98,6 +99,8 @@ from .records import (
 
 if TYPE_CHECKING:
     import psycopg
+
+    from ..info import MemberInfo
 
 __all__ = ["PostgresJournal", "PostgresReader"]
 
@@ -165,6 +168,8 @@ class PostgresJournal(Lease, ThreadedJournal["psycopg.Connection[Any]"]):
     """The keys this member claimed and still owns (on the journal's thread)."""
     _orphans: bool = attrs.field(default=False, init=False)
     """A claim's connection broke: it may have committed keys nobody here knows of."""
+    _reaped: list[Expiry] = attrs.field(factory=list, init=False)
+    """Expired members this member's claims forgot, not yet taken by `reaped`."""
 
     @lease_ttl.validator
     def _check_ttl(self, attribute: attrs.Attribute[float], value: object) -> None:
@@ -292,13 +297,29 @@ class PostgresJournal(Lease, ThreadedJournal["psycopg.Connection[Any]"]):
         """
         self._member_only("claim")
 
-        def take(connection: psycopg.Connection[Any]) -> tuple[list[Claim], list[StoredJob]]:
+        def take(
+            connection: psycopg.Connection[Any],
+        ) -> tuple[list[Claim], list[StoredJob], list[Expiry]]:
             return members.claim(connection, self._process, limit, page, mark_below)
 
-        def held(taken: tuple[list[Claim], list[StoredJob]]) -> None:
+        def held(taken: tuple[list[Claim], list[StoredJob], list[Expiry]]) -> None:
             self._held.update(claim.key for claim in taken[0])
+            self._reaped.extend(taken[2])
 
-        return await self._transact(take, then=held)
+        claims, jobs, _ = await self._transact(take, then=held)
+        return claims, jobs
+
+    def reaped(self) -> list[Expiry]:
+        """The members whose heartbeat expired that this member's claims forgot (their keys
+        released) since the last call: for the fleet to say so.  A claim whose answer was lost
+        with its connection is not reported."""
+        reaped, self._reaped = self._reaped, []
+        return reaped
+
+    async def members(self) -> list[MemberInfo]:
+        """The fleet's members, expired ones included until a claim forgets them
+        (`PostgresReader.members`); none for a journal no fleet shares."""
+        return await off_thread(PostgresReader(self.dsn, schema=self.schema).members)
 
     async def release(self, key: str) -> Backlog | None:
         """Let go of *key* if no job waits (or it is halted): None; else its `Backlog`, still owned.

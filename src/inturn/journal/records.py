@@ -31,6 +31,7 @@ __all__ = [
     "Backlog",
     "Change",
     "Claim",
+    "Expiry",
     "Command",
     "Complete",
     "DeadLetter",
@@ -356,6 +357,23 @@ class Claim:
     marked: bool = False
     """The claim marked the first job's next attempt, ``attempts + 1`` (its
     ``attempts`` are as they were before)."""
+    taken_from: str | None = None
+    """A takeover: the member (``host:pid``) whose heartbeat expired owning the key,
+    whose keys this claim released before taking this one; None if the key had
+    no owner (or its expired owner was released by an earlier claim)."""
+
+
+@attrs.frozen(kw_only=True)
+class Expiry:
+    """A fleet member whose heartbeat expired, forgotten by a claim (`PostgresJournal.reaped`):
+    what it owned is claimable now."""
+
+    member: str
+    """Its name, ``host:pid``."""
+    keys: int
+    """The keys it owned, released."""
+    keyless_jobs: int
+    """The keyless jobs it owned, released."""
 
 
 @attrs.frozen(kw_only=True)
