@@ -36,15 +36,17 @@ def test_the_runbook_shows_every_command() -> None:
 
 
 def test_every_command_is_in_the_runbook_or_the_fleet_page() -> None:
-    """The parser's commands: the runbook shows each, but `members`, a fleet's (docs/fleet.md)."""
+    """The parser's commands: the runbook shows each, but `members`, a fleet's (docs/fleet.md),
+    and `web`, a server (described in its own section)."""
     [sub] = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
     shown = {shlex.split(command)[0] for command in COMMANDS}
     # (jobs is in the runbook's table, with no transcript of its own yet)
-    assert set(sub.choices) - shown == {"members", "jobs"}
+    assert set(sub.choices) - shown == {"members", "jobs", "web"}
     fleet = (ROOT / "docs" / "fleet.md").read_text(encoding="utf-8")
     assert "$ inturn members postgresql://" in fleet
     runbook = RUNBOOK.read_text(encoding="utf-8")
     assert "`inturn members URI`" in runbook
+    assert "## Over HTTP: `inturn web`" in runbook
 
 
 @pytest.mark.parametrize("command", [c for c in COMMANDS if " abc" not in c])
