@@ -9,6 +9,7 @@ own fields.  No entry, and no listing, shows a payload.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
@@ -125,7 +126,7 @@ def test_audit_lists_the_fixes_made_on_a_journal_nobody_holds(cli: Cli, tmp_path
     assert "purge_dead older than 1d" in text
     for shown in (text, listed.out):
         assert SECRET not in shown
-    with sqlite3.connect(path) as connection:
+    with contextlib.closing(sqlite3.connect(path)) as connection:
         rows = connection.execute("SELECT * FROM inturn_audit").fetchall()
     assert len(rows) == 4
     assert SECRET not in repr(rows)
