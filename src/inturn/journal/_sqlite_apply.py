@@ -21,7 +21,7 @@ from ..errors import JournalError
 from ._reads import audit_row
 from ._sql_apply import Held, Letter, Refused, apply, refuse_duplicate
 from ._thread import Request
-from ._transactions import RELEASE_STEP, ROLLBACK_STEP, SAVEPOINT, Run, SQLiteGuard, ended
+from ._transactions import RELEASE_STEP, Run, SQLiteGuard, TransactionEnded
 from ._uniques import Uniques
 from .records import (
     Append,
@@ -228,21 +228,12 @@ class SQLiteStatements:
 
     def run_and_record(self, change: Transaction, run: Run) -> bytes:
         cursor = self.connection
-        cursor.execute(f"SAVEPOINT {SAVEPOINT}")
-        self.guard.active = True
         try:
-            data = run(cursor.connection)
+            data = self.guard.run(cursor.connection, run, self.name)
+        except TransactionEnded:  # the journal's failure, not the request's
+            raise
         except Exception as exc:
-            self.guard.active = False
-            if not cursor.connection.in_transaction:
-                raise ended(self.name) from exc
-            cursor.execute(ROLLBACK_STEP)
-            cursor.execute(RELEASE_STEP)
             raise Refused(exc) from None
-        finally:
-            self.guard.active = False
-        if not cursor.connection.in_transaction:
-            raise ended(self.name)
         self.usage.steps = True
         cursor.execute(
             "INSERT INTO inturn_steps (job_id, n, name, data)"

@@ -51,6 +51,7 @@ __all__ = [
     "SAVEPOINT",
     "SQLiteGuard",
     "Run",
+    "TransactionEnded",
     "ended",
 ]
 
@@ -118,6 +119,28 @@ class SQLiteGuard:
             return sqlite3.SQLITE_DENY
         return sqlite3.SQLITE_OK
 
+    def run(self, connection: sqlite3.Connection, run: Run, describe: str) -> bytes:
+        """``run(connection)`` in the journal's savepoint, the guard active: its result, with
+        the savepoint still open for the step's record (`RELEASE_STEP` ends it).  If *run*
+        raises, the savepoint is rolled back and released, and the exception goes on; if
+        it ended the journal's transaction, `ended`."""
+        connection.execute(f"SAVEPOINT {SAVEPOINT}")
+        self.active = True
+        try:
+            data = run(connection)
+        except BaseException as exc:
+            self.active = False
+            if not connection.in_transaction:
+                raise ended(describe) from exc
+            connection.execute(ROLLBACK_STEP)
+            connection.execute(RELEASE_STEP)
+            raise
+        finally:
+            self.active = False
+        if not connection.in_transaction:
+            raise ended(describe)
+        return data
+
 
 def _journal_owned(name: str | None) -> bool:
     if name is None:
@@ -126,9 +149,14 @@ def _journal_owned(name: str | None) -> bool:
     return lowered.startswith(JOURNAL_PREFIX) or lowered == "sqlite_sequence"
 
 
-def ended(describe: str) -> RuntimeError:
+class TransactionEnded(RuntimeError):
+    """A step's function ended the journal's transaction: the journal stops (not the
+    request's error alone)."""
+
+
+def ended(describe: str) -> TransactionEnded:
     """The error that stops a journal whose transaction a step's function ended."""
-    return RuntimeError(
+    return TransactionEnded(
         f"{describe}: a transaction's function ended the journal's transaction (COMMIT or"
         " ROLLBACK on its connection): what reached the database is unknown, so the"
         " journal stops"

@@ -40,7 +40,7 @@ from ._reads import (
 )
 from ._recovery import KeyCount, recovery
 from ._rules import Held, judge, starts_on_halted
-from ._transactions import RELEASE_STEP, ROLLBACK_STEP, SAVEPOINT, Run, SQLiteGuard
+from ._transactions import RELEASE_STEP, Run, SQLiteGuard
 from .records import (
     Answer,
     Append,
@@ -223,17 +223,7 @@ class MemoryJournal:
         if recorded is not None:
             return recorded
         database = self.database
-        database.execute(f"SAVEPOINT {SAVEPOINT}")
-        self._guard.active = True
-        try:
-            data = run(database)
-        except BaseException:
-            self._guard.active = False
-            database.execute(ROLLBACK_STEP)
-            database.execute(RELEASE_STEP)
-            raise
-        finally:
-            self._guard.active = False
+        data = self._guard.run(database, run, "this MemoryJournal")
         database.execute(RELEASE_STEP)
         self._write([Step(change.job_id, change.name, data)], now)
         return data
