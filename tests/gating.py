@@ -26,7 +26,7 @@ import attrs
 import trio
 
 import inturn
-from inturn.info import AuditEntry, JobInfo, KeyFilter, KeyInfo
+from inturn.info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
 from inturn.journal import Change, StoredJob
 from inturn.testing import FaultyJournal
 
@@ -257,6 +257,25 @@ class GatingJournal(FaultyJournal):
         self, *, state: KeyFilter | None = None, limit: int = 100, now: float
     ) -> list[KeyInfo]:
         return await self._read("keys", lambda: self.inner.keys(state=state, limit=limit, now=now))
+
+    async def keys_by_name(
+        self,
+        *,
+        state: KeyFilter | None = None,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        now: float,
+    ) -> list[KeyInfo]:
+        return await self._read(
+            "keys_by_name",
+            lambda: self.inner.keys_by_name(
+                state=state, prefix=prefix, after=after, limit=limit, now=now
+            ),
+        )
+
+    async def overview(self, *, now: float) -> Overview:
+        return await self._read("overview", lambda: self.inner.overview(now=now))
 
     async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         return await self._read("scheduled", lambda: self.inner.scheduled(key=key, limit=limit))

@@ -25,7 +25,7 @@ from .errors import (
     SupervisorClosed,
 )
 from .events import Event
-from .info import JobInfo, KeyInfo, MemberInfo
+from .info import JobInfo, KeyInfo, MemberInfo, Minute, Overview
 from .jobs import Item, Job, Stats
 from .journal import Journal, MemoryJournal, PostgresJournal, SQLiteJournal
 from .operator import Operator, operate
@@ -44,6 +44,8 @@ __all__ = [
     "Stats",
     "KeyInfo",
     "MemberInfo",
+    "Minute",
+    "Overview",
     "JobInfo",
     "Event",
     "operate",

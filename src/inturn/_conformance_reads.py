@@ -18,6 +18,7 @@ import trio
 
 from ._conformance import _expect, _raises, _session, _state
 from ._conformance_audit import AuditConformance
+from ._conformance_overview import OverviewConformance
 from .errors import DuplicateError, JournalError
 from .info import JobInfo, KeyFilter, KeyInfo
 from .journal import (
@@ -90,11 +91,12 @@ def _idle(key: str) -> KeyInfo:
     )
 
 
-class OperatorReadsConformance(AuditConformance):
+class OperatorReadsConformance(AuditConformance, OverviewConformance):
     """Tests of what an operator reads from every `inturn.Journal`; mix into a test class.
 
     Covers ``keys``, ``job`` and ``dead_letters``, and the `Retrying` and
-    `Purge` changes they show, the audit trail (`AuditConformance`), through the protocol only, with the same
+    `Purge` changes they show, the audit trail (`AuditConformance`), the dashboard's
+    ``overview`` and ``keys_by_name`` (`OverviewConformance`), through the protocol only, with the same
     ``journal`` fixture as `JournalConformance` (mix in both)::
 
         class TestMyJournal(JournalConformance, OperatorReadsConformance):

@@ -12,16 +12,31 @@ from typing import Literal, TypeAlias, final
 
 import attrs
 
-__all__ = ["AuditEntry", "JobInfo", "JobState", "KeyFilter", "KeyInfo", "MemberInfo"]
+__all__ = [
+    "AuditEntry",
+    "JobInfo",
+    "JobState",
+    "KeyFilter",
+    "KeyInfo",
+    "MemberInfo",
+    "Minute",
+    "Overview",
+]
 
 JobState: TypeAlias = Literal["scheduled", "queued", "running", "retrying", "dead"]
 """``scheduled``: not due yet, in no key's sequence; ``queued``: waiting its turn; ``running``: an attempt started (read from a
 journal alone: or the process stopped during it); ``retrying``: its last
 attempt failed and it waits for the next; ``dead``: discarded, a dead letter."""
 
-KeyFilter: TypeAlias = Literal["blocked", "running", "halted"]
+KeyFilter: TypeAlias = Literal["blocked", "running", "halted", "retrying", "waiting", "paused"]
 """``blocked``: the head is retrying or the key is halted; ``running``: the
-head is running; ``halted``: the key is halted (by a discard, or paused)."""
+head is running (halted or not: a pause stops the next start, not the attempt
+under way); ``halted``: the key is halted (by a discard, or paused).  The
+three below split keys as `Overview` counts them, a halt first:
+``retrying``: not halted, the head waits out a backoff; ``waiting``: not
+halted, the head has not started (it waits for a slot, or its turn);
+``paused``: halted by an operator's pause (``halted_by`` is None: a halt
+recorded before inturn named the discarded job reads as a pause too)."""
 
 
 @final
@@ -158,3 +173,50 @@ class MemberInfo:
     """Keys it owns."""
     keyless_jobs: int
     """Keyless jobs it owns."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Minute:
+    """Jobs finished in one minute of the wall clock, as the journal counted them."""
+
+    start: float
+    """Unix time the minute starts (a multiple of 60)."""
+    completed: int
+    discarded: int
+    """Discarded as dead letters (skips included)."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class Overview:
+    """A journal at a glance: how its keys stand, how many jobs wait, how fast they finish.
+
+    The key counts are disjoint, a halt first: a paused key whose head still
+    runs counts as ``paused``.  Read from the journal alone: a head whose
+    attempt was marked by a process that stopped counts as ``running`` until
+    it runs again or ends.
+    """
+
+    running: int
+    """Keys whose head is in an attempt."""
+    retrying: int
+    """Keys whose head waits out a backoff."""
+    waiting: int
+    """Keys whose head has not started: it waits for a slot, or its turn."""
+    halted: int
+    """Keys halted by a discarded job (with or without unfinished jobs)."""
+    paused: int
+    """Keys halted by an operator's pause (``halted_by`` None, as `KeyFilter` says)."""
+    jobs: int
+    """Unfinished jobs that are due, keyless ones included (scheduled ones not)."""
+    scheduled: int
+    """Scheduled jobs not due yet."""
+    dead: int
+    """Dead letters."""
+    oldest_age: float | None
+    """Seconds from the acceptance of the oldest unfinished due job (the lowest id:
+    ids rise in acceptance order) to *now*; None if there is none."""
+    minutes: tuple[Minute, ...]
+    """Jobs finished in each of the last 15 minutes, oldest first, the one *now* is in
+    last; minutes with none included."""

@@ -67,7 +67,7 @@ from .errors import (
     SupervisorClosed,
 )
 from .fleet import Fleet, FleetJournal
-from .info import AuditEntry, JobInfo, KeyFilter, KeyInfo, MemberInfo
+from .info import AuditEntry, JobInfo, KeyFilter, KeyInfo, MemberInfo, Overview
 from .jobs import Item, Job
 from .journal import Answer, Command, Journal, JournalReads, SentJob
 from .keys import validate_key
@@ -101,6 +101,15 @@ class _Fixer(Protocol):
     """What an `Operator` works through: a `Supervisor`, or `_Remote` for one elsewhere."""
 
     async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]: ...
+    async def keys_by_name(
+        self,
+        *,
+        state: KeyFilter | None = None,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[KeyInfo]: ...
+    async def overview(self) -> Overview: ...
     async def job(self, job_id: int) -> JobInfo | None: ...
     async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]: ...
     async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
@@ -151,6 +160,22 @@ class Operator:
     async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]:
         """Keys with unfinished jobs, or halted: oldest head first."""
         return await self._fixer.keys(state=state, limit=limit)
+
+    async def keys_by_name(
+        self,
+        *,
+        state: KeyFilter | None = None,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[KeyInfo]:
+        """Keys with unfinished jobs, or halted, by key: those above *after* that start with
+        *prefix* and pass *state*."""
+        return await self._fixer.keys_by_name(state=state, prefix=prefix, after=after, limit=limit)
+
+    async def overview(self) -> Overview:
+        """The journal at a glance: keys by state, jobs, dead letters, recent throughput."""
+        return await self._fixer.overview()
 
     async def job(self, job_id: int) -> JobInfo | None:
         """The unfinished job or dead letter *job_id*, or None."""
@@ -364,6 +389,21 @@ class _Remote:
 
     async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]:
         return await self._reads.keys(state=state, limit=check_limit(limit), now=time.time())
+
+    async def keys_by_name(
+        self,
+        *,
+        state: KeyFilter | None = None,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[KeyInfo]:
+        return await self._reads.keys_by_name(
+            state=state, prefix=prefix, after=after, limit=check_limit(limit), now=time.time()
+        )
+
+    async def overview(self) -> Overview:
+        return await self._reads.overview(now=time.time())
 
     async def job(self, job_id: int) -> JobInfo | None:
         return await self._reads.job(check_job_id(job_id))

@@ -62,7 +62,7 @@ from .errors import (
 )
 from .events import Event, EventTee, debug_is_off
 from .fleet import Fleet, FleetJournal, capacity_for
-from .info import JobInfo, KeyFilter, KeyInfo
+from .info import JobInfo, KeyFilter, KeyInfo, Overview
 from .jobs import Item, Stats
 from .journal import (
     Journal,
@@ -288,6 +288,53 @@ class Supervisor(Operating):
                 await schedule_point()
                 return live[:limit]
             asked *= 2
+
+    async def keys_by_name(
+        self,
+        *,
+        state: KeyFilter | None = None,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+    ) -> list[KeyInfo]:
+        """Keys with unfinished jobs, or halted, by key in code-point order: pages for a dashboard.
+
+        Only keys above *after* (the last key of the page before), only keys
+        that start with *prefix* (plain text: ``%`` and ``_`` are characters
+        like any other), only those *state* passes (`KeyFilter`); each
+        `KeyInfo` as `keys` gives it.  Cheap on a journal of many keys: the
+        journal reads a page from indexes.
+
+        Raises:
+            TypeError, ValueError: an argument is invalid.
+            SupervisorClosed: the supervisor has stopped.
+        """
+        self._check_open()
+        limit = check_limit(limit)
+        now, found = self._runtime.unix_now(), list[KeyInfo]()
+        while True:
+            page = await self._runtime.journal.keys_by_name(
+                state=state, prefix=prefix, after=after, limit=limit, now=now
+            )
+            live = map(self._live_key, page)
+            # as `keys` says: a recovered head still waiting to run again is not running
+            found += (info for info in live if state != "running" or info.head_state == "running")
+            if len(found) >= limit or len(page) < limit:
+                await schedule_point()
+                return found[:limit]
+            after = page[-1].key
+
+    async def overview(self) -> Overview:
+        """The journal at a glance (`Overview`): keys by state, jobs waiting and scheduled,
+        dead letters, the oldest due job's age, jobs finished in each of the last 15 minutes.
+
+        Raises:
+            SupervisorClosed: the supervisor has stopped.
+        """
+        self._check_open()
+        found = await self._runtime.journal.overview(now=self._runtime.unix_now())
+        await schedule_point()
+        return found
 
     async def job(self, job_id: int) -> JobInfo | None:
         """The unfinished job or dead letter *job_id*; None if there is none.

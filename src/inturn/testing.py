@@ -29,7 +29,7 @@ from ._runtime import Handler
 from ._steps import encode_result, take_step
 from .codec import Codec, JSONCodec
 from .errors import JournalError
-from .info import AuditEntry, JobInfo, KeyFilter, KeyInfo
+from .info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
 from .jobs import Job
 from .journal import (
     Answer,
@@ -246,6 +246,22 @@ class FaultyJournal:
         self, *, state: KeyFilter | None = None, limit: int = 100, now: float
     ) -> list[KeyInfo]:
         return await self.inner.keys(state=state, limit=limit, now=now)
+
+    async def keys_by_name(
+        self,
+        *,
+        state: KeyFilter | None = None,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        now: float,
+    ) -> list[KeyInfo]:
+        return await self.inner.keys_by_name(
+            state=state, prefix=prefix, after=after, limit=limit, now=now
+        )
+
+    async def overview(self, *, now: float) -> Overview:
+        return await self.inner.overview(now=now)
 
     async def job(self, job_id: int) -> JobInfo | None:
         return await self.inner.job(job_id)

@@ -125,6 +125,12 @@ async def test_a_version_4_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     sql(pg_dsn, f"DROP TABLE {pg_schema}.audit")
     # and no heartbeat renewals recorded (version 9)
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN renewed_at")
+    # and no finished jobs counted, no keys indexed by name (version 10)
+    sql(pg_dsn, f"DROP TABLE {pg_schema}.finished")
+    sql(
+        pg_dsn,
+        f"DROP INDEX {pg_schema}.jobs_started, {pg_schema}.jobs_by_name, {pg_schema}.halted_by_name",
+    )
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 4, high_id = {job_id}")
     ran: list[object] = []
 

@@ -74,6 +74,8 @@ def test_a_killed_member_shows_expired_then_its_keys_are_taken_over(
         [key] = json.loads(keys.out)
         assert (key["key"], key["owner"], key["owner_expired"]) == ("k", name, False)
         assert 0 <= key["owner_heartbeat_age"] < TTL
+        [by_name] = reader.keys_by_name(now=time.time())  # the dashboard's read: the same owner
+        assert (by_name.key, by_name.owner, by_name.owner_expired) == ("k", name, False)
 
         os.kill(a.process.pid, signal.SIGKILL)
         wait_until_expired(reader, name)
@@ -104,6 +106,10 @@ def test_a_killed_member_shows_expired_then_its_keys_are_taken_over(
     [key] = json.loads(cli("keys", pg_dsn, "--schema", pg_schema, "--json").out)
     assert (key["owner"], key["owner_expired"]) == (name, True)
     assert key["owner_heartbeat_age"] >= TTL
+    [by_name] = reader.keys_by_name(now=time.time())
+    assert (by_name.owner, by_name.owner_expired) == (name, True)
+    assert by_name.owner_heartbeat_age is not None
+    assert by_name.owner_heartbeat_age >= TTL
 
     # B joins: its first claim forgets A and takes k over; it runs both jobs.
     events: list[inturn.Event] = []
@@ -275,6 +281,11 @@ def test_a_version_8_journal_gains_heartbeat_renewals(pg_dsn: str, pg_schema: st
 
     trio.run(create)
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN renewed_at")
+    sql(pg_dsn, f"DROP TABLE {pg_schema}.finished")  # and version 10's
+    sql(
+        pg_dsn,
+        f"DROP INDEX {pg_schema}.jobs_started, {pg_schema}.jobs_by_name, {pg_schema}.halted_by_name",
+    )
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 8")
     sql(
         pg_dsn,

@@ -32,6 +32,15 @@ def sql(dsn: str, statement: str, *params: object) -> list[tuple[Any, ...]]:
         return cursor.fetchall() if cursor.description else []
 
 
+def before_version_10(dsn: str, schema: str) -> None:
+    """Undo version 10 (finished jobs counted, keys indexed by name) in *schema*."""
+    for statement in (
+        f"DROP TABLE {schema}.finished",
+        f"DROP INDEX {schema}.jobs_started, {schema}.jobs_by_name, {schema}.halted_by_name",
+    ):
+        sql(dsn, statement)
+
+
 def tables(dsn: str, schema: str) -> list[str]:
     rows = sql(
         dsn,
@@ -50,6 +59,7 @@ async def test_open_creates_the_schema_and_its_tables(pg_dsn: str, pg_schema: st
     assert tables(pg_dsn, pg_schema) == [
         "audit",
         "commands",
+        "finished",
         "halted",
         "jobs",
         "keys",
@@ -524,6 +534,7 @@ async def test_a_version_6_journal_gains_the_inbox_columns_of_sends(
     )
     sql(pg_dsn, f"DROP TABLE {pg_schema}.audit")
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN renewed_at")  # (version 9's)
+    before_version_10(pg_dsn, pg_schema)
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 6")
     recovery = await journal.open()
     try:
@@ -550,6 +561,7 @@ async def test_a_version_7_journal_gains_the_audit_trail(pg_dsn: str, pg_schema:
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.commands DROP COLUMN actor")
     sql(pg_dsn, f"DROP TABLE {pg_schema}.audit")
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN renewed_at")  # (version 9's)
+    before_version_10(pg_dsn, pg_schema)
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 7")
     reader = PostgresReader(pg_dsn, schema=pg_schema)
     assert reader.audit() == []
@@ -563,6 +575,71 @@ async def test_a_version_7_journal_gains_the_audit_trail(pg_dsn: str, pg_schema:
         await journal.aclose()
     [entry] = reader.audit(key="k")
     assert (entry.actor, entry.verb, entry.outcome) == ("ann", "pause", "done")
+
+
+async def test_a_version_9_journal_gains_the_dashboard_counters_and_indexes(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """Opening a version 9 schema adds ``finished`` and the indexes of keys by name (version
+    10); its jobs are kept; a reader reads version 9 as it is, with no throughput, and the
+    journal counts the completions it writes from then on."""
+    journal = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    at = 1_900_000_000.0
+    await journal.open()
+    await journal.write([Append(job_id=n, key=f"k{n}", data=b"") for n in (1, 2, 3)], now=at)
+    await journal.write([Complete(1)], now=at)
+    await journal.aclose()
+    before_version_10(pg_dsn, pg_schema)
+    sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 9")
+    reader = PostgresReader(pg_dsn, schema=pg_schema)
+    old = reader.overview(now=at)
+    assert (old.waiting, old.jobs, sum(minute.completed for minute in old.minutes)) == (2, 2, 0)
+    assert [info.key for info in reader.keys_by_name(now=at)] == ["k2", "k3"]
+    recovery = await journal.open()
+    try:
+        assert [job.id for job in recovery.jobs] == [2, 3]
+        assert sql(pg_dsn, f"SELECT version FROM {pg_schema}.meta") == [(SCHEMA_VERSION,)]
+        indexes = sql(
+            pg_dsn,
+            f"SELECT indexname FROM pg_indexes WHERE schemaname = '{pg_schema}'"
+            " AND indexname IN ('jobs_started', 'jobs_by_name', 'halted_by_name')",
+        )
+        assert len(indexes) == 3
+        await journal.write([Complete(2), Discard(3, "E")], now=at)
+    finally:
+        await journal.aclose()
+    new = reader.overview(now=at)
+    assert (new.minutes[-1].completed, new.minutes[-1].discarded, new.jobs, new.dead) == (
+        1,
+        1,
+        0,
+        1,
+    )
+
+
+async def test_fleet_members_count_finished_jobs_in_rows_of_their_own(
+    pg_dsn: str, pg_schema: str
+) -> None:
+    """Two journals writing completions in one minute each upsert a row of their own server
+    process (never one shared row), and overview() sums them."""
+    at = 1_900_000_000.0
+    first = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await first.open()
+    await first.write([Append(job_id=n, key=None, data=b"") for n in range(1, 5)], now=at)
+    await first.write([Complete(1), Complete(2)], now=at)
+    await first.write([Complete(3)], now=at + 1)  # the same minute, the same row
+    await first.aclose()
+    second = inturn.PostgresJournal(pg_dsn, schema=pg_schema)
+    await second.open()
+    try:
+        await second.write([Discard(4, "E")], now=at + 2)
+        rows = sql(pg_dsn, f"SELECT writer, completed, discarded FROM {pg_schema}.finished")
+        assert sorted((c, d) for _, c, d in rows) == [(0, 1), (3, 0)]
+        assert len({writer for writer, _, _ in rows}) == 2
+        minute = (await second.overview(now=at)).minutes[-1]
+        assert (minute.start, minute.completed, minute.discarded) == (at - at % 60, 3, 1)
+    finally:
+        await second.aclose()
 
 
 async def test_two_transactions_taking_one_key_cannot_both_win(pg_dsn: str, pg_schema: str) -> None:

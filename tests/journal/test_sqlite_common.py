@@ -43,10 +43,13 @@ SETUP: list[Change] = [
     *(Append(job_id=n, key=KEYS[n % 3], data=b"%d" % n) for n in range(1, 7)),
     Append(job_id=7, key="a", data=b"7", unique="u"),
     MarkAttempt(1, 1),
+    MarkAttempt(2, 1),
+    MarkAttempt(3, 1),
     Step(2, "s", b"x"),
     Discard(6, "failed"),
 ]
-"""Jobs 1-7 (7 holds unique key "u", 6 is dead), job 1 started, job 2 with a step; jobs 1
+"""Jobs 1-7 (7 holds unique key "u", 6 is dead), jobs 1-3 started (the short way marks
+only a started job's completion: `_sqlite_apply._COMPLETE`), job 2 with a step; jobs 1
 and 4 are on key "b", which a test may halt."""
 
 

@@ -243,7 +243,10 @@ def test_a_large_group_deletes_its_completed_rows_at_once(tmp_path: Path) -> Non
     connection, _ = journal._open_sync()
     try:
         size = sqlite_journal._MARK_BELOW
-        sends = [[Append(job_id=n, key=f"k{n}", data=b"x")] for n in range(1, 2 * size + 1)]
+        sends = [  # started: a completion marks only a started job's row
+            [Append(job_id=n, key=f"k{n}", data=b"x"), MarkAttempt(n, 1)]
+            for n in range(1, 2 * size + 1)
+        ]
         journal._commit_group(connection, [Request(send, None, 0.0) for send in sends])  # type: ignore[arg-type]
         small = [Request([Complete(n)], None, 0.0) for n in range(1, size)]  # type: ignore[arg-type]
         journal._commit_group(connection, small)

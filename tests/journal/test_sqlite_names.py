@@ -35,6 +35,7 @@ INTURN_TABLES = {
     "inturn_halted",
     "inturn_commands",
     "inturn_audit",
+    "inturn_finished",
 }
 
 
@@ -66,9 +67,23 @@ def version_6(path: Path) -> None:
         for statement in _UPGRADES[5]:
             connection.execute(statement)
         for index in INDEXES:
-            if "inturn_audit" not in index:
+            if "inturn_audit" not in index and "inturn_jobs_started" not in index:
                 connection.execute(index)
         connection.execute("PRAGMA user_version = 6")
+        connection.execute("COMMIT")
+
+
+def version_7(path: Path) -> None:
+    """Version 6 as version 7 left it: today's step 6 (the audit trail) and its indexes."""
+    version_6(path)
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
+        connection.execute("BEGIN IMMEDIATE")
+        for statement in _UPGRADES[6]:
+            connection.execute(statement)
+        for index in INDEXES:
+            if "inturn_audit" in index:
+                connection.execute(index)
+        connection.execute("PRAGMA user_version = 7")
         connection.execute("COMMIT")
 
 
@@ -79,6 +94,7 @@ OLD_FILES: dict[int, Callable[[Path], None]] = {
     4: real_file(4),
     5: real_file(5),
     6: version_6,
+    7: version_7,
 }
 """A journal file of each older schema version.  Versions 3 to 5 are real files their
 inturn wrote (``data/version-N.db``; version 4 at commit 3866098, version 5 at 58e3346,
@@ -99,6 +115,8 @@ def reads(path: Path, high: int) -> dict[str, object]:
         "dead letters": reader.dead_letters(),
         "scheduled": reader.scheduled(),
         "audit": reader.audit(),
+        "overview": reader.overview(now=0.0),
+        "keys by name": reader.keys_by_name(limit=1000, now=0.0),
     }
 
 
@@ -120,7 +138,7 @@ def catalog(path: Path) -> tuple[int, dict[str, tuple[str, str]], list[tuple[str
 async def test_an_older_file_is_renamed_in_place_and_keeps_every_job(
     tmp_path: Path, version: int
 ) -> None:
-    """Opening a file of versions 1 to 6 renames every table and index under the prefix (before 6) and adds the audit trail, empty; what an operator reads of it is what the reader read before, and the id counter goes on from where it was."""
+    """Opening a file of versions 1 to 7 renames every table and index under the prefix (before 6) and adds the audit trail, empty, and the finished-job counters; what an operator reads of it is what the reader read before, and the id counter goes on from where it was."""
     path = tmp_path / "jobs.db"
     OLD_FILES[version](path)
     _, _, [(_, high)] = catalog(path)
@@ -130,7 +148,7 @@ async def test_an_older_file_is_renamed_in_place_and_keeps_every_job(
     try:
         assert recovery.next_id == high + 1
         after_version, objects, sequence = catalog(path)
-        assert after_version == SCHEMA_VERSION == 7
+        assert after_version == SCHEMA_VERSION == 8
         assert sequence == [("inturn_jobs", high)]
         assert {name for name, (kind, _) in objects.items() if kind == "table"} == {
             *INTURN_TABLES,
@@ -157,7 +175,10 @@ async def test_an_older_file_is_renamed_in_place_and_keeps_every_job(
     assert [(entry.actor, entry.verb, entry.key) for entry in SQLiteReader(path).audit()] == [
         ("ann", "pause", "new")
     ]
-    assert {**after, "keys": before["keys"], "audit": []} == before
+    unchanged = {"keys", "audit", "overview", "keys by name"}  # the new key and fix show there
+    assert {name: read for name, read in after.items() if name not in unchanged} == {
+        name: read for name, read in before.items() if name not in unchanged
+    }
 
 
 @pytest.mark.parametrize("version", [4, 5])

@@ -14,14 +14,16 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 import attrs
 import trio
 
+from .._checks import check_number
 from ..errors import JournalError
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
 from ._reads import (
     check_audit,
     check_dead_letters,
     check_job_id,
     check_jobs,
     check_keys,
+    check_keys_by_name,
     check_now,
     check_scheduled,
 )
@@ -40,6 +42,10 @@ class Dialect(Generic[_C]):
 
     select_pending: Callable[[_C, str, int, int], list[StoredJob]]
     select_keys: Callable[[_C, KeyFilter | None, int, float], list[KeyInfo]]
+    select_keys_by_name: Callable[
+        [_C, KeyFilter | None, str, str | None, int, float], list[KeyInfo]
+    ]
+    select_overview: Callable[[_C, float], Overview]
     select_job: Callable[[_C, int], JobInfo | None]
     select_queue: Callable[[_C, str, int, int], list[JobInfo]]
     select_dead_letters: Callable[[_C, str | None, int, int, float | None], list[JobInfo]]
@@ -91,6 +97,26 @@ class ThreadedJournal(Generic[_C]):
         return await self._read(
             lambda connection: self.dialect.select_keys(connection, state, limit, now)
         )
+
+    async def keys_by_name(
+        self,
+        *,
+        state: KeyFilter | None = None,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        now: float,
+    ) -> list[KeyInfo]:
+        check_keys_by_name(state, prefix, after, limit, now)
+        return await self._read(
+            lambda connection: self.dialect.select_keys_by_name(
+                connection, state, prefix, after, limit, now
+            )
+        )
+
+    async def overview(self, *, now: float) -> Overview:
+        check_number("now", now)
+        return await self._read(lambda connection: self.dialect.select_overview(connection, now))
 
     async def job(self, job_id: int) -> JobInfo | None:
         check_job_id(job_id)
@@ -186,6 +212,28 @@ class DialectReader(Generic[_C]):
         return self._read(
             lambda connection: self.dialect.select_keys(connection, state, limit, now)
         )
+
+    def keys_by_name(
+        self,
+        *,
+        state: KeyFilter | None = None,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        now: float,
+    ) -> list[KeyInfo]:
+        """Keys by name, a page after *after*, as `inturn.Journal.keys_by_name` returns them."""
+        check_keys_by_name(state, prefix, after, limit, now)
+        return self._read(
+            lambda connection: self.dialect.select_keys_by_name(
+                connection, state, prefix, after, limit, now
+            )
+        )
+
+    def overview(self, *, now: float) -> Overview:
+        """The journal at a glance, as `inturn.Journal.overview` returns it."""
+        check_number("now", now)
+        return self._read(lambda connection: self.dialect.select_overview(connection, now))
 
     def job(self, job_id: int) -> JobInfo | None:
         """The unfinished job or dead letter *job_id*, as `inturn.Journal.job` returns it."""

@@ -22,7 +22,7 @@ from ..errors import JournalError, LeaseLost
 from . import _postgres_fleet as members
 from ._postgres_schema import one_row
 from ._postgres_transactions import Failed, run_in_savepoint
-from ._reads import audit_row
+from ._reads import KEEP_MINUTES, audit_row, finished, minute_of
 from ._sql_apply import Held, Letter, Refused, apply, refuse_duplicate
 from ._thread import Request
 from ._transactions import Run
@@ -54,6 +54,7 @@ __all__ = [
     "Member",
     "PostgresStatements",
     "complete_all",
+    "count_finished",
     "last_completion",
     "lone_mark",
     "mark_all",
@@ -530,3 +531,33 @@ _MARK: Final = (
     "      OR NOT EXISTS (SELECT 1 FROM halted WHERE halted.key = jobs.key))"
 )
 """A `MarkAttempt`: a start (attempts rising) is superseded on a halted key."""
+
+
+def count_finished(connection: psycopg.Connection[Any], group: list[Request], pruned: int) -> int:
+    """Count the jobs *group*'s applied batches completed and discarded, in its transaction:
+    one upsert a minute into this server process's own row (``pg_backend_pid()``), so
+    members never wait on each other's.  The first count of a minute after *pruned*
+    deletes the counts beyond the hour kept; return the minute pruned at."""
+    tally: dict[int, list[int]] = {}
+    for request in group:
+        if request.error is None:
+            completed, discarded = finished(request.changes, request.superseded)
+            if completed or discarded:
+                counts = tally.setdefault(minute_of(request.now), [0, 0])
+                counts[0] += completed
+                counts[1] += discarded
+    if not tally:
+        return pruned
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            "INSERT INTO finished (minute, writer, completed, discarded)"
+            " VALUES (%s, pg_backend_pid(), %s, %s) ON CONFLICT (minute, writer) DO UPDATE"
+            " SET completed = finished.completed + excluded.completed,"
+            " discarded = finished.discarded + excluded.discarded",
+            [(minute, *counts) for minute, counts in sorted(tally.items())],
+        )
+    latest = max(tally)
+    if latest <= pruned:
+        return pruned
+    connection.execute("DELETE FROM finished WHERE minute <= %s", (latest - KEEP_MINUTES,))
+    return latest

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, final
 import attrs
 
 from ..errors import JournalError
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, MemberInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, MemberInfo, Overview
+from ._by_name import Range, Source, page_keys
 from ._dialect import Dialect, DialectReader
 from ._postgres_schema import (
     COLUMNS,
     PG_MAX,
+    STARTED,
     check_dsn,
     check_schema,
     connect,
@@ -29,7 +31,18 @@ from ._postgres_schema import (
     schema_version,
     stored,
 )
-from ._reads import AUDIT_COLUMNS, audit_entry, audit_where, info, key_infos, key_matches
+from ._reads import (
+    AUDIT_COLUMNS,
+    MINUTES,
+    audit_entry,
+    audit_where,
+    info,
+    key_infos,
+    key_matches,
+    key_where,
+    minute_of,
+    overview_of,
+)
 from .records import StoredJob
 
 if TYPE_CHECKING:
@@ -73,12 +86,13 @@ def select_keys(
     """One pass over the pending-by-key index: O(pending jobs), sorting only the heads."""
     limit = min(limit, PG_MAX)
     halted = "halted.key IS NOT NULL"
-    where = {
-        None: "",
-        "blocked": f"WHERE head.retry_at IS NOT NULL OR {halted}",
-        "running": "WHERE head.retry_at IS NULL AND head.attempts > 0",
-        "halted": f"WHERE {halted}",
-    }[state]
+    where = key_where(
+        state,
+        halted=halted,
+        halted_by="halted.job_id",
+        attempts="head.attempts",
+        retry_at="head.retry_at",
+    )
     with connection.transaction():  # the two queries see one state of the journal
         connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         rows = connection.execute(
@@ -89,32 +103,141 @@ def select_keys(
             "       GROUP BY key) AS heads"
             " JOIN jobs AS head ON head.key = heads.key AND head.seq = heads.seq"
             " AND head.state = 'pending'"
-            f" LEFT JOIN halted ON halted.key = heads.key {where}"
+            f" LEFT JOIN halted ON halted.key = heads.key WHERE {where}"
             " ORDER BY heads.seq LIMIT %s",
             (limit,),
         ).fetchall()
         idle: list[tuple[str, int | None, str | None]] = []
-        if len(rows) < limit and key_matches(state, None, True):
+        if len(rows) < limit and key_matches(state, None, True, True):
+            paused = " AND job_id IS NULL" if not key_matches(state, None, True) else ""
             idle = connection.execute(  # halted keys without unfinished jobs
                 "SELECT key, job_id, error FROM halted WHERE NOT EXISTS (SELECT 1 FROM jobs"
-                " WHERE state = 'pending' AND seq IS NOT NULL AND jobs.key = halted.key)"
+                f" WHERE state = 'pending' AND seq IS NOT NULL AND jobs.key = halted.key){paused}"
                 " ORDER BY key LIMIT %s",
                 (limit - len(rows),),
             ).fetchall()
-        owners = {
-            key: (name, expired, age)
-            for key, name, expired, age in connection.execute(
-                # in a fleet: the member that owns each key, and how its heartbeat is
-                f"SELECT keys.key, processes.name, {EXPIRED}, {HEARTBEAT_AGE}"
-                " FROM keys JOIN processes ON processes.id = keys.owner"
-                " WHERE keys.key = ANY(%s)",
-                ([row[0] for row in rows],),
-            )
-        }
-    found = key_infos(rows, idle, now)
+        return _with_owners(connection, key_infos(rows, idle, now))
+
+
+def _with_owners(connection: psycopg.Connection[Any], found: list[KeyInfo]) -> list[KeyInfo]:
+    """*found*, each key with its owner in a fleet and how its heartbeat is."""
+    owners = {
+        key: (name, expired, age)
+        for key, name, expired, age in connection.execute(
+            f"SELECT keys.key, processes.name, {EXPIRED}, {HEARTBEAT_AGE}"
+            " FROM keys JOIN processes ON processes.id = keys.owner"
+            " WHERE keys.key = ANY(%s)",
+            ([info.key for info in found if info.head_job_id is not None],),
+        )
+    }
     if owners:
         found = [_owned(info, owners.get(info.key)) for info in found]
     return found
+
+
+def select_keys_by_name(
+    connection: psycopg.Connection[Any],
+    state: KeyFilter | None,
+    prefix: str,
+    after: str | None,
+    limit: int,
+    now: float,
+) -> list[KeyInfo]:
+    """Keys by name from the small indexes each filter needs (`_by_name`), in one snapshot."""
+
+    def names(source: Source, span: Range, count: int) -> list[str]:
+        where, parameters = span.where('key COLLATE "C"', "%s")
+        sql = _NAME_SOURCES[source].format(where=where)
+        return [key for (key,) in connection.execute(sql, (*parameters, count))]
+
+    def infos(keys: list[str]) -> dict[str, KeyInfo]:
+        rows = connection.execute(_HEADS_OF, (keys,)).fetchall()
+        idle = connection.execute(_HALTS_OF, (keys,)).fetchall()
+        found = _with_owners(connection, key_infos(rows, idle, now))
+        return {info.key: info for info in found}
+
+    with connection.transaction():
+        connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        return page_keys(
+            names, infos, state=state, prefix=prefix, after=after, limit=min(limit, PG_MAX)
+        )
+
+
+_NAME_SOURCES: Final[dict[Source, str]] = {
+    "jobs": "SELECT DISTINCT key COLLATE \"C\" FROM jobs WHERE state = 'pending'"
+    " AND seq IS NOT NULL AND {where} ORDER BY 1 LIMIT %s",
+    "started": f'SELECT DISTINCT key COLLATE "C" FROM jobs WHERE {STARTED}'
+    " AND {where} ORDER BY 1 LIMIT %s",
+    "halted": 'SELECT key COLLATE "C" FROM halted WHERE {where} ORDER BY 1 LIMIT %s',
+    "paused": 'SELECT key COLLATE "C" FROM halted WHERE job_id IS NULL AND {where}'
+    " ORDER BY 1 LIMIT %s",
+}
+"""Each source's first keys in a range (`_by_name`), in code-point order: the indexes made
+``COLLATE "C"`` for it serve the order and the range."""
+
+_HEADS_OF: Final = (
+    "SELECT heads.key, heads.queued, halted.key IS NOT NULL, head.id, head.attempts,"
+    " head.retry_at, head.error, head.accepted_at, halted.job_id, halted.error"
+    " FROM (SELECT key, MIN(seq) AS seq, COUNT(*) AS queued FROM jobs"
+    "       WHERE state = 'pending' AND seq IS NOT NULL AND key = ANY(%s) GROUP BY key) AS heads"
+    " JOIN jobs AS head ON head.key = heads.key AND head.seq = heads.seq"
+    " AND head.state = 'pending'"
+    " LEFT JOIN halted ON halted.key = heads.key"
+)
+_HALTS_OF: Final = (
+    "SELECT key, job_id, error FROM halted WHERE key = ANY(%s) AND NOT EXISTS"
+    " (SELECT 1 FROM jobs WHERE state = 'pending' AND seq IS NOT NULL AND jobs.key = halted.key)"
+)
+
+
+def select_overview(connection: psycopg.Connection[Any], now: float) -> Overview:
+    """The counts, each from an index: the jobs and keys in one pass over ``jobs_by_name``
+    (index-only where the table is vacuumed), the rest from small ones."""
+    with connection.transaction():
+        connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        [(due, keys)] = connection.execute(
+            'SELECT COALESCE(SUM(n), 0), COUNT(key) FROM (SELECT key COLLATE "C" AS key,'
+            " COUNT(*) AS n FROM jobs WHERE state = 'pending' AND seq IS NOT NULL GROUP BY 1) AS k"
+        ).fetchall()
+        [(scheduled,)] = connection.execute(
+            "SELECT COUNT(*) FROM jobs WHERE state = 'pending' AND seq IS NULL"
+        ).fetchall()
+        [(dead,)] = connection.execute("SELECT COUNT(*) FROM jobs WHERE state = 'dead'").fetchall()
+        [(halted, paused, halted_busy)] = connection.execute(
+            "SELECT COUNT(job_id), COUNT(*) - COUNT(job_id), COUNT(*) FILTER (WHERE EXISTS"
+            " (SELECT 1 FROM jobs WHERE jobs.key = halted.key AND state = 'pending'"
+            " AND seq IS NOT NULL)) FROM halted"
+        ).fetchall()
+        heads = connection.execute(
+            "SELECT attempts, retry_at FROM jobs AS head"
+            f" WHERE {STARTED} AND key IS NOT NULL AND seq IS NOT NULL"
+            " AND NOT EXISTS (SELECT 1 FROM jobs AS before WHERE before.key = head.key"
+            " AND before.state = 'pending' AND before.seq IS NOT NULL AND before.seq < head.seq)"
+            " AND NOT EXISTS (SELECT 1 FROM halted WHERE halted.key = head.key)"
+        ).fetchall()
+        oldest = connection.execute(
+            "SELECT accepted_at FROM jobs WHERE state = 'pending' AND seq IS NOT NULL"
+            " ORDER BY id LIMIT 1"
+        ).fetchone()
+        counts = connection.execute(
+            "SELECT minute, SUM(completed)::bigint, SUM(discarded)::bigint FROM finished"
+            " WHERE minute > %s GROUP BY minute",
+            (minute_of(now) - 60 * MINUTES,),
+        ).fetchall()
+    return overview_of(
+        keys=int(keys),
+        halted=int(halted),
+        paused=int(paused),
+        halted_busy=int(halted_busy),
+        heads=heads,
+        jobs=int(due),
+        scheduled=int(scheduled),
+        dead=int(dead),
+        oldest=None if oldest is None else float(oldest[0]),
+        counts=[(int(minute), int(c), int(d)) for minute, c, d in counts],
+        marked=(),
+        now=now,
+    )
 
 
 EXPIRED: Final = "processes.expires_at <= clock_timestamp()"
@@ -261,6 +384,8 @@ def select_audit(
 POSTGRES_READS: Final = Dialect(
     select_pending,
     select_keys,
+    select_keys_by_name,
+    select_overview,
     select_job,
     select_queue,
     select_dead_letters,
@@ -347,6 +472,11 @@ class PostgresReader(DialectReader["psycopg.Connection[Any]"]):
                 connection.execute(
                     "CREATE TEMP VIEW processes AS SELECT id, name, started_at, expires_at,"
                     f" NULL::timestamptz AS renewed_at, {fleet} FROM {self.schema}.processes"
+                )
+            if version < 10:  # before finished jobs were counted: none
+                connection.execute(
+                    "CREATE TEMP VIEW finished AS SELECT 0::bigint AS minute, 0 AS writer,"
+                    " 0::bigint AS completed, 0::bigint AS discarded WHERE false"
                 )
             return run(connection)
         except psycopg.Error as exc:

@@ -46,7 +46,9 @@ incarnations apart by id only (no ``processes.incarnation``), 5 had no
 ``job_ids`` and ``unplaced`` (`producers`), 6 had an inbox that took no jobs
 to send (``commands.items``, ``commands.data``), 7 had no audit trail
 (``audit``, ``commands.actor``: who sent a command), 8 did not record when a
-heartbeat was last renewed (``processes.renewed_at``, for `inturn members`);
+heartbeat was last renewed (``processes.renewed_at``, for `inturn members`), 9 did not
+count finished jobs nor index keys by name (``finished``, ``jobs_started``,
+``jobs_by_name``, ``halted_by_name``: `Journal.overview`, `keys_by_name`);
 each is upgraded
 in place; a schema of a version this code does not know is refused
 untouched, with the version in the message.
@@ -73,6 +75,7 @@ __all__ = [
     "COLUMNS",
     "PG_MAX",
     "SCHEMA_VERSION",
+    "STARTED",
     "HIGH_ID",
     "producers",
     "check_dsn",
@@ -89,7 +92,7 @@ __all__ = [
     "unregister",
 ]
 
-SCHEMA_VERSION: Final = 9
+SCHEMA_VERSION: Final = 10
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -178,6 +181,28 @@ CREATE INDEX audit_by_job ON audit (job_id, id) WHERE job_id IS NOT NULL;
 """
 """The operators' audit trail (version 8): one row per fix (`Audit`), the newest kept."""
 
+_DASHBOARD_SQL: Final = """
+CREATE TABLE finished (
+    minute bigint NOT NULL,
+    writer integer NOT NULL,
+    completed bigint NOT NULL,
+    discarded bigint NOT NULL,
+    PRIMARY KEY (minute, writer)
+);
+CREATE INDEX jobs_started ON jobs (key COLLATE "C", seq) WHERE {started};
+CREATE INDEX jobs_by_name ON jobs (key COLLATE "C") WHERE state = 'pending' AND seq IS NOT NULL;
+CREATE INDEX halted_by_name ON halted (key COLLATE "C");
+"""
+"""What `Journal.overview` and `keys_by_name` read (version 10): jobs finished per minute
+and per writer (a server process: ``pg_backend_pid()``), so fleet members never update
+one row, summed as they are read; the jobs an attempt started (`STARTED`: few); and
+keys in code-point order (``COLLATE "C"``) for pages of keys by name."""
+
+STARTED: Final = "state = 'pending' AND (attempts > 0 OR retry_at IS NOT NULL)"
+"""Pending jobs an attempt started (or a `Retrying` dated): the rows of ``jobs_started``."""
+
+_DASHBOARD: Final = _DASHBOARD_SQL.format(started=STARTED)
+
 _FLEET: Final = """
 CREATE TABLE keys (
     key text PRIMARY KEY,
@@ -252,6 +277,9 @@ HIGH_ID: Final = f"SELECT GREATEST(high_id, {ISSUED}) FROM meta"
 """The highest id ever used, by a single holder (``meta.high_id``) or from ``job_ids``."""
 
 _MEMBERS_VERSION: Final = 8
+_DASHBOARD_VERSION: Final = 9
+"""The step (from version 9 to 10) that counts finished jobs (``finished``) and indexes keys
+by name (`_DASHBOARD`)."""
 """The step (from version 8 to 9) that records heartbeats' renewals (``processes.renewed_at``):
 named, so the version numbers can be renumbered at a merge without touching it."""
 
@@ -301,6 +329,9 @@ _UPGRADES: Final = {
         "ALTER TABLE processes ADD COLUMN renewed_at timestamptz DEFAULT clock_timestamp()",
         "UPDATE processes SET renewed_at = NULL",  # unknown until the next renewal
     ),
+    _DASHBOARD_VERSION: tuple(  # version 10: what the dashboard reads
+        statement for statement in _DASHBOARD.split(";") if statement.strip()
+    ),
 }
 
 _PRODUCERS_VERSION: Final = 5
@@ -315,6 +346,7 @@ _TABLES_ADDED: Final = {
     4: {"keys"},
     _PRODUCERS_VERSION + 1: {"unplaced"},
     8: {"audit"},
+    _DASHBOARD_VERSION + 1: {"finished"},
 }
 """The tables each version added: a schema of an older version has none of them."""
 
@@ -449,6 +481,7 @@ def ensure_schema(connection: psycopg.Connection[Any], schema: str, name: str) -
                 connection.execute(_TABLES)
                 connection.execute(_AUDIT)
                 connection.execute(_FLEET)
+                connection.execute(_DASHBOARD)
                 connection.execute(producers(schema))
                 connection.execute("INSERT INTO meta (version) VALUES (%s)", (SCHEMA_VERSION,))
             for step in range(version or SCHEMA_VERSION, SCHEMA_VERSION):

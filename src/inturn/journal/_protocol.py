@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
 from .records import Answer, Change, Command, Recovery, StoredJob, Transaction
 
 __all__ = ["Journal", "JournalReads"]
@@ -17,6 +17,18 @@ class JournalReads(Protocol):
     async def keys(
         self, *, state: KeyFilter | None = None, limit: int = 100, now: float
     ) -> list[KeyInfo]: ...
+
+    async def keys_by_name(
+        self,
+        *,
+        state: KeyFilter | None = None,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        now: float,
+    ) -> list[KeyInfo]: ...
+
+    async def overview(self, *, now: float) -> Overview: ...
 
     async def job(self, job_id: int) -> JobInfo | None: ...
 
@@ -163,8 +175,36 @@ class Journal(Protocol):
         The head is the key's oldest unfinished job; a halted key without one
         comes last (by key), with ``queued=0`` and no head.  *state* keeps only
         ``"blocked"`` keys (head retrying, or halted), ``"running"`` ones (head
-        running) or ``"halted"`` ones.  *now* (Unix time) dates ``head_age``.
+        running), ``"halted"`` ones, or as `Overview` splits them ``"retrying"``,
+        ``"waiting"`` or ``"paused"`` ones (`KeyFilter`).  *now* (Unix time) dates
+        ``head_age``.
         """
+        ...
+
+    async def keys_by_name(
+        self,
+        *,
+        state: KeyFilter | None = None,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        now: float,
+    ) -> list[KeyInfo]:
+        """Keys with unfinished jobs, or halted, as `keys` gives them, by key in code-point order.
+
+        For pages of a dashboard: only keys above *after* (the last key of the
+        page before; never an offset), only keys that start with *prefix* (a
+        plain prefix: no character in it is a wildcard), only those *state*
+        passes (`KeyFilter`).  Served by indexes: a page costs about its
+        *limit*, not the number of keys.
+        """
+        ...
+
+    async def overview(self, *, now: float) -> Overview:
+        """The journal at a glance (`Overview`): keys by state, jobs waiting, dead letters,
+        the oldest job's age and the jobs finished in each of the last 15 minutes, as of
+        *now* (Unix time).  Counts come from indexes and small counters, not from a walk
+        over the jobs."""
         ...
 
     async def job(self, job_id: int) -> JobInfo | None:

@@ -12,9 +12,11 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
+import attrs
+
 from .._checks import check_count, check_number
-from ..info import AuditEntry, JobInfo, JobState, KeyFilter, KeyInfo
-from .records import Audit, StoredJob
+from ..info import AuditEntry, JobInfo, JobState, KeyFilter, KeyInfo, Minute, Overview
+from .records import Audit, Complete, Discard, StoredJob
 
 __all__ = [
     "AUDIT_COLUMNS",
@@ -27,6 +29,15 @@ __all__ = [
     "check_job_id",
     "check_jobs",
     "check_keys",
+    "check_keys_by_name",
+    "key_class",
+    "key_where",
+    "Finished",
+    "finished",
+    "minute_of",
+    "minutes",
+    "overview_of",
+    "prefix_end",
     "check_scheduled",
     "check_now",
     "halted_key_info",
@@ -38,7 +49,19 @@ __all__ = [
     "stored",
 ]
 
-KEY_FILTERS: Final[tuple[KeyFilter, ...]] = ("blocked", "running", "halted")
+KEY_FILTERS: Final[tuple[KeyFilter, ...]] = (
+    "blocked",
+    "running",
+    "halted",
+    "retrying",
+    "waiting",
+    "paused",
+)
+
+MINUTES: Final = 15
+"""How many minutes `Overview.minutes` gives."""
+KEEP_MINUTES: Final = 3600
+"""Seconds of finished-job counters a journal keeps (an hour), older ones deleted once a minute."""
 
 
 def job_state(
@@ -56,15 +79,164 @@ def job_state(
     return "queued"
 
 
-def key_matches(state: KeyFilter | None, head: JobState | None, halted: bool) -> bool:
-    """Whether a key whose head is in state *head* (None: no jobs) passes the *state* filter."""
+def key_class(head: JobState | None, halted: bool, paused: bool = False) -> str | None:
+    """How `Overview` counts a key whose head is in state *head* (None: no jobs): a halt
+    first (``paused`` if no discarded job halted it), then the head's state; None for a
+    key with neither."""
+    if halted:
+        return "paused" if paused else "halted"
+    if head == "queued":
+        return "waiting"
+    if head == "running" or head == "retrying":
+        return head
+    return None
+
+
+def key_matches(
+    state: KeyFilter | None, head: JobState | None, halted: bool, paused: bool = False
+) -> bool:
+    """Whether a key whose head is in state *head* (None: no jobs) passes the *state*
+    filter; *paused*: it is halted, by no discarded job (`KeyFilter`)."""
     if state is None:
         return True
     if state == "blocked":
         return halted or head == "retrying"
     if state == "running":
         return head == "running"
-    return halted
+    if state == "halted":
+        return halted
+    return key_class(head, halted, paused) == state
+
+
+def key_where(
+    state: KeyFilter | None, *, halted: str, halted_by: str, attempts: str, retry_at: str
+) -> str:
+    """`key_matches` in SQL, over a head's *attempts* and *retry_at* and its key's halt
+    (*halted*: an expression true if halted; *halted_by*: the halt's job column): the
+    condition a dialect's ``keys`` filters with (the conformance kit holds the two equal)."""
+    retrying, started = f"{retry_at} IS NOT NULL", f"{attempts} > 0"
+    return {
+        None: "1 = 1",
+        "blocked": f"({retrying} OR {halted})",
+        "running": f"({retry_at} IS NULL AND {started})",
+        "halted": halted,
+        "retrying": f"({retrying} AND NOT {halted})",
+        "waiting": f"({retry_at} IS NULL AND NOT {started} AND NOT {halted})",
+        "paused": f"({halted} AND {halted_by} IS NULL)",
+    }[state]
+
+
+def minute_of(now: float) -> int:
+    """The Unix time the minute *now* is in starts."""
+    return math.floor(now / 60) * 60
+
+
+def minutes(counts: dict[int, tuple[int, int]], now: float) -> tuple[Minute, ...]:
+    """`Overview.minutes` from *counts* (completed, discarded) by `minute_of`: the last
+    `MINUTES`, the one *now* is in last."""
+    last = minute_of(now)
+    return tuple(
+        Minute(start=float(start), completed=found[0], discarded=found[1])
+        for start in range(last - 60 * (MINUTES - 1), last + 60, 60)
+        for found in [counts.get(start, (0, 0))]
+    )
+
+
+def finished(changes: Sequence[object], superseded: Sequence[object]) -> tuple[int, int]:
+    r"""Jobs an applied batch of *changes* completed and discarded: its `Complete`\ s and
+    `Discard`\ s but those it *superseded* (the only changes that finish a job: a skip
+    is a `Discard`, and `Transaction`, `Requeue` or an enqueue finish none)."""
+    completed = discarded = 0
+    for change in changes:
+        if type(change) is Complete:
+            completed += 1
+        elif type(change) is Discard:
+            discarded += 1
+    for change in superseded:
+        if type(change) is Complete:
+            completed -= 1
+        elif type(change) is Discard:
+            discarded -= 1
+    return completed, discarded
+
+
+@attrs.define
+class Finished:
+    """Jobs finished per minute (`minute_of`), as a journal tallies them for `Overview.minutes`."""
+
+    counts: dict[int, tuple[int, int]] = attrs.field(factory=dict)
+
+    def add(self, now: float, completed: int, discarded: int) -> None:
+        minute = minute_of(now)
+        was = self.counts.get(minute)
+        if was is None:
+            # A new minute: forget those beyond the hour kept (once a minute, not per write).
+            for old in [old for old in self.counts if old <= minute - KEEP_MINUTES]:
+                del self.counts[old]
+            was = (0, 0)
+        self.counts[minute] = (was[0] + completed, was[1] + discarded)
+
+
+def overview_of(
+    *,
+    keys: int,
+    halted: int,
+    paused: int,
+    halted_busy: int,
+    heads: Iterable[Sequence[Any]],
+    jobs: int,
+    scheduled: int,
+    dead: int,
+    oldest: float | None,
+    counts: Iterable[Sequence[int]],
+    marked: Iterable[float],
+    now: float,
+) -> Overview:
+    """The `Overview` of what an SQL journal counted: *keys* with unfinished jobs in their
+    sequence (*halted_busy* of them halted), its *halted* and *paused* keys, the *heads*
+    an attempt started of keys not halted (attempts, retry_at), the finished-job *counts*
+    (minute, completed, discarded) and the completion times of rows *marked* completed
+    and not yet counted (SQLite's).  Every key with jobs and no halt whose head did not
+    start is waiting."""
+    started = [
+        key_class(job_state(dead=False, attempts=attempts, retry_at=retry_at), False)
+        for attempts, retry_at in heads
+    ]
+    running, retrying = started.count("running"), started.count("retrying")
+    tally: dict[int, tuple[int, int]] = {}
+    for minute, completed, discarded in counts:
+        was = tally.get(minute, (0, 0))
+        tally[minute] = (was[0] + completed, was[1] + discarded)
+    for at in marked:
+        was = tally.get(minute_of(at), (0, 0))
+        tally[minute_of(at)] = (was[0] + 1, was[1])
+    return Overview(
+        running=running,
+        retrying=retrying,
+        waiting=keys - halted_busy - running - retrying,
+        halted=halted,
+        paused=paused,
+        jobs=jobs,
+        scheduled=scheduled,
+        dead=dead,
+        oldest_age=None if oldest is None else now - oldest,
+        minutes=minutes(tally, now),
+    )
+
+
+def prefix_end(prefix: str) -> str | None:
+    """The least string above every string that starts with *prefix*, in code-point
+    order (None: no bound): a prefix search is a range, ``prefix <= key < end``, with no
+    character that means anything else.  UTF-8 bytes (SQLite) and ``COLLATE "C"``
+    (PostgreSQL) sort as code points do."""
+    while prefix:
+        last = ord(prefix[-1]) + 1
+        if 0xD800 <= last <= 0xDFFF:
+            last = 0xE000  # no key holds a surrogate: the next code point a key may hold
+        if last <= 0x10FFFF:
+            return prefix[:-1] + chr(last)
+        prefix = prefix[:-1]
+    return None
 
 
 def check_keys(state: object, limit: object, now: object) -> None:
@@ -73,6 +245,17 @@ def check_keys(state: object, limit: object, now: object) -> None:
         raise ValueError(f"state must be None or one of {KEY_FILTERS}, not {state!r}")
     check_count("limit", limit, minimum=1)
     check_number("now", now)
+
+
+def check_keys_by_name(
+    state: object, prefix: object, after: object, limit: object, now: object
+) -> None:
+    """Raise TypeError or ValueError for a bad argument of ``Journal.keys_by_name``."""
+    if not isinstance(prefix, str):
+        raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
+    if after is not None and not isinstance(after, str):
+        raise TypeError(f"after must be a str or None, not {type(after).__name__}")
+    check_keys(state, limit, now)
 
 
 def check_now(now: object) -> None:

@@ -18,8 +18,9 @@ from typing import Final
 import attrs
 
 from ..errors import JournalError
-from ._reads import audit_row
+from ._reads import KEEP_MINUTES, audit_row, minute_of
 from ._sql_apply import Held, Letter, Refused, apply, refuse_duplicate
+from ._sqlite_schema import STARTED
 from ._thread import Request
 from ._transactions import RELEASE_STEP, Run, SQLiteGuard, TransactionEnded
 from ._uniques import Uniques
@@ -41,7 +42,7 @@ from .records import (
     Transaction,
 )
 
-__all__ = ["SQLiteStatements", "Usage", "apply_common", "plain"]
+__all__ = ["SQLiteStatements", "Usage", "apply_common", "count_finished", "count_marked", "plain"]
 
 UNIQUES: Final = Uniques("?", uniques="inturn_uniques", jobs="inturn_jobs")
 
@@ -423,8 +424,13 @@ _MARK_UNLESS_HALTED: Final = (
 )
 """A start or a given-back attempt; where keys may be halted, a start on one changes nothing."""
 
-_COMPLETE: Final = f"UPDATE main.inturn_jobs SET completed_at = ? WHERE id = ? AND {_PENDING} AND unique_key IS NULL"
-"""A completion in one statement: a job with a unique key must release it too.
+_COMPLETE: Final = (
+    "UPDATE main.inturn_jobs SET completed_at = ? WHERE id = ? AND completed_at IS NULL"
+    f" AND {STARTED} AND unique_key IS NULL"
+)
+"""A completion in one statement: a job with a unique key must release it too.  Only a
+row in the started index (`STARTED`: every job the runtime completes) is marked, so the
+reads find the marked rows there; another is deleted (`_DELETE_PLAIN`).
 
 In a small group the row is marked, and deleted later with others
 (`SQLiteJournal._delete_completed`): an ``UPDATE`` of a column no index holds
@@ -458,3 +464,40 @@ def plain(changes: Sequence[FleetChange], next_id: int) -> bool:
         elif not isinstance(change, _PLAIN) or change.job_id >= next_id:
             return False
     return True
+
+
+_COUNT: Final = (
+    "INSERT INTO inturn_finished (minute, completed, discarded) VALUES (?, ?, ?)"
+    " ON CONFLICT (minute) DO UPDATE SET completed = completed + excluded.completed,"
+    " discarded = discarded + excluded.discarded"
+)
+
+
+def count_finished(
+    cursor: sqlite3.Cursor | sqlite3.Connection, tally: dict[int, list[int]], pruned: int
+) -> int:
+    """Add *tally* (completed, discarded by `minute_of`) to ``inturn_finished`` in the
+    transaction under way: one upsert a minute.  The first count of a minute after
+    *pruned* deletes those beyond the hour kept; return the minute pruned at."""
+    for minute, (completed, discarded) in tally.items():  # one minute, mostly
+        cursor.execute(_COUNT, (minute, completed, discarded))
+    latest = max(tally)
+    if latest <= pruned:
+        return pruned
+    cursor.execute("DELETE FROM inturn_finished WHERE minute <= ?", (latest - KEEP_MINUTES,))
+    return latest
+
+
+def count_marked(
+    cursor: sqlite3.Cursor | sqlite3.Connection, where: str, parameters: tuple[object, ...]
+) -> dict[int, list[int]]:
+    """The completions of the marked rows *where* picks, by minute: counted as they are
+    deleted, in the same transaction (until then the reads count the marked rows)."""
+    tally: dict[int, list[int]] = {}
+    for (at,) in cursor.execute(
+        f"SELECT completed_at FROM main.inturn_jobs WHERE {where}"
+        " AND state = 'pending' AND completed_at IS NOT NULL",
+        parameters,
+    ):
+        tally.setdefault(minute_of(at), [0, 0])[0] += 1
+    return tally

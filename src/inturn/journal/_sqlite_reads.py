@@ -12,6 +12,7 @@ key and id (paging, heads of keys) and dead letters by id and by key.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import urllib.parse
@@ -21,13 +22,26 @@ from typing import ClassVar, Final, TypeVar, final
 import attrs
 
 from ..errors import JournalCorrupt, JournalError
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
+from ._by_name import Range, Source, page_keys
 from ._dialect import Dialect, DialectReader
-from ._reads import AUDIT_COLUMNS, audit_entry, audit_where, info, key_infos, key_matches
+from ._reads import (
+    AUDIT_COLUMNS,
+    MINUTES,
+    audit_entry,
+    audit_where,
+    info,
+    key_infos,
+    key_matches,
+    key_where,
+    minute_of,
+    overview_of,
+)
 from ._sqlite_schema import (
     COLUMNS,
     LIVE_JOBS,
     SQLITE_MAX,
+    STARTED,
     check_path,
     database_error,
     rollback,
@@ -77,12 +91,13 @@ def select_keys(
     """One pass over the pending-by-key index: O(pending jobs), sorting only the heads."""
     limit = min(limit, SQLITE_MAX)
     halted = "inturn_halted.key IS NOT NULL"
-    where = {
-        None: "",
-        "blocked": f"WHERE head.retry_at IS NOT NULL OR {halted}",
-        "running": "WHERE head.retry_at IS NULL AND CAST(head.attempts AS INTEGER) > 0",
-        "halted": f"WHERE {halted}",
-    }[state]
+    where = key_where(
+        state,
+        halted=halted,
+        halted_by="inturn_halted.job_id",
+        attempts="CAST(head.attempts AS INTEGER)",
+        retry_at="head.retry_at",
+    )
     with _snapshot(connection):  # the two queries see one state of the file
         rows = connection.execute(
             f"SELECT CAST(heads.key AS TEXT), heads.queued, {halted}, head.id,"
@@ -94,20 +109,158 @@ def select_keys(
             "       GROUP BY key) AS heads"
             " JOIN inturn_jobs AS head ON head.key = heads.key AND head.seq = heads.seq"
             " AND head.state = 'pending'"
-            f" LEFT JOIN inturn_halted ON inturn_halted.key = heads.key {where}"
+            f" LEFT JOIN inturn_halted ON inturn_halted.key = heads.key WHERE {where}"
             " ORDER BY heads.seq LIMIT ?",
             (limit,),
         ).fetchall()
         idle: list[tuple[str, int | None, str | None]] = []
-        if len(rows) < limit and key_matches(state, None, True):
+        if len(rows) < limit and key_matches(state, None, True, True):
+            paused = " AND job_id IS NULL" if not key_matches(state, None, True) else ""
             idle = connection.execute(  # halted keys without unfinished jobs
                 f"SELECT CAST(key AS TEXT), {_HALT_COLUMNS} FROM inturn_halted WHERE NOT EXISTS"
                 " (SELECT 1 FROM inturn_jobs WHERE state = 'pending' AND seq IS NOT NULL"
-                " AND inturn_jobs.key = inturn_halted.key)"
+                f" AND inturn_jobs.key = inturn_halted.key){paused}"
                 " ORDER BY key LIMIT ?",
                 (limit - len(rows),),
             ).fetchall()
     return key_infos(rows, idle, now)
+
+
+def select_keys_by_name(
+    connection: sqlite3.Connection,
+    state: KeyFilter | None,
+    prefix: str,
+    after: str | None,
+    limit: int,
+    now: float,
+) -> list[KeyInfo]:
+    """Keys by name from the small indexes each filter needs (`_by_name`), in one snapshot."""
+
+    def names(source: Source, span: Range, count: int) -> list[str]:
+        where, parameters = span.where("key", "?")
+        sql = _NAME_SOURCES[source].format(where=where)
+        return [key for (key,) in connection.execute(sql, (*parameters, count))]
+
+    def infos(keys: list[str]) -> dict[str, KeyInfo]:
+        chosen = json.dumps(keys)
+        rows = connection.execute(_HEADS_OF, (chosen,)).fetchall()
+        idle = connection.execute(_HALTS_OF, (chosen,)).fetchall()
+        return {info.key: info for info in key_infos(rows, idle, now)}
+
+    with _snapshot(connection):
+        return page_keys(
+            names, infos, state=state, prefix=prefix, after=after, limit=min(limit, SQLITE_MAX)
+        )
+
+
+_NAME_SOURCES: Final[dict[Source, str]] = {
+    "jobs": "SELECT DISTINCT CAST(key AS TEXT) FROM inturn_jobs WHERE state = 'pending'"
+    " AND seq IS NOT NULL AND {where} ORDER BY key LIMIT ?",
+    "started": f"SELECT DISTINCT CAST(key AS TEXT) FROM inturn_jobs WHERE {STARTED}"
+    " AND {where} ORDER BY key LIMIT ?",
+    "halted": "SELECT CAST(key AS TEXT) FROM inturn_halted WHERE {where} ORDER BY key LIMIT ?",
+    "paused": "SELECT CAST(key AS TEXT) FROM inturn_halted WHERE job_id IS NULL AND {where}"
+    " ORDER BY key LIMIT ?",
+}
+"""Each source's first keys in a range (`_by_name`), by the index that serves it."""
+
+_HEADS_OF: Final = (
+    "SELECT CAST(heads.key AS TEXT), heads.queued, inturn_halted.key IS NOT NULL, head.id,"
+    " CAST(head.attempts AS INTEGER), CAST(head.retry_at AS REAL),"
+    " CAST(head.error AS TEXT), CAST(head.accepted_at AS REAL),"
+    f" {_HALT_COLUMNS}"
+    " FROM (SELECT key, MIN(seq) AS seq, COUNT(*) AS queued FROM inturn_jobs"
+    "       WHERE state = 'pending' AND seq IS NOT NULL"
+    "       AND key IN (SELECT value FROM json_each(?)) GROUP BY key) AS heads"
+    " JOIN inturn_jobs AS head ON head.key = heads.key AND head.seq = heads.seq"
+    " AND head.state = 'pending'"
+    " LEFT JOIN inturn_halted ON inturn_halted.key = heads.key"
+)
+"""The `key_infos` heads of the keys given (a JSON array) with unfinished jobs."""
+_HALTS_OF: Final = (
+    f"SELECT CAST(key AS TEXT), {_HALT_COLUMNS} FROM inturn_halted"
+    " WHERE key IN (SELECT value FROM json_each(?)) AND NOT EXISTS"
+    " (SELECT 1 FROM inturn_jobs WHERE state = 'pending' AND seq IS NOT NULL"
+    " AND inturn_jobs.key = inturn_halted.key)"
+)
+"""The halted keys given (a JSON array) without unfinished jobs."""
+
+
+def select_overview(connection: sqlite3.Connection, now: float) -> Overview:
+    """The counts from indexes alone (`STARTED` rows aside): see `_OVERVIEW`."""
+    with _snapshot(connection):
+        modern = connection.execute(
+            "SELECT 1 FROM main.sqlite_master WHERE type = 'table' AND name = 'inturn_jobs'"
+        ).fetchone()
+        # Counted on the table's indexes, the rows marked completed (all started:
+        # `STARTED`) counted apart and taken off; a file before version 6 through its view.
+        table = "main.inturn_jobs" if modern else "inturn_jobs"
+        marked = (
+            connection.execute(
+                f"SELECT CAST(completed_at AS REAL), seq IS NULL FROM main.inturn_jobs"
+                f" WHERE {STARTED} AND completed_at IS NOT NULL"
+            ).fetchall()
+            if modern
+            else []
+        )
+        [(due, keys)] = connection.execute(
+            f"SELECT COUNT(*), COUNT(DISTINCT key) FROM {table}"
+            " WHERE state = 'pending' AND seq IS NOT NULL"
+        )
+        [(scheduled,)] = connection.execute(
+            f"SELECT COUNT(*) FROM {table} WHERE state = 'pending' AND seq IS NULL"
+        )
+        [(dead,)] = connection.execute(f"SELECT COUNT(*) FROM {table} WHERE state = 'dead'")
+        [(gone,)] = connection.execute(_KEYS_MARKED_ONLY) if modern else [(0,)]
+        [(halted, paused, halted_busy)] = connection.execute(_HALTS)
+        heads = connection.execute(_STARTED_HEADS).fetchall()
+        oldest = connection.execute(
+            "SELECT CAST(accepted_at AS REAL) FROM inturn_jobs"
+            " WHERE state = 'pending' AND seq IS NOT NULL ORDER BY id LIMIT 1"
+        ).fetchone()
+        counts = connection.execute(
+            "SELECT CAST(minute AS INTEGER), CAST(completed AS INTEGER),"
+            " CAST(discarded AS INTEGER) FROM inturn_finished WHERE minute > ?",
+            (minute_of(now) - 60 * MINUTES,),
+        ).fetchall()
+    marked_due = sum(1 for _, unplaced in marked if not unplaced)
+    return overview_of(
+        keys=keys - gone,
+        halted=halted or 0,
+        paused=paused or 0,
+        halted_busy=halted_busy or 0,
+        heads=heads,
+        jobs=due - marked_due,
+        scheduled=scheduled - (len(marked) - marked_due),
+        dead=dead,
+        oldest=None if oldest is None else oldest[0],
+        counts=counts,
+        marked=[at for at, _ in marked],
+        now=now,
+    )
+
+
+_KEYS_MARKED_ONLY: Final = (
+    "SELECT COUNT(DISTINCT key) FROM main.inturn_jobs AS marked"
+    f" WHERE {STARTED} AND completed_at IS NOT NULL AND key IS NOT NULL AND seq IS NOT NULL"
+    " AND NOT EXISTS (SELECT 1 FROM inturn_jobs AS live WHERE live.key = marked.key"
+    " AND live.state = 'pending' AND live.seq IS NOT NULL)"
+)
+"""Keys the table's count finds whose every job is a row marked completed: no key."""
+_HALTS: Final = (
+    "SELECT COUNT(job_id), COUNT(*) - COUNT(job_id), SUM(EXISTS (SELECT 1 FROM inturn_jobs"
+    " WHERE inturn_jobs.key = inturn_halted.key AND state = 'pending' AND seq IS NOT NULL))"
+    " FROM inturn_halted"
+)
+"""Halted keys, paused ones, and halted keys with unfinished jobs."""
+_STARTED_HEADS: Final = (
+    "SELECT CAST(attempts AS INTEGER), CAST(retry_at AS REAL) FROM inturn_jobs AS head"
+    f" WHERE {STARTED} AND key IS NOT NULL AND seq IS NOT NULL"
+    " AND NOT EXISTS (SELECT 1 FROM inturn_jobs AS before WHERE before.key = head.key"
+    " AND before.state = 'pending' AND before.seq IS NOT NULL AND before.seq < head.seq)"
+    " AND NOT EXISTS (SELECT 1 FROM inturn_halted WHERE inturn_halted.key = head.key)"
+)
+"""The heads an attempt started, of keys not halted: few, from the started index."""
 
 
 def select_job(connection: sqlite3.Connection, job_id: int) -> JobInfo | None:
@@ -215,6 +368,8 @@ def _snapshot(connection: sqlite3.Connection) -> Iterator[None]:
 SQLITE_READS: Final = Dialect(
     select_pending,
     select_keys,
+    select_keys_by_name,
+    select_overview,
     select_job,
     select_queue,
     select_dead_letters,
@@ -307,8 +462,15 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
 def _views_of_older(version: int) -> tuple[str, ...]:
     """The temporary views through which the reads see a file of an older *version* as
     one of today's: its tables under today's names, what it never recorded as NULL, and
-    its jobs, before places, in id order; before version 7, an empty audit trail."""
-    no_audit = (f"CREATE TEMP VIEW inturn_audit AS SELECT {_NO_AUDIT} WHERE 0",)
+    its jobs, before places, in id order; before version 7, an empty audit trail; before
+    version 8, no finished jobs counted."""
+    no_finished = (
+        "CREATE TEMP VIEW inturn_finished AS SELECT 0 AS minute, 0 AS completed,"
+        " 0 AS discarded WHERE 0",
+    )
+    if version == 7:
+        return no_finished
+    no_audit = (f"CREATE TEMP VIEW inturn_audit AS SELECT {_NO_AUDIT} WHERE 0", *no_finished)
     if version == 6:
         return no_audit
     missing = {
@@ -338,7 +500,7 @@ _NO_AUDIT: Final = (
     " NULL AS older_than, '' AS outcome, NULL AS error, NULL AS result"
 )
 
-_VIEWS_OF_OLDER: Final = {version: _views_of_older(version) for version in range(1, 7)}
+_VIEWS_OF_OLDER: Final = {version: _views_of_older(version) for version in range(1, 8)}
 """`_views_of_older` of each older version."""
 
 

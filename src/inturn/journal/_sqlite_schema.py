@@ -42,7 +42,9 @@ no dedup windows (``jobs.unique_for``, ``uniques``: filled from its unfinished
 jobs); 4 had no ``completed_at``; 5 named its tables and indexes without the
 prefix (``jobs``, ``uniques``, ``steps``, ``halted``, ``commands``), and its
 inbox took no jobs to send (``commands.items`` and ``commands.data``); 6 had no
-audit trail (``inturn_audit``, and ``inturn_commands.actor``: who sent a command).
+audit trail (``inturn_audit``, and ``inturn_commands.actor``: who sent a command); 7 did
+not count finished jobs (``inturn_finished``: completions and discards per minute, for
+`Journal.overview`, written in the commits that delete completed rows or discard jobs).
 `SQLiteJournal.open` upgrades them in one transaction (version 6 renames the
 tables, which carries their rows, their ``sqlite_sequence`` row and SQLite's
 own indexes along, and makes inturn's indexes again under their new names).
@@ -68,6 +70,7 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "SQLITE_MAX",
+    "STARTED",
     "check_path",
     "database_error",
     "rollback",
@@ -75,7 +78,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 
 PREFIX: Final = "inturn_"
 """What the name of every table and index inturn makes begins with: reserved."""
@@ -135,6 +138,11 @@ CREATE TABLE inturn_audit (
     outcome TEXT NOT NULL,
     error TEXT,
     result INTEGER
+);
+CREATE TABLE inturn_finished (
+    minute INTEGER PRIMARY KEY,
+    completed INTEGER NOT NULL,
+    discarded INTEGER NOT NULL
 );
 """
 
@@ -202,6 +210,12 @@ _AUDIT: Final[tuple[_Column, ...]] = (  # version 7
     ("result", "INTEGER", False, False),
 )
 
+_FINISHED: Final[tuple[_Column, ...]] = (  # version 8
+    ("minute", "INTEGER", False, True),
+    ("completed", "INTEGER", True, False),
+    ("discarded", "INTEGER", True, False),
+)
+
 _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
     1: {"jobs": _JOBS[:9], "halted": _HALTED[:1]},
     2: {"jobs": _JOBS[:10], "halted": _HALTED[:1]},
@@ -235,6 +249,15 @@ _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
         "inturn_steps": _STEPS,
         "inturn_audit": _AUDIT,
     },
+    8: {  # jobs finished per minute, for `Journal.overview`
+        "inturn_jobs": _JOBS,
+        "inturn_halted": _HALTED,
+        "inturn_commands": _COMMANDS,
+        "inturn_uniques": _UNIQUES,
+        "inturn_steps": _STEPS,
+        "inturn_audit": _AUDIT,
+        "inturn_finished": _FINISHED,
+    },
 }
 """The tables of each schema version this code reads, column by column: a
 file that has them reads as inturn expects, while a view or another type
@@ -242,6 +265,11 @@ could hang a query or hand back values no reader converts."""
 
 _HEADER: Final = b"SQLite format 3\x00"
 """How every SQLite database file begins."""
+
+STARTED: Final = "state = 'pending' AND (attempts > 0 OR retry_at IS NOT NULL)"
+"""Pending jobs an attempt started (or a `Retrying` dated): the started index's rows.  A
+row marked completed is always one (`_sqlite_apply._COMPLETE` marks no other), so the
+reads find the marked rows there and count around them without the table."""
 
 INDEXES: Final = (
     # `load`, recovery, and the heads of keys (`keys`): jobs in their sequences
@@ -252,6 +280,9 @@ INDEXES: Final = (
     " WHERE state = 'pending' AND seq IS NULL",
     # `dead_letters`, with and without a key
     "CREATE INDEX IF NOT EXISTS inturn_jobs_dead ON inturn_jobs (id) WHERE state = 'dead'",
+    # `overview` and `keys_by_name`: the jobs an attempt started (running or retrying
+    # heads, and the rows marked completed: `STARTED`), few where the jobs are many
+    f"CREATE INDEX IF NOT EXISTS inturn_jobs_started ON inturn_jobs (key, seq) WHERE {STARTED}",
     "CREATE INDEX IF NOT EXISTS inturn_jobs_dead_by_key ON inturn_jobs (key, id)"
     " WHERE state = 'dead'",
     # reservations that end, to delete them once they have
@@ -339,7 +370,7 @@ def schema_version(connection: sqlite3.Connection, path: str) -> int:
     triggers = any(kind == "trigger" and on in tables for kind, on in objects.values())
     # An older file's tables take these names as it is upgraded.
     taken = version < SCHEMA_VERSION and any(
-        name in objects for name in (_RESERVED if version < 6 else _MADE_SINCE_6)
+        name in objects for name in _MADE_SINCE.get(version, _RESERVED)
     )
     if (
         tables
@@ -418,6 +449,10 @@ _UPGRADES: Final = {
         " actor TEXT NOT NULL, verb TEXT NOT NULL, job_id INTEGER, key TEXT, head INTEGER,"
         " older_than REAL, outcome TEXT NOT NULL, error TEXT, result INTEGER)",
     ),
+    7: (  # version 8: jobs finished per minute (`Journal.overview`)
+        "CREATE TABLE inturn_finished (minute INTEGER PRIMARY KEY, completed INTEGER NOT NULL,"
+        " discarded INTEGER NOT NULL)",
+    ),
 }
 """What turns each version into the next."""
 
@@ -431,8 +466,11 @@ _RESERVED: Final = frozenset(
 """The names inturn's tables and indexes have now: in an older file, nothing else may have
 them, or its upgrade could not rename its tables."""
 
-_MADE_SINCE_6: Final = frozenset(["inturn_audit", "inturn_audit_by_key", "inturn_audit_by_job"])
-"""The names a file of version 6 has none of: those its upgrade makes."""
+_MADE_SINCE: Final = {
+    6: frozenset(["inturn_audit", "inturn_audit_by_key", "inturn_audit_by_job", "inturn_finished"]),
+    7: frozenset(["inturn_finished"]),
+}
+"""The names a file of version 6 or 7 has none of: those its upgrade makes."""
 
 
 def upgrade(connection: sqlite3.Connection, version: int) -> None:

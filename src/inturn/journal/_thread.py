@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     import trio.testing
 
 from ..errors import JournalError, LeaseLost
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
 from .records import Append, FleetChange, Requeue, Revive, Transaction
 
 __all__ = [
@@ -415,6 +415,18 @@ class SyncReads(Protocol):
         self, *, state: KeyFilter | None = None, limit: int = 100, now: float
     ) -> list[KeyInfo]: ...
 
+    def keys_by_name(
+        self,
+        *,
+        state: KeyFilter | None = None,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        now: float,
+    ) -> list[KeyInfo]: ...
+
+    def overview(self, *, now: float) -> Overview: ...
+
     def job(self, job_id: int) -> JobInfo | None: ...
 
     def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]: ...
@@ -453,6 +465,24 @@ class ThreadedReader:
         self, *, state: KeyFilter | None = None, limit: int = 100, now: float
     ) -> list[KeyInfo]:
         return await off_thread(lambda: self.reader.keys(state=state, limit=limit, now=now))
+
+    async def keys_by_name(
+        self,
+        *,
+        state: KeyFilter | None = None,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        now: float,
+    ) -> list[KeyInfo]:
+        return await off_thread(
+            lambda: self.reader.keys_by_name(
+                state=state, prefix=prefix, after=after, limit=limit, now=now
+            )
+        )
+
+    async def overview(self, *, now: float) -> Overview:
+        return await off_thread(lambda: self.reader.overview(now=now))
 
     async def job(self, job_id: int) -> JobInfo | None:
         return await off_thread(self.reader.job, job_id)

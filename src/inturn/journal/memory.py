@@ -20,11 +20,14 @@ from typing import ClassVar, TypeAlias, assert_never
 import attrs
 import trio
 
+from .._checks import check_number
 from ..errors import JournalError, JournalLocked
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
+from . import _memory_reads as reads
 from ._inbox import check_timeout
 from ._memory_row import Row
 from ._reads import (
+    Finished,
     audit_entry,
     audit_row,
     check_audit,
@@ -32,10 +35,9 @@ from ._reads import (
     check_job_id,
     check_jobs,
     check_keys,
+    check_keys_by_name,
     check_now,
     check_scheduled,
-    halted_key_info,
-    key_info,
     key_matches,
 )
 from ._recovery import KeyCount, recovery
@@ -103,6 +105,8 @@ class MemoryJournal:
     """Halted keys, each with the job whose discard halted it and its error
     (None: paused by an operator)."""
     _next_id: int = attrs.field(default=1, init=False)
+    _finished: Finished = attrs.field(factory=Finished, init=False)
+    """Jobs completed and discarded per minute, for `overview`."""
     _audit: collections.deque[AuditEntry] = attrs.field(factory=collections.deque, init=False)
     """The audit trail, oldest first: the newest entries, as many as the last `Audit` kept."""
     _is_open: bool = attrs.field(default=False, init=False)
@@ -288,22 +292,53 @@ class MemoryJournal:
         check_keys(state, limit, now)
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
+        halted = self._halted
         heads = ((next(iter(ids)), key) for key, ids in self._by_key.items())
         matching = [
             (head_id, key)
             for head_id, key in heads
-            if key_matches(state, self._jobs[head_id].state(), key in self._halted)
-        ]
-        found = [
-            self._key_info(key, head_id, now) for head_id, key in heapq.nsmallest(limit, matching)
-        ]
-        if len(found) < limit and key_matches(state, None, True):  # halted keys without jobs
-            idle = sorted(key for key in self._halted if key not in self._by_key)
-            found.extend(
-                halted_key_info(key, *self._halted[key] or (None, None))
-                for key in idle[: limit - len(found)]
+            if key_matches(
+                state, self._jobs[head_id].state(), key in halted, halted.get(key, 0) is None
             )
-        return found
+        ]
+        keys = [key for _, key in heapq.nsmallest(limit, matching)]
+        idle = sorted(  # halted keys without jobs, last
+            key
+            for key, halt in halted.items()
+            if key not in self._by_key and key_matches(state, None, True, halt is None)
+        )
+        keys += idle[: limit - len(keys)]
+        return [reads.key_info_of(self._jobs, self._by_key, halted, key, now) for key in keys]
+
+    async def keys_by_name(
+        self,
+        *,
+        state: KeyFilter | None = None,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        now: float,
+    ) -> list[KeyInfo]:
+        check_keys_by_name(state, prefix, after, limit, now)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        return reads.keys_by_name(
+            self._jobs,
+            self._by_key,
+            self._halted,
+            state=state,
+            prefix=prefix,
+            after=after,
+            limit=limit,
+            now=now,
+        )
+
+    async def overview(self, *, now: float) -> Overview:
+        check_number("now", now)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        held = (self._jobs, self._by_key, self._scheduled, self._dead, self._halted)
+        return reads.overview(*held, self._finished, now)
 
     async def job(self, job_id: int) -> JobInfo | None:
         check_job_id(job_id)
@@ -397,23 +432,6 @@ class MemoryJournal:
     def _check_open(self) -> None:
         if not self._is_open:
             raise JournalError("this MemoryJournal is not open")
-
-    def _key_info(self, key: str, head_id: int, now: float) -> KeyInfo:
-        head = self._jobs[head_id]
-        halted_by, halt_error = self._halted.get(key) or (None, None)
-        return key_info(
-            key=key,
-            queued=len(self._by_key[key]),
-            halted=key in self._halted,
-            head_id=head_id,
-            attempts=head.attempts,
-            retry_at=head.retry_at,
-            error=head.last_error,
-            accepted_at=head.accepted_at,
-            now=now,
-            halted_by=halted_by,
-            halt_error=halt_error,
-        )
 
     def _expire(self, now: float) -> None:
         """Forget the reservations that ended by *now*: they no longer hold anything."""
@@ -511,6 +529,7 @@ class MemoryJournal:
             return None
         for job_id in finished:
             self._forget(job_id, now)
+        self._finished.add(now, len(finished), 0)
         if start is None or behind is None:
             return _NONE
         if starts_on_halted(start.attempt, behind.attempts, behind.key, self._halted):
@@ -544,6 +563,7 @@ class MemoryJournal:
                 self._jobs[job_id].mark(attempt)
             case Complete(job_id=job_id):
                 self._forget(job_id, now)
+                self._finished.add(now, 1, 0)
             case Append():
                 self._append(
                     change.job_id,
@@ -577,6 +597,7 @@ class MemoryJournal:
                 row.retry_at = None
                 row.finished_at = now
                 self._dead[job_id] = row
+                self._finished.add(now, 0, 1)
                 if halt and row.key is not None and self._halted.get(row.key) is None:
                     self._halted[row.key] = (job_id, error)  # the first discard's, kept
             case Purge(job_id=job_id):

@@ -53,6 +53,7 @@ from ._postgres_apply import (
     Member,
     PostgresStatements,
     complete_all,
+    count_finished,
     last_completion,
     lone_mark,
     mark_all,
@@ -164,6 +165,8 @@ class PostgresJournal(Lease, ThreadedJournal["psycopg.Connection[Any]"]):
     _listener: members.Listener | None = attrs.field(default=None, init=False)
     _quiet_until: float = attrs.field(default=0.0, init=False)
     """`time.monotonic` before which no ended reservation is looked for: the last look found none."""
+    _pruned: int = attrs.field(default=-1, init=False)
+    """The minute ``finished`` was last pruned at (`count_finished`)."""
     _held: set[str] = attrs.field(factory=set, init=False)
     """The keys this member claimed and still owns (on the journal's thread)."""
     _orphans: bool = attrs.field(default=False, init=False)
@@ -563,6 +566,7 @@ class PostgresJournal(Lease, ThreadedJournal["psycopg.Connection[Any]"]):
                     if needs_savepoint(request.changes):
                         _rollback(connection)
                         return request
+            self._pruned = count_finished(connection, group, self._pruned)
             if member is not None:
                 if member.wake:
                     members.notify(connection, self.schema)

@@ -79,9 +79,10 @@ from ..errors import JournalCorrupt, JournalError, JournalLocked
 from . import _sqlite_inbox as inbox
 from ._dialect import Dialect, ThreadedJournal
 from ._inbox import await_answer
+from ._reads import finished, minute_of
 from ._recovery import RecoveryReads, read_recovery
 from ._sql_apply import Refused
-from ._sqlite_apply import UNIQUES, SQLiteStatements, Usage, plain
+from ._sqlite_apply import UNIQUES, SQLiteStatements, Usage, count_finished, count_marked, plain
 from ._sqlite_reads import SQLITE_READS, SQLiteReader
 from ._sqlite_schema import (
     COLUMNS,
@@ -160,6 +161,11 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
     _delete_at: int = attrs.field(factory=lambda: _DELETE_EVERY, init=False)
     """How many `_completed` a commit deletes at: `_DELETE_EVERY`, or more once the disk
     had no room for the deletes (`_commit_on`)."""
+    _tally: dict[int, list[int]] = attrs.field(factory=dict, init=False)
+    """Jobs the group being applied finished, by minute (`_reads.minute_of`): completed
+    (but those marked, counted as their rows are deleted) and discarded."""
+    _pruned: int = attrs.field(default=-1, init=False)
+    """The minute ``inturn_finished`` was last pruned at (`count_finished`)."""
     _guard: SQLiteGuard = attrs.field(factory=SQLiteGuard, init=False)
     """The connection's authorizer: what a transactional step's function may not do."""
     _fault_hook: Callable[[str], None] | None = attrs.field(default=None, init=False)
@@ -334,7 +340,12 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         ids of those rows, which stay."""
         marked = "FROM main.inturn_jobs WHERE state = 'pending' AND completed_at IS NOT NULL"
         try:
+            connection.execute("BEGIN IMMEDIATE")
+            tally = count_marked(connection, "1 = 1", ())  # counted as they go
+            if tally:
+                count_finished(connection, tally, -1)
             connection.execute(f"DELETE {marked}")
+            connection.execute(COMMIT)
         except sqlite3.OperationalError as exc:
             if not _disk_full(exc):
                 raise
@@ -347,7 +358,11 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         ids of `_completed` it took (forget them once it commits)."""
         count = len(self._completed)
         self._fault("delete")
-        cursor.execute(_DELETE_COMPLETED, (json.dumps(self._completed),))
+        marked = json.dumps(self._completed)
+        tally = count_marked(cursor, "id IN (SELECT value FROM json_each(?))", (marked,))
+        if tally:
+            self._pruned = count_finished(cursor, tally, self._pruned)
+        cursor.execute(_DELETE_COMPLETED, (marked,))
         return count
 
     def _close_connection(self, connection: sqlite3.Connection) -> None:
@@ -418,6 +433,8 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         deleting = len(self._completed) >= self._delete_at
         deleted = 0
         try:
+            if self._tally:  # in the commit of what they count
+                self._pruned = count_finished(cursor, self._tally, self._pruned)
             if deleting:
                 deleted = self._delete_completed(cursor)
             self._fault("commit")
@@ -471,9 +488,12 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             marking=self._completed if len(group) < _MARK_BELOW else None,
             guard=self._guard,
         )
+        tally = self._tally
+        tally.clear()
         for request in group:
             self._fault("apply")
             changes = request.changes
+            marks = len(self._completed)
             # One statement is atomic by itself; so is a plain batch (see above).
             savepoint = needs_savepoint(changes) and (guarded or not plain(changes, next_id))
             if savepoint:
@@ -489,6 +509,13 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
                     raise _Replay from None  # it may have applied in part
                 request.error = refused.error
                 request.superseded.clear()
+            else:
+                completed, discarded = finished(changes, request.superseded)
+                completed -= len(self._completed) - marks  # counted as their rows go
+                if completed or discarded:
+                    counts = tally.setdefault(minute_of(request.now), [0, 0])
+                    counts[0] += completed
+                    counts[1] += discarded
             if savepoint:
                 cursor.execute("RELEASE batch")
         return next_id
