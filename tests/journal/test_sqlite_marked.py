@@ -119,6 +119,33 @@ async def test_marked_rows_are_deleted_together_and_when_the_journal_closes(
     assert row_ids(path) == [every + 2, every + 3]
 
 
+async def test_completions_are_counted_once_whether_marked_deleted_or_waiting(
+    tmp_path: Path,
+) -> None:
+    """overview() counts every completion once: marked rows waiting (read from the rows),
+    marked rows deleted together (counted by the commit that deletes them, the group's own
+    marks included), rows deleted at once by a large group, and what a close deletes."""
+    every = sqlite_journal._DELETE_EVERY
+    path = tmp_path / "jobs.db"
+    count = 2 * every + 10
+    at = 1_900_000_000.0
+    journal = await open_with_jobs(path, count + 1)
+
+    def completed() -> int:
+        return sum(minute.completed for minute in SQLiteReader(path).overview(now=at).minutes)
+
+    try:
+        for job_id in range(1, count):
+            await journal.write([Complete(job_id), MarkAttempt(job_id + 1, 1)], now=at)
+            if job_id in (every - 1, every, every + 1, count - 1):
+                assert completed() == job_id, job_id
+        assert completed() == count - 1
+    finally:
+        await journal.aclose()
+    assert marked(path) == []
+    assert completed() == count - 1
+
+
 async def test_rows_a_crash_left_marked_are_completed_jobs_to_the_next_open(
     tmp_path: Path,
 ) -> None:

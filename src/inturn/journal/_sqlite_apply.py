@@ -93,6 +93,11 @@ class SQLiteStatements:
     uniques: Uniques = UNIQUES
     guard: SQLiteGuard = attrs.field(factory=SQLiteGuard)
     """The connection's authorizer, active while a `Transaction`'s function runs."""
+    deleted: int = 0
+    """Completions whose rows these statements deleted (a marked one is counted as its
+    row is deleted: `SQLiteJournal._delete_completed`), for ``inturn_finished``."""
+    discarded: int = 0
+    """Jobs these statements discarded."""
 
     def apply(self, request: Request, next_id: int) -> int:
         """`_sql_apply.apply` of *request* on these statements."""
@@ -171,11 +176,14 @@ class SQLiteStatements:
 
     def complete(self, change: Complete) -> Held | None:
         if complete(self.connection, change.job_id, self.now, self.marking):
+            if self.marking is None:
+                self.deleted += 1
             self._steps_gone(change.job_id)  # it held no unique key
             return _NOTHING_HELD
         held = self._held(change.job_id)
         if held is not None:
             self.connection.execute("DELETE FROM main.inturn_jobs WHERE id = ?", (change.job_id,))
+            self.deleted += 1
             self._steps_gone(change.job_id)
         return held
 
@@ -187,6 +195,7 @@ class SQLiteStatements:
                 " due_at = NULL, stopped_during = ? WHERE id = ?",
                 (change.error, self.now, change.stopped_during, change.job_id),
             )
+            self.discarded += 1
         return held
 
     def halt_by(self, change: Discard) -> None:
@@ -378,6 +387,8 @@ def apply_common(statements: SQLiteStatements, request: Request, next_id: int) -
         successor = second
     if not complete(cursor, first.job_id, statements.now, statements.marking):
         return None  # gone, dead, or holding a unique key: the loop tells which
+    if statements.marking is None:
+        statements.deleted += 1
     statements._steps_gone(first.job_id)
     if successor is not None and not mark(cursor, successor, usage):
         request.superseded.append(successor)

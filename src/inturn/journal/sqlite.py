@@ -79,7 +79,7 @@ from ..errors import JournalCorrupt, JournalError, JournalLocked
 from . import _sqlite_inbox as inbox
 from ._dialect import Dialect, ThreadedJournal
 from ._inbox import await_answer
-from ._reads import finished, minute_of
+from ._reads import minute_of
 from ._recovery import RecoveryReads, read_recovery
 from ._sql_apply import Refused
 from ._sqlite_apply import UNIQUES, SQLiteStatements, Usage, count_finished, count_marked, plain
@@ -162,8 +162,15 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
     """How many `_completed` a commit deletes at: `_DELETE_EVERY`, or more once the disk
     had no room for the deletes (`_commit_on`)."""
     _tally: dict[int, list[int]] = attrs.field(factory=dict, init=False)
-    """Jobs the group being applied finished, by minute (`_reads.minute_of`): completed
-    (but those marked, counted as their rows are deleted) and discarded."""
+    """Jobs the group being applied finished, by the minute of its first batch's *now*
+    (`_reads.minute_of`; a group's batches are milliseconds apart): completed (but those
+    marked, counted as their rows are deleted) and discarded."""
+    _group_marks: dict[int, int] = attrs.field(factory=dict, init=False)
+    """Completions the group being applied marked, by that minute."""
+    _marks: dict[int, int] = attrs.field(factory=dict, init=False)
+    """Completions marked by committed groups and not deleted yet (`_completed`), by minute:
+    counted in ``inturn_finished`` by the commit that deletes their rows, without reading
+    the rows again (until then the reads count the marked rows)."""
     _pruned: int = attrs.field(default=-1, init=False)
     """The minute ``inturn_finished`` was last pruned at (`count_finished`)."""
     _guard: SQLiteGuard = attrs.field(factory=SQLiteGuard, init=False)
@@ -316,7 +323,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
     def _recover(self, connection: sqlite3.Connection) -> Recovery:
         """Each key's head and backlog, and every keyless job: O(keys) rows in memory."""
         try:
-            left = self._delete_marked(connection)
+            left, self._marks = self._delete_marked(connection)
             # The reads below pass marked rows by only if some are left: else they
             # read the queued-by-key index alone.
             live = " AND completed_at IS NULL" if left else ""
@@ -334,10 +341,10 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         return recovered
 
     @staticmethod
-    def _delete_marked(connection: sqlite3.Connection) -> list[int]:
-        """Delete the completed jobs a crash (or a full disk) left marked (`_COMPLETE`): a
-        scan of the table, in C, once per open.  On a disk with no room for that, the
-        ids of those rows, which stay."""
+    def _delete_marked(connection: sqlite3.Connection) -> tuple[list[int], dict[int, int]]:
+        """Delete the completed jobs a crash (or a full disk) left marked (`_COMPLETE`),
+        counting them: a scan of the table, in C, once per open.  On a disk with no room
+        for that, the ids of those rows, which stay, and their count by minute."""
         marked = "FROM main.inturn_jobs WHERE state = 'pending' AND completed_at IS NOT NULL"
         try:
             connection.execute("BEGIN IMMEDIATE")
@@ -350,19 +357,23 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             if not _disk_full(exc):
                 raise
             rollback(connection)
-            return [job_id for (job_id,) in connection.execute(f"SELECT id {marked} ORDER BY id")]
-        return []
+            left = [job_id for (job_id,) in connection.execute(f"SELECT id {marked} ORDER BY id")]
+            tally = count_marked(connection, "1 = 1", ())
+            return left, {minute: counts[0] for minute, counts in tally.items()}
+        return [], {}
 
     def _delete_completed(self, cursor: sqlite3.Cursor) -> int:
         """Delete the rows marked completed, in the transaction under way; return how many
         ids of `_completed` it took (forget them once it commits)."""
         count = len(self._completed)
         self._fault("delete")
-        marked = json.dumps(self._completed)
-        tally = count_marked(cursor, "id IN (SELECT value FROM json_each(?))", (marked,))
+        tally: dict[int, list[int]] = {}
+        for marks in (self._marks, self._group_marks):
+            for minute, completed in marks.items():
+                tally.setdefault(minute, [0, 0])[0] += completed
         if tally:
             self._pruned = count_finished(cursor, tally, self._pruned)
-        cursor.execute(_DELETE_COMPLETED, (marked,))
+        cursor.execute(_DELETE_COMPLETED, (json.dumps(self._completed),))
         return count
 
     def _close_connection(self, connection: sqlite3.Connection) -> None:
@@ -468,6 +479,11 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         if deleting:
             del self._completed[:deleted]
             self._delete_at = _DELETE_EVERY
+            self._marks.clear()  # the group's too: deleted with the others
+        else:
+            for minute, completed in self._group_marks.items():
+                self._marks[minute] = self._marks.get(minute, 0) + completed
+        self._group_marks.clear()  # in `_marks` now, or deleted
 
     def _apply_group(self, cursor: sqlite3.Cursor, group: list[Request], *, guarded: bool) -> int:
         """Apply each batch of *group*, each refused alone; return the next free id.
@@ -488,16 +504,17 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
             marking=self._completed if len(group) < _MARK_BELOW else None,
             guard=self._guard,
         )
-        tally = self._tally
-        tally.clear()
+        marks = len(self._completed)
+        counted = (0, 0, marks)
         for request in group:
             self._fault("apply")
             changes = request.changes
-            marks = len(self._completed)
             # One statement is atomic by itself; so is a plain batch (see above).
             savepoint = needs_savepoint(changes) and (guarded or not plain(changes, next_id))
             if savepoint:
                 cursor.execute("SAVEPOINT batch")
+                # What a batch refused in its savepoint counted and marked is undone with it.
+                counted = statements.deleted, statements.discarded, len(self._completed)
             statements.now = request.now
             try:
                 next_id = statements.apply(request, next_id)
@@ -505,19 +522,21 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
                 if savepoint:
                     cursor.execute("ROLLBACK TO batch")
                     self._usage = statements.usage = Usage.of(cursor)  # as before the batch
+                    statements.deleted, statements.discarded, kept = counted
+                    del self._completed[kept:]  # their marks rolled back
                 elif len(changes) > 1:
                     raise _Replay from None  # it may have applied in part
                 request.error = refused.error
                 request.superseded.clear()
-            else:
-                completed, discarded = finished(changes, request.superseded)
-                completed -= len(self._completed) - marks  # counted as their rows go
-                if completed or discarded:
-                    counts = tally.setdefault(minute_of(request.now), [0, 0])
-                    counts[0] += completed
-                    counts[1] += discarded
             if savepoint:
                 cursor.execute("RELEASE batch")
+        # What the group finished, counted where it was done (no pass over the batches).
+        minute = minute_of(group[0].now)
+        self._tally = {minute: [statements.deleted, statements.discarded]}
+        if statements.deleted == statements.discarded == 0:
+            self._tally = {}
+        marked = len(self._completed) - marks
+        self._group_marks = {minute: marked} if marked else {}
         return next_id
 
     def _rolled_back(
@@ -528,6 +547,7 @@ class SQLiteJournal(ThreadedJournal[sqlite3.Connection]):
         rollback(connection)
         self._usage = None  # it may have counted what was undone
         del self._completed[marked:]
+        self._group_marks.clear()
         for request in group:
             request.error = None
             request.superseded.clear()
