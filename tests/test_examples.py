@@ -18,6 +18,9 @@ from typing import Any
 import attrs
 import pytest
 import structlog
+import trio
+
+import inturn
 
 ROOT = Path(__file__).resolve().parents[1]
 LEDGER = ROOT / "examples" / "ledger.py"
@@ -91,10 +94,29 @@ def test_ledger_example_runs_and_prints_its_summary(tmp_path: Path) -> None:
     errors = [info["last_error"] for info in json.loads(listed.stdout)]
     assert len(errors) == first.discarded
     assert sum(error.startswith("Overdraft: ") for error in errors) == first.overdrafts
+    accounts = {info["key"] for info in json.loads(listed.stdout)}
+    assert trio.run(dashboard_accounts, data / "ledger.db") == accounts  # inturn web shows them
 
     done, again = run_ledger(cwd=tmp_path)
     assert again == attrs.evolve(first, retries=0)  # nothing ran: nothing was left
     assert done.stderr == ""
+
+
+async def dashboard_accounts(path: Path) -> set[str]:
+    """The keys of the dead letters the dashboard shows, served on *path* as ``inturn web
+    path`` serves it; its overview counts them."""
+    import httpx
+
+    from inturn.journal import SQLiteReader
+    from inturn.web import create_app, reader_source
+
+    source = reader_source(SQLiteReader(path), lambda: inturn.SQLiteJournal(path), answer_within=10)
+    transport = httpx.ASGITransport(app=create_app(source))
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        dead = (await client.get("/api/dead?limit=1000")).json()["dead"]
+        overview = await client.get("/")
+    assert f'<span id="count-dead">{len(dead)}</span>' in overview.text
+    return {info["key"] for info in dead}
 
 
 def test_ledger_example_still_logs_an_unexpected_discard() -> None:

@@ -1,4 +1,4 @@
-"""``inturn web``: its arguments, and serving the dashboard's API (the web extra, imported
+"""``inturn web``: its arguments, and serving the dashboard (the web extra, imported
 only when the command runs)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from .journal._thread import SyncReads
 
 __all__ = ["WEB_ABOUT", "WebUnavailable", "serve_web", "web_arguments"]
 
-WEB_ABOUT = "serve the dashboard's JSON API (pip install 'inturn[web]')"
+WEB_ABOUT = "serve the web dashboard and its JSON API (pip install 'inturn[web]')"
 
 
 class WebUnavailable(Exception):
@@ -30,13 +30,13 @@ def web_arguments(web: argparse.ArgumentParser) -> None:
 def serve_web(args: argparse.Namespace, reads: SyncReads, journal: Callable[[], Journal]) -> None:
     """Serve until interrupted.  Raises `WebUnavailable` if it cannot start as asked."""
     try:
-        from .web._serve import WebError, serve, token_from
+        from .web._serve import WebError, serve_journal, token_from
     except ImportError as exc:  # the extra is not installed
         raise WebUnavailable(
             f"the web extra is missing ({exc.name}): pip install 'inturn[web]'"
         ) from exc
     try:
-        serve(
+        serve_journal(
             reads,
             journal,
             host=args.host,

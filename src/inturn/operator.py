@@ -74,7 +74,7 @@ from .keys import validate_key
 from .retry import Retry
 from .supervisor import Supervisor
 
-__all__ = ["Operator", "operate"]
+__all__ = ["Operator", "operate", "operator_of"]
 
 ANSWER_WITHIN: Final = 10.0
 """Seconds a live supervisor has to answer a fix, by default."""
@@ -371,6 +371,14 @@ async def operate(
     finally:
         with trio.CancelScope(shield=True):
             await journal.aclose()
+
+
+def operator_of(supervisor: Supervisor, *, actor: str | None = None) -> Operator:
+    """An operator on *supervisor*, running in this process: its reads and fixes are the
+    supervisor's own, audited as *actor* (None: ``user@host:pid`` of this process)."""
+    actor = default_actor() if actor is None else check_actor(actor)
+    journal = supervisor.journal
+    return Operator(supervisor, journal, live=False, actor=actor, journal=journal)
 
 
 async def _never(job: Job) -> object:

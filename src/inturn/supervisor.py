@@ -263,6 +263,12 @@ class Supervisor(Operating):
         actors = len(runtime.actors) + len(runtime.lingering)
         return runtime.core.stats(actors=actors, running=runtime.running)
 
+    @property
+    def journal(self) -> Journal:
+        """The journal it holds: read it beside the supervisor (an embedded dashboard,
+        `inturn.web.serve`, does); change it only through the supervisor's methods."""
+        return self._runtime.journal
+
     # -- the operator's view -------------------------------------------------
 
     async def keys(self, *, state: KeyFilter | None = None, limit: int = 100) -> list[KeyInfo]:

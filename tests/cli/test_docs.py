@@ -46,7 +46,7 @@ def test_every_command_is_in_the_runbook_or_the_fleet_page() -> None:
     assert "$ inturn members postgresql://" in fleet
     runbook = RUNBOOK.read_text(encoding="utf-8")
     assert "`inturn members URI`" in runbook
-    assert "## Over HTTP: `inturn web`" in runbook
+    assert "## In a browser: `inturn web`" in runbook
 
 
 @pytest.mark.parametrize("command", [c for c in COMMANDS if " abc" not in c])

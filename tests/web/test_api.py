@@ -9,42 +9,11 @@ from typing import Any
 
 import httpx
 import pytest
-import trio
 
-import inturn
 from inturn.journal import SQLiteReader
-from inturn.web import Source, create_app
+from inturn.web import create_app
 
-TOKEN = "s3cret-token"
-HOSTILE = '<script>alert(1)</script>"><img src=x onerror=alert(2)>'
-
-
-async def fail_then_hold(job: inturn.Job) -> None:
-    if job.payload == "fail":
-        raise inturn.PermanentError("declined: card 4111")
-    await trio.sleep_forever()
-
-
-@pytest.fixture
-async def journal_file(tmp_path: Path) -> Path:
-    """A file holding: a dead letter on "acct" (its key halted), a queued job behind it, a
-    scheduled job, and a job on a hostile key; no service runs on it."""
-    path = tmp_path / "jobs.db"
-    async with inturn.open_supervisor(
-        fail_then_hold, journal=inturn.SQLiteJournal(path), on_discard="halt"
-    ) as sup:
-        with pytest.raises(inturn.JobDiscarded):
-            await sup.ask("acct", "fail")
-        await sup.send("acct", {"secret": "hunter2"})
-        await sup.send(HOSTILE, "x", delay=3600)
-        await sup.shutdown(grace=0)
-    return path
-
-
-def source(path: Path) -> Source:
-    return Source(
-        SQLiteReader(path), lambda actor: inturn.operate(inturn.SQLiteJournal(path), actor=actor)
-    )
+from .conftest import HOSTILE, TOKEN, bearer, source
 
 
 @pytest.fixture
@@ -117,10 +86,6 @@ async def test_a_fix_needs_fixes_allowed_and_the_token(journal_file: Path) -> No
     assert SQLiteReader(journal_file).dead_letters() == []
 
 
-def bearer(token: str) -> dict[str, str]:
-    return {"authorization": f"Bearer {token}"}
-
-
 async def test_every_fix_reaches_the_journal(client: httpx.AsyncClient, journal_file: Path) -> None:
     reader = SQLiteReader(journal_file)
     [dead] = reader.dead_letters()
@@ -190,4 +155,4 @@ async def test_a_hostile_key_comes_back_as_data(client: httpx.AsyncClient) -> No
 
 def test_fixes_need_a_token() -> None:
     with pytest.raises(ValueError, match="token"):
-        create_app(Source(SQLiteReader("nowhere.db"), inturn.operate), allow_fixes=True)  # type: ignore[arg-type]
+        create_app(source(Path("nowhere.db")), allow_fixes=True)
