@@ -246,7 +246,8 @@ def timed(run: Run, jobs: int, keys: int, durability: Durability) -> Figures:
         cpu = time.process_time() - cpu
         writer = WRITER_CPU.pop("seconds")
         with contextlib.closing(sqlite3.connect(path)) as connection:
-            (left,) = connection.execute("SELECT count(*) FROM jobs").fetchone()
+            table = "jobs" if run is run_raw else "inturn_jobs"  # inturn's names are prefixed
+            (left,) = connection.execute(f"SELECT count(*) FROM {table}").fetchone()
         if left:
             raise RuntimeError(f"{run.__name__}: {left} jobs left in the file")
     return Figures(rate, commits, writer / jobs * 1e6, (cpu - writer) / jobs * 1e6)
