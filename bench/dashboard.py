@@ -1,4 +1,4 @@
-"""The reads a web dashboard makes, on a journal of 1,000,000 unfinished jobs.
+"""The reads a web dashboard makes, and its pages, on a journal of 1,000,000 unfinished jobs.
 
     python bench/dashboard.py                       # SQLite and PostgreSQL, full size
     python bench/dashboard.py --quick               # 10,000 keys: a smoke test
@@ -209,6 +209,46 @@ def report(name: str, reader: Any, held: Any, keys: int, runs: int) -> None:
     )
 
 
+PAGES = (
+    "/",
+    "/keys?state=blocked",
+    "/key?key={key}",
+    "/api/overview",
+    "/api/keys?state=blocked&limit=50",
+    "/api/keys/{key}?limit=50",
+)
+"""What the dashboard serves most: its overview, a page of 50 blocked keys, a key's page."""
+
+
+def pages(reader: Any, journal: Callable[[], Journal], keys: int, runs: int) -> None:
+    """The dashboard's answers, rendered in this process as ``inturn web`` renders them: the
+    time from the request to the whole response, the reads included, in ms."""
+    import httpx
+
+    from inturn.web import create_app, reader_source
+
+    app = create_app(reader_source(reader, journal, answer_within=10))
+
+    async def measure() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            print(f"| page ({runs} runs, ms) | median | p95 |")
+            print("|---|---:|---:|")
+            for page in PAGES:
+                url = page.format(key=key(keys // 3))
+                times = []
+                for _ in range(runs + 1):  # the first warms the caches
+                    started = time.perf_counter()
+                    answer = await client.get(url)
+                    times.append((time.perf_counter() - started) * 1000)
+                    assert answer.status_code == 200, (url, answer.text[:200])
+                times = sorted(times[1:])
+                p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
+                print(f"| `GET {page}` | {statistics.median(times):.1f} | {p95:.1f} |")
+
+    trio.run(measure)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10,000 keys (smoke test)")
@@ -238,6 +278,7 @@ def main() -> None:
         with contextlib.closing(reader._connect()) as sqlite_connection:
             held = _Held(reader, sqlite_connection)
             report("SQLite (SQLiteReader)", reader, held, keys, args.runs)
+        pages(reader, lambda: inturn.SQLiteJournal(path), keys, args.runs)
     if args.only in (None, "postgres"):
         import psycopg
 
@@ -259,6 +300,7 @@ def main() -> None:
                 keys,
                 args.runs,
             )
+        pages(pg_reader, lambda: inturn.PostgresJournal(args.dsn, schema=SCHEMA), keys, args.runs)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 // no inline script (the Content-Security-Policy forbids it), no library.
 "use strict";
 
-const EVERY = 2000; // milliseconds between two refreshes of the live part
+const EVERY = 2000; // milliseconds from one refresh of the live part to the next
 
 function live() {
   return document.getElementById("live");
@@ -68,4 +68,11 @@ document.addEventListener("submit", (event) => {
   }
 });
 
-window.setInterval(refresh, EVERY);
+// The next refresh is asked for only once the last one is answered: a slow
+// journal is never asked twice at once by one page.
+async function keepRefreshing() {
+  await refresh();
+  window.setTimeout(keepRefreshing, EVERY);
+}
+
+window.setTimeout(keepRefreshing, EVERY);
