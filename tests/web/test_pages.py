@@ -219,3 +219,20 @@ async def test_embedded_in_an_application_it_serves_the_supervisors_journal() ->
         assert [job.id for job in await sup.jobs("acct")][1] == second
         await sup.shutdown(grace=0)
         nursery.cancel_scope.cancel()
+
+
+async def test_mounted_under_a_path_its_links_and_errors_keep_it(pages_file: Path) -> None:
+    """An application may mount the dashboard under a path of its own."""
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    outer = Starlette(routes=[Mount("/ops", app=create_app(source(pages_file)))])
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=outer), base_url="http://127.0.0.1"
+    ) as client:
+        html = (await client.get("/ops/keys")).text
+        assert 'href="/ops/key?key=acct"' in html
+        assert 'src="/ops/static/app.js"' in html
+        assert (await client.get("/ops/static/app.js")).status_code == 200
+        refused = await client.get("/ops/api/jobs/abc")
+        assert refused.json()["error"]["type"] == "ValueError"

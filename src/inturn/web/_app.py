@@ -85,7 +85,8 @@ def create_app(
 
     def answer(request: Request, error: ApiError) -> Response:
         """An error as JSON for the API, as a page for a person."""
-        if request.url.path.startswith("/api/") or request.method != "GET":
+        path = request.url.path.removeprefix(request.scope.get("root_path", ""))
+        if path.startswith("/api/") or request.method != "GET":
             body = {"error": {"type": error.kind, "message": error.message}}
             return JSONResponse(body, status_code=error.status)
         return pages.error(request, error)
