@@ -69,6 +69,7 @@ from typing import Literal, TypeAlias
 
 import attrs
 
+from ._core_recurring import Firing, Plan, fires, plan
 from ._entries import (
     Accepted,
     Accepting,
@@ -85,10 +86,12 @@ from ._entries import (
     Run,
     new_entry,
 )
+from .info import ScheduleInfo
 from .journal.records import (
     Append,
     Change,
     Due,
+    Fire,
     MarkAttempt,
     Recovery,
     Requeue,
@@ -346,6 +349,43 @@ class Core(Operators):
         if self._skip_reads:
             self._promoted_meanwhile.add(entry.id)
         self.unschedule()
+
+    # -- recurring schedules (`_core_recurring`) -----------------------------
+
+    @staticmethod
+    def plan_firing(due: Sequence[ScheduleInfo], now: float) -> list[Plan]:
+        """What firing schedules *due* (each cursor at or before Unix time *now*) does, by
+        each one's misfire policy: the ticks that get a job, and where each cursor moves."""
+        return [plan(schedule, now) for schedule in due]
+
+    def fire(self, plans: Sequence[Plan], ids: Sequence[int] | None = None) -> Firing:
+        """The changes that carry out *plans*: each tick's job a scheduled job, due at its
+        tick, which the scheduler promotes as any other (`promote_due`).
+
+        Their ids are this core's, counted as scheduled at once (`scheduled`);
+        or a fleet member's *ids*, which the journal gave it (its scheduler
+        reads due jobs from the journal, uncounted).  Then `fired`.
+        """
+        count = sum(len(each.ticks) for each in plans)
+        if ids is None:
+            ids = range(self.next_id, self.next_id + count)
+            self.next_id += count
+            self.scheduled(count)
+        return Firing(tuple(fires(plans, iter(ids))), tuple(plans), count)
+
+    def fired(self, firing: Firing, superseded: Sequence[Change], *, counted: bool = True) -> None:
+        """The journal answered *firing*: a `Fire` it superseded (another writer moved the
+        cursor, or the schedule was paused, replaced or dropped) appended none of its jobs,
+        and a tick's job it left out (its unique key reserved) is not there either: neither
+        waits for its due time.  *counted*: `fire` counted them (not a fleet member's)."""
+        if not counted or not superseded:
+            return
+        for change in superseded:
+            if isinstance(change, Fire):
+                for _ in change.jobs:
+                    self.unschedule()
+            elif isinstance(change, Append):
+                self.unschedule()
 
     def _spills(self, state: LaneState, key: str | None) -> bool:
         """Whether a new job of *key*, whose lane is *state*, stays in the journal only.

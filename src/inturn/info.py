@@ -12,7 +12,15 @@ from typing import Literal, TypeAlias, final
 
 import attrs
 
-__all__ = ["AuditEntry", "JobInfo", "JobState", "KeyFilter", "KeyInfo", "MemberInfo"]
+__all__ = [
+    "AuditEntry",
+    "JobInfo",
+    "JobState",
+    "KeyFilter",
+    "KeyInfo",
+    "MemberInfo",
+    "ScheduleInfo",
+]
 
 JobState: TypeAlias = Literal["scheduled", "queued", "running", "retrying", "dead"]
 """``scheduled``: not due yet, in no key's sequence; ``queued``: waiting its turn; ``running``: an attempt started (read from a
@@ -158,3 +166,23 @@ class MemberInfo:
     """Keys it owns."""
     keyless_jobs: int
     """Keyless jobs it owns."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ScheduleInfo:
+    """A recurring schedule as the journal holds it (`Supervisor.schedule`, and what became of it)."""
+
+    name: str
+    key: str | None
+    data: bytes
+    cron: str | None
+    every: float | None
+    tz: str
+    start: float
+    misfire: str
+    unique_for: float | None
+    next_at: float | None
+    """Unix time of its first tick not fired yet; None while it is paused."""
+    last_tick: float | None = None
+    """Unix time of the newest tick it fired (a job or not); None before its first."""

@@ -125,6 +125,8 @@ async def test_a_version_4_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     sql(pg_dsn, f"DROP TABLE {pg_schema}.audit")
     # and no heartbeat renewals recorded (version 9)
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN renewed_at")
+    # and no recurring schedules (version 11)
+    sql(pg_dsn, f"DROP TABLE {pg_schema}.schedules")
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 4, high_id = {job_id}")
     ran: list[object] = []
 

@@ -55,6 +55,7 @@ async def test_open_creates_the_schema_and_its_tables(pg_dsn: str, pg_schema: st
         "keys",
         "meta",
         "processes",
+        "schedules",
         "steps",
         "uniques",
         "unplaced",
@@ -523,6 +524,7 @@ async def test_a_version_6_journal_gains_the_inbox_columns_of_sends(
         f"ALTER TABLE {pg_schema}.commands DROP COLUMN items, DROP COLUMN data, DROP COLUMN actor",
     )
     sql(pg_dsn, f"DROP TABLE {pg_schema}.audit")
+    sql(pg_dsn, f"DROP TABLE {pg_schema}.schedules")  # (version 11's)
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN renewed_at")  # (version 9's)
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 6")
     recovery = await journal.open()
@@ -549,6 +551,7 @@ async def test_a_version_7_journal_gains_the_audit_trail(pg_dsn: str, pg_schema:
     await journal.aclose()
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.commands DROP COLUMN actor")
     sql(pg_dsn, f"DROP TABLE {pg_schema}.audit")
+    sql(pg_dsn, f"DROP TABLE {pg_schema}.schedules")  # (version 11's)
     sql(pg_dsn, f"ALTER TABLE {pg_schema}.processes DROP COLUMN renewed_at")  # (version 9's)
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 7")
     reader = PostgresReader(pg_dsn, schema=pg_schema)

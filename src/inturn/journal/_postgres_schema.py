@@ -46,8 +46,9 @@ incarnations apart by id only (no ``processes.incarnation``), 5 had no
 ``job_ids`` and ``unplaced`` (`producers`), 6 had an inbox that took no jobs
 to send (``commands.items``, ``commands.data``), 7 had no audit trail
 (``audit``, ``commands.actor``: who sent a command), 8 did not record when a
-heartbeat was last renewed (``processes.renewed_at``, for `inturn members`);
-each is upgraded
+heartbeat was last renewed (``processes.renewed_at``, for `inturn members`),
+9 is the dashboard's journal reads' (merged apart: an empty step here), 10 had
+no recurring schedules (``schedules``); each is upgraded
 in place; a schema of a version this code does not know is refused
 untouched, with the version in the message.
 
@@ -89,7 +90,7 @@ __all__ = [
     "unregister",
 ]
 
-SCHEMA_VERSION: Final = 9
+SCHEMA_VERSION: Final = 11
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -178,6 +179,26 @@ CREATE INDEX audit_by_job ON audit (job_id, id) WHERE job_id IS NOT NULL;
 """
 """The operators' audit trail (version 8): one row per fix (`Audit`), the newest kept."""
 
+_SCHEDULES: Final = """
+CREATE TABLE schedules (
+    name text PRIMARY KEY,
+    key text,
+    data bytea NOT NULL,
+    cron text,
+    every double precision,
+    tz text NOT NULL,
+    start double precision NOT NULL,
+    misfire text NOT NULL,
+    unique_for double precision,
+    next_at double precision,
+    last_tick double precision,
+    owner bigint
+);
+CREATE INDEX schedules_due ON schedules (next_at, name) WHERE next_at IS NOT NULL;
+"""
+"""Recurring schedules (`_sql_schedules`); ``owner`` is the fleet member holding a schedule's
+lease (`_postgres_apply`)."""
+
 _FLEET: Final = """
 CREATE TABLE keys (
     key text PRIMARY KEY,
@@ -255,6 +276,10 @@ _MEMBERS_VERSION: Final = 8
 """The step (from version 8 to 9) that records heartbeats' renewals (``processes.renewed_at``):
 named, so the version numbers can be renumbered at a merge without touching it."""
 
+_SCHEDULES_VERSION: Final = SCHEMA_VERSION - 1
+"""The step (from the version before) that adds recurring schedules: named, so the version
+numbers can be renumbered at a merge without touching it."""
+
 _UPGRADES: Final = {
     1: (
         "ALTER TABLE meta ADD COLUMN owner bigint, ADD COLUMN epoch bigint NOT NULL DEFAULT 0,"
@@ -301,6 +326,10 @@ _UPGRADES: Final = {
         "ALTER TABLE processes ADD COLUMN renewed_at timestamptz DEFAULT clock_timestamp()",
         "UPDATE processes SET renewed_at = NULL",  # unknown until the next renewal
     ),
+    9: (),  # version 10: the dashboard's journal reads' (merged apart)
+    _SCHEDULES_VERSION: tuple(
+        statement for statement in _SCHEDULES.split(";") if statement.strip()
+    ),
 }
 
 _PRODUCERS_VERSION: Final = 5
@@ -315,6 +344,7 @@ _TABLES_ADDED: Final = {
     4: {"keys"},
     _PRODUCERS_VERSION + 1: {"unplaced"},
     8: {"audit"},
+    _SCHEDULES_VERSION + 1: {"schedules"},
 }
 """The tables each version added: a schema of an older version has none of them."""
 
@@ -448,6 +478,7 @@ def ensure_schema(connection: psycopg.Connection[Any], schema: str, name: str) -
                 connection.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
                 connection.execute(_TABLES)
                 connection.execute(_AUDIT)
+                connection.execute(_SCHEDULES)
                 connection.execute(_FLEET)
                 connection.execute(producers(schema))
                 connection.execute("INSERT INTO meta (version) VALUES (%s)", (SCHEMA_VERSION,))

@@ -21,12 +21,15 @@ from typing import ClassVar, Final, TypeVar, final
 import attrs
 
 from ..errors import JournalCorrupt, JournalError
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, ScheduleInfo
 from ._dialect import Dialect, DialectReader
 from ._reads import AUDIT_COLUMNS, audit_entry, audit_where, info, key_infos, key_matches
+from ._sql_schedules import schedule_info
+from ._sqlite_apply import SCHEDULES
 from ._sqlite_schema import (
     COLUMNS,
     LIVE_JOBS,
+    SCHEMA_VERSION,
     SQLITE_MAX,
     check_path,
     database_error,
@@ -153,6 +156,22 @@ def select_scheduled(connection: sqlite3.Connection, key: str | None, limit: int
     return [info(row) for row in rows]
 
 
+def select_schedules(
+    connection: sqlite3.Connection, after: str, limit: int, name: str | None
+) -> list[ScheduleInfo]:
+    """Recurring schedules by name, after *after*; or the one named *name*."""
+    sql, parameters = (
+        SCHEDULES.listed(after, min(limit, SQLITE_MAX)) if name is None else SCHEDULES.one(name)
+    )
+    return [schedule_info(row) for row in connection.execute(sql, parameters).fetchall()]
+
+
+def select_due_schedules(connection: sqlite3.Connection, limit: int) -> list[ScheduleInfo]:
+    """Running schedules, the earliest cursor first: the due index."""
+    sql, parameters = SCHEDULES.due(min(limit, SQLITE_MAX))
+    return [schedule_info(row) for row in connection.execute(sql, parameters).fetchall()]
+
+
 def select_dead_letters(
     connection: sqlite3.Connection,
     key: str | None,
@@ -221,6 +240,8 @@ SQLITE_READS: Final = Dialect(
     select_scheduled,
     select_steps,
     select_audit,
+    select_schedules,
+    select_due_schedules,
 )
 
 
@@ -307,8 +328,12 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
 def _views_of_older(version: int) -> tuple[str, ...]:
     """The temporary views through which the reads see a file of an older *version* as
     one of today's: its tables under today's names, what it never recorded as NULL, and
-    its jobs, before places, in id order; before version 7, an empty audit trail."""
-    no_audit = (f"CREATE TEMP VIEW inturn_audit AS SELECT {_NO_AUDIT} WHERE 0",)
+    its jobs, before places, in id order; before version 7, an empty audit trail; before
+    version 9, no recurring schedules."""
+    no_schedules = f"CREATE TEMP VIEW inturn_schedules AS SELECT {_NO_SCHEDULES} WHERE 0"
+    if version >= 7:
+        return (no_schedules,)
+    no_audit = (f"CREATE TEMP VIEW inturn_audit AS SELECT {_NO_AUDIT} WHERE 0", no_schedules)
     if version == 6:
         return no_audit
     missing = {
@@ -338,7 +363,12 @@ _NO_AUDIT: Final = (
     " NULL AS older_than, '' AS outcome, NULL AS error, NULL AS result"
 )
 
-_VIEWS_OF_OLDER: Final = {version: _views_of_older(version) for version in range(1, 7)}
+_NO_SCHEDULES: Final = (
+    "'' AS name, NULL AS key, x'' AS data, NULL AS cron, NULL AS every, '' AS tz,"
+    " 0.0 AS start, '' AS misfire, NULL AS unique_for, NULL AS next_at, NULL AS last_tick"
+)
+
+_VIEWS_OF_OLDER: Final = {version: _views_of_older(version) for version in range(1, SCHEMA_VERSION)}
 """`_views_of_older` of each older version."""
 
 

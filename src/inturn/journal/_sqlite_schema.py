@@ -42,7 +42,8 @@ no dedup windows (``jobs.unique_for``, ``uniques``: filled from its unfinished
 jobs); 4 had no ``completed_at``; 5 named its tables and indexes without the
 prefix (``jobs``, ``uniques``, ``steps``, ``halted``, ``commands``), and its
 inbox took no jobs to send (``commands.items`` and ``commands.data``); 6 had no
-audit trail (``inturn_audit``, and ``inturn_commands.actor``: who sent a command).
+audit trail (``inturn_audit``, and ``inturn_commands.actor``: who sent a command);
+8 (the journal reads') had no recurring schedules (``inturn_schedules``).
 `SQLiteJournal.open` upgrades them in one transaction (version 6 renames the
 tables, which carries their rows, their ``sqlite_sequence`` row and SQLite's
 own indexes along, and makes inturn's indexes again under their new names).
@@ -75,7 +76,9 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 9
+"""Version 8 is the dashboard's journal reads' (a branch of its own, merged apart: empty
+here); 9 adds recurring schedules (``inturn_schedules``)."""
 
 PREFIX: Final = "inturn_"
 """What the name of every table and index inturn makes begins with: reserved."""
@@ -135,6 +138,19 @@ CREATE TABLE inturn_audit (
     outcome TEXT NOT NULL,
     error TEXT,
     result INTEGER
+);
+CREATE TABLE inturn_schedules (
+    name TEXT PRIMARY KEY,
+    key TEXT,
+    data BLOB NOT NULL,
+    cron TEXT,
+    every REAL,
+    tz TEXT NOT NULL,
+    start REAL NOT NULL,
+    misfire TEXT NOT NULL,
+    unique_for REAL,
+    next_at REAL,
+    last_tick REAL
 );
 """
 
@@ -202,6 +218,20 @@ _AUDIT: Final[tuple[_Column, ...]] = (  # version 7
     ("result", "INTEGER", False, False),
 )
 
+_SCHEDULES: Final[tuple[_Column, ...]] = (  # version 9
+    ("name", "TEXT", False, True),
+    ("key", "TEXT", False, False),
+    ("data", "BLOB", True, False),
+    ("cron", "TEXT", False, False),
+    ("every", "REAL", False, False),
+    ("tz", "TEXT", True, False),
+    ("start", "REAL", True, False),
+    ("misfire", "TEXT", True, False),
+    ("unique_for", "REAL", False, False),
+    ("next_at", "REAL", False, False),
+    ("last_tick", "REAL", False, False),
+)
+
 _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
     1: {"jobs": _JOBS[:9], "halted": _HALTED[:1]},
     2: {"jobs": _JOBS[:10], "halted": _HALTED[:1]},
@@ -236,6 +266,11 @@ _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
         "inturn_audit": _AUDIT,
     },
 }
+_TABLES_OF_VERSION[SCHEMA_VERSION - 1] = _TABLES_OF_VERSION[7]  # 8: see `SCHEMA_VERSION`
+_TABLES_OF_VERSION[SCHEMA_VERSION] = {  # recurring schedules
+    **_TABLES_OF_VERSION[SCHEMA_VERSION - 1],
+    "inturn_schedules": _SCHEDULES,
+}
 """The tables of each schema version this code reads, column by column: a
 file that has them reads as inturn expects, while a view or another type
 could hang a query or hand back values no reader converts."""
@@ -262,6 +297,9 @@ INDEXES: Final = (
     " WHERE key IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS inturn_audit_by_job ON inturn_audit (job_id, id)"
     " WHERE job_id IS NOT NULL",
+    # running schedules, the earliest cursor first
+    "CREATE INDEX IF NOT EXISTS inturn_schedules_due ON inturn_schedules (next_at, name)"
+    " WHERE next_at IS NOT NULL",
 )
 """Created on open if missing, as files made by earlier versions lack some;
 an index changes no row, so it needs no version bump."""
@@ -339,7 +377,8 @@ def schema_version(connection: sqlite3.Connection, path: str) -> int:
     triggers = any(kind == "trigger" and on in tables for kind, on in objects.values())
     # An older file's tables take these names as it is upgraded.
     taken = version < SCHEMA_VERSION and any(
-        name in objects for name in (_RESERVED if version < 6 else _MADE_SINCE_6)
+        name in objects
+        for name in (_RESERVED if version < 6 else _MADE_SINCE_6 if version < 7 else _MADE_SINCE_7)
     )
     if (
         tables
@@ -418,6 +457,12 @@ _UPGRADES: Final = {
         " actor TEXT NOT NULL, verb TEXT NOT NULL, job_id INTEGER, key TEXT, head INTEGER,"
         " older_than REAL, outcome TEXT NOT NULL, error TEXT, result INTEGER)",
     ),
+    7: (),  # version 8: see `SCHEMA_VERSION`
+    SCHEMA_VERSION - 1: (  # from the version before: recurring schedules
+        "CREATE TABLE inturn_schedules (name TEXT PRIMARY KEY, key TEXT, data BLOB NOT NULL,"
+        " cron TEXT, every REAL, tz TEXT NOT NULL, start REAL NOT NULL, misfire TEXT NOT NULL,"
+        " unique_for REAL, next_at REAL, last_tick REAL)",
+    ),
 }
 """What turns each version into the next."""
 
@@ -431,7 +476,12 @@ _RESERVED: Final = frozenset(
 """The names inturn's tables and indexes have now: in an older file, nothing else may have
 them, or its upgrade could not rename its tables."""
 
-_MADE_SINCE_6: Final = frozenset(["inturn_audit", "inturn_audit_by_key", "inturn_audit_by_job"])
+_MADE_SINCE_7: Final = frozenset(["inturn_schedules", "inturn_schedules_due"])
+"""The names a file of version 7 or 8 has none of: those its upgrade makes."""
+
+_MADE_SINCE_6: Final = frozenset(
+    ["inturn_audit", "inturn_audit_by_key", "inturn_audit_by_job", *_MADE_SINCE_7]
+)
 """The names a file of version 6 has none of: those its upgrade makes."""
 
 

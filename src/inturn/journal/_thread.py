@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     import trio.testing
 
 from ..errors import JournalError, LeaseLost
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, ScheduleInfo
 from .records import Append, FleetChange, Requeue, Revive, Transaction
 
 __all__ = [
@@ -423,6 +423,10 @@ class SyncReads(Protocol):
 
     def steps(self, job_id: int) -> list[tuple[str, bytes]]: ...
 
+    def schedules(
+        self, *, after: str = "", limit: int = 100, name: str | None = None
+    ) -> list[ScheduleInfo]: ...
+
     def dead_letters(
         self,
         *,
@@ -465,6 +469,11 @@ class ThreadedReader:
 
     async def steps(self, job_id: int) -> list[tuple[str, bytes]]:
         return await off_thread(self.reader.steps, job_id)
+
+    async def schedules(
+        self, *, after: str = "", limit: int = 100, name: str | None = None
+    ) -> list[ScheduleInfo]:
+        return await off_thread(lambda: self.reader.schedules(after=after, limit=limit, name=name))
 
     async def dead_letters(
         self,

@@ -21,9 +21,10 @@ import attrs
 import trio
 
 from ..errors import JournalError, JournalLocked
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, ScheduleInfo
 from ._inbox import check_timeout
 from ._memory_row import Row
+from ._memory_schedules import SCHEDULE_CHANGES, Schedules
 from ._reads import (
     audit_entry,
     audit_row,
@@ -34,6 +35,7 @@ from ._reads import (
     check_keys,
     check_now,
     check_scheduled,
+    check_schedules,
     halted_key_info,
     key_info,
     key_matches,
@@ -105,6 +107,7 @@ class MemoryJournal:
     _next_id: int = attrs.field(default=1, init=False)
     _audit: collections.deque[AuditEntry] = attrs.field(factory=collections.deque, init=False)
     """The audit trail, oldest first: the newest entries, as many as the last `Audit` kept."""
+    _schedules: Schedules = attrs.field(factory=Schedules, init=False)
     _is_open: bool = attrs.field(default=False, init=False)
     _commands: dict[int, Command] = attrs.field(factory=dict, init=False)
     """Submitted and not taken yet, oldest first."""
@@ -343,6 +346,20 @@ class MemoryJournal:
         )
         return [self._jobs[job_id].info(job_id) for _, job_id in earliest]
 
+    async def schedules(
+        self, *, after: str = "", limit: int = 100, name: str | None = None
+    ) -> list[ScheduleInfo]:
+        check_schedules(after, limit, name)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        return self._schedules.listed(after, limit, name)
+
+    async def due_schedules(self, *, limit: int = 100) -> list[ScheduleInfo]:
+        check_schedules("", limit)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        return self._schedules.due(limit)
+
     async def dead_letters(
         self,
         *,
@@ -437,6 +454,8 @@ class MemoryJournal:
         """
         self._check_open()
         clock = time.time() if now is None else now
+        if changes and isinstance(changes[0], SCHEDULE_CHANGES):
+            return self._schedules.write(changes, clock, self._next_id, self._held, self._apply)
         if changes:
             short = self._short_ways.get(type(changes[0]))
             many = None if short is None else short(self, changes, clock)
@@ -605,8 +624,8 @@ class MemoryJournal:
                 self._audit.append(audit_entry((last + 1, *audit_row(change, now))))
                 while len(self._audit) > change.keep:
                     self._audit.popleft()
-            case _:
-                assert_never(change)
+            case _:  # a schedule's (`_memory_schedules`) comes in a batch of its own
+                assert_never(change)  # type: ignore[arg-type]
 
     def _append(
         self,
