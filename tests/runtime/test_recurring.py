@@ -293,3 +293,26 @@ async def test_a_schedule_outlives_its_supervisor(
         await trio.sleep(100)
         await sup.unschedule("s")
     assert handler.times() == [wall[0] + 100, wall[0] + 200]
+
+
+async def test_an_operator_changes_schedules_through_the_supervisor_that_holds_them(
+    make_journal: MakeJournal, wall: list[float], autojump_clock: trio.testing.MockClock
+) -> None:
+    """inturn.operate on a held journal: its pause, resume and unschedule are carried out by
+    the supervisor (a command through the journal), as its reads see them."""
+    handler = Ticks(wall)
+    async with inturn.open_supervisor(handler, journal=make_journal()) as sup:
+        await sup.schedule("s", "k", "tick", every=100)
+        async with inturn.operate(make_journal()) as operator:
+            assert operator.live
+            await operator.pause_schedule("s")
+            [paused] = await operator.schedules()
+            assert paused.next_at is None
+            await trio.sleep(250)
+            await operator.resume_schedule("s")
+            await trio.sleep(100)
+            await operator.unschedule("s")
+            assert await operator.schedules() == []
+            with pytest.raises(inturn.ScheduleNotFound):
+                await operator.unschedule("s")
+    assert handler.times() == [wall[0] + 300]

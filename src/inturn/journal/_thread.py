@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 from ..errors import JournalError, LeaseLost
 from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, ScheduleInfo
-from .records import Append, FleetChange, Requeue, Revive, Transaction
+from .records import Append, Fire, FleetChange, Requeue, Revive, Transaction
 
 __all__ = [
     "JournalThread",
@@ -104,12 +104,13 @@ def needs_savepoint(changes: Sequence[FleetChange]) -> bool:
     """Whether a batch needs a savepoint of its own to be refused alone.
 
     A batch of several changes does; so does one change that takes a unique
-    key, whose check (the reservation) and row are two statements.
+    key, whose check (the reservation) and row are two statements, and a
+    `Fire`, which moves a cursor and appends its jobs.
     """
     if len(changes) != 1:
         return True
     only = changes[0]
-    return isinstance(only, Requeue | Revive) or (
+    return isinstance(only, Requeue | Revive | Fire) or (
         isinstance(only, Append) and only.unique is not None
     )
 

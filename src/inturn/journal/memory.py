@@ -461,6 +461,8 @@ class MemoryJournal:
             many = None if short is None else short(self, changes, clock)
             if many is not None:
                 return many
+        if any(isinstance(change, SCHEDULE_CHANGES) for change in changes):
+            raise JournalError("a batch of schedule changes holds nothing else")
         superseded = judge(changes, self._held, self._next_id, clock)  # all or nothing
         self._carry_out(changes, superseded, clock)
         if not superseded:
