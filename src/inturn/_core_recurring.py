@@ -92,7 +92,12 @@ class Recurrence:
         if self.every is not None:
             if after < self.start:
                 return self.start
-            return self.start + (math.floor((after - self.start) / self.every) + 1) * self.every
+            count = math.floor((after - self.start) / self.every) + 1
+            while self.start + count * self.every <= after:  # a quotient rounded down
+                count += 1
+            while count > 1 and self.start + (count - 1) * self.every > after:  # or up
+                count -= 1
+            return self.start + count * self.every
         return next(self.ticks(max(after, self.start - 1e-6)))
 
     def ticks(self, after: float) -> Iterator[float]:
@@ -101,7 +106,7 @@ class Recurrence:
             tick = self.first(after)
             while tick <= _LATEST:
                 yield tick
-                tick += self.every
+                tick = self.first(tick)  # from start, not summed: no rounding piles up
             return
         assert self.cron is not None
         zone = zoneinfo.ZoneInfo(self.tz)
