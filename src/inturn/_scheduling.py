@@ -224,15 +224,23 @@ class Scheduling(Journaling):
                 raise
         core.fired(firing, superseded, counted=fleet is None)
         runtime.check_idle()
-        for change in firing.changes:
+        for change, each in zip(firing.changes, firing.plans, strict=True):
             if change in superseded:
                 continue
-            runtime.log.info(
-                "schedule.fired",
-                schedule=change.name,
-                ticks=len(change.jobs),
-                next_at=change.next_at,
-            )
+            if each.dropped:
+                runtime.log.info(
+                    "schedule.missed",
+                    schedule=change.name,
+                    dropped=each.dropped,
+                    misfire=each.stored.misfire,
+                )
+            if runtime.debug:
+                runtime.log.debug(
+                    "schedule.fired",
+                    schedule=change.name,
+                    ticks=len(change.jobs),
+                    next_at=change.next_at,
+                )
         if firing.jobs:
             runtime.schedule.noticed(-math.inf)  # its jobs are due: promote them
 
