@@ -51,6 +51,7 @@ __all__ = [
     "Plan",
     "Recurrence",
     "fires",
+    "unique_of",
     "new_schedule",
     "dropped",
     "paused",
@@ -333,16 +334,28 @@ class Firing:
     """The ticks' jobs the changes append, all told."""
 
 
-def fires(plans: Sequence[Plan], ids: Iterator[int]) -> list[Fire]:
-    """The changes that carry out *plans*, each tick's job a scheduled job due at its tick,
-    its id the next of *ids*; the job holds the unique key ``schedule:<name>`` for the
-    schedule's ``unique_for``, if it has one."""
+def unique_of(stored: ScheduleInfo) -> str | None:
+    """The unique key a tick's job of *stored* holds: ``schedule:<name>``, with a window."""
+    return None if stored.unique_for is None else f"schedule:{stored.name}"
+
+
+def fires(plans: Sequence[Plan], ids: Iterator[int], *, scheduled: bool) -> list[Fire]:
+    """The changes that carry out *plans*, each tick's job's id the next of *ids*, holding
+    `unique_of` its schedule: a job in its key's sequence at its id, or (*scheduled*) a
+    scheduled job due at its tick."""
     changes: list[Fire] = []
     for each in plans:
         stored = each.stored
-        unique = None if stored.unique_for is None else f"schedule:{stored.name}"
+        unique = unique_of(stored)
         jobs = tuple(
-            Append(next(ids), stored.key, stored.data, unique, stored.unique_for, tick)
+            Append(
+                next(ids),
+                stored.key,
+                stored.data,
+                unique,
+                stored.unique_for,
+                tick if scheduled else None,
+            )
             for tick in each.ticks
         )
         assert stored.next_at is not None

@@ -9,29 +9,37 @@ sleeps until the first cursor of the rest, or until a `schedule` or
 `resume_schedule` makes an earlier one (`Schedule.noticed`).  So ten
 thousand schedules cost one timer and a read and a write per due batch.
 
-A tick's job is a scheduled job, due at its tick: `run_schedule` promotes
-it as it promotes a ``delay=`` job, so it joins its key behind whatever the
-key holds then, and retries, halts and holds a unique key as any job does.
+A tick's job joins its key's sequence in the write that fires it, behind
+whatever the key holds then (the core reserves it, as it reserves a sent
+job, and commits it once the journal took the `Fire`), and retries, halts
+and holds a unique key as any job does.  A fleet member's are scheduled jobs
+due at their ticks, which the members' schedulers promote and the keys'
+owners run.
 """
 
 from __future__ import annotations
 
 import datetime
 import math
+from typing import Final
 
 import trio
 
 from ._core_recurring import dropped, new_schedule, paused, resumed
 from ._fixes import schedule_point
 from ._journaling import Journaling
-from ._schedule import PAGE
 from .errors import ScheduleNotFound, describe
 from .events import exception_text
 from .info import ScheduleInfo
 from .journal import Change, ScheduleSet
 from .keys import validate_key
 
-__all__ = ["Scheduling"]
+__all__ = ["FIRE_PAGE", "Scheduling"]
+
+FIRE_PAGE: Final = 1000
+"""Schedules read (and fired, in one write) at a time: a row each, no payload to page in
+later, so a page is ten times the scheduled jobs' (`PAGE`); ten thousand schedules due at
+one second are ten reads and ten writes."""
 
 
 class Scheduling(Journaling):
@@ -182,7 +190,7 @@ class Scheduling(Journaling):
         while not core.stopping:
             waiting.reading()
             try:
-                found = await runtime.journal.due_schedules(limit=PAGE)
+                found = await runtime.journal.due_schedules(limit=FIRE_PAGE)
                 now = runtime.unix_now()
                 due = [each for each in found if each.next_at is not None and each.next_at <= now]
                 if due:
@@ -203,27 +211,34 @@ class Scheduling(Journaling):
             await waiting.wait(deadline)
 
     async def _fire(self, due: list[ScheduleInfo], now: float) -> None:
-        """Fire schedules *due* in one write (`Core.fire`), and wake the scheduler for the
-        ticks' jobs."""
+        """Fire schedules *due* in one write (`Core.fire`): their ticks' jobs join their keys
+        (a fleet member's are scheduled, due, and its scheduler is woken for them)."""
         runtime = self._runtime
         core = runtime.core
         plans = core.plan_firing(due, now)
         fleet = self._fleet
         if fleet is not None:
             count = sum(len(each.ticks) for each in plans)
-            firing = core.fire(plans, await fleet.new_ids(count) if count else [])
+            firing = core.fire_scheduled(plans, await fleet.new_ids(count) if count else [])
             superseded = await fleet.journal.write(list(firing.changes), now=now)
+            if firing.jobs:
+                runtime.schedule.noticed(-math.inf)  # its jobs are due: promote them
         else:
-            firing = core.fire(plans)
+            firing, entries = core.fire(plans)
             try:
                 superseded = await runtime.journal.write(firing.changes, now=now)
             except BaseException:
-                for _ in range(firing.jobs):
-                    core.unschedule()
+                for entry in reversed(entries):
+                    runtime.start_holding(core.retract(entry))
+                    runtime.wake(entry.lane)  # its actor may be waiting on this head
                 runtime.check_idle()
                 raise
-        core.fired(firing, superseded, counted=fleet is None)
-        runtime.check_idle()
+            for entry, there in zip(entries, core.fired(entries, superseded), strict=True):
+                if there:
+                    self._commit(entry)
+                else:
+                    runtime.start_holding(core.retract(entry))
+            runtime.check_idle()
         for change, each in zip(firing.changes, firing.plans, strict=True):
             if change in superseded:
                 continue
@@ -241,8 +256,6 @@ class Scheduling(Journaling):
                     ticks=len(change.jobs),
                     next_at=change.next_at,
                 )
-        if firing.jobs:
-            runtime.schedule.noticed(-math.inf)  # its jobs are due: promote them
 
 
 def _named(name: object) -> str:

@@ -69,7 +69,7 @@ from typing import Literal, TypeAlias
 
 import attrs
 
-from ._core_recurring import Firing, Plan, fires, plan
+from ._core_recurring import Firing, Plan, fires, plan, unique_of
 from ._entries import (
     Accepted,
     Accepting,
@@ -358,34 +358,39 @@ class Core(Operators):
         each one's misfire policy: the ticks that get a job, and where each cursor moves."""
         return [plan(schedule, now) for schedule in due]
 
-    def fire(self, plans: Sequence[Plan], ids: Sequence[int] | None = None) -> Firing:
-        """The changes that carry out *plans*: each tick's job a scheduled job, due at its
-        tick, which the scheduler promotes as any other (`promote_due`).
+    def fire(self, plans: Sequence[Plan]) -> tuple[Firing, list[Entry]]:
+        """The changes that carry out *plans*, and their ticks' jobs reserved (`reserve`):
+        each joins its key's sequence now, behind what the key holds, once the journal
+        takes its `Fire` (`fired`)."""
+        entries = [
+            self.reserve(each.stored.key, each.stored.data, unique_of(each.stored))
+            for each in plans
+            for _ in each.ticks
+        ]
+        changes = fires(plans, iter([entry.id for entry in entries]), scheduled=False)
+        return Firing(tuple(changes), tuple(plans), len(entries)), entries
 
-        Their ids are this core's, counted as scheduled at once (`scheduled`);
-        or a fleet member's *ids*, which the journal gave it (its scheduler
-        reads due jobs from the journal, uncounted).  Then `fired`.
-        """
-        count = sum(len(each.ticks) for each in plans)
-        if ids is None:
-            ids = range(self.next_id, self.next_id + count)
-            self.next_id += count
-            self.scheduled(count)
-        return Firing(tuple(fires(plans, iter(ids))), tuple(plans), count)
+    @staticmethod
+    def fire_scheduled(plans: Sequence[Plan], ids: Sequence[int]) -> Firing:
+        """A fleet member's changes that carry out *plans*: its ticks' jobs scheduled jobs
+        due at their ticks, with the *ids* the journal gave the member; its scheduler (or
+        another member's) promotes them, and their keys' owners run them."""
+        changes = fires(plans, iter(ids), scheduled=True)
+        return Firing(tuple(changes), tuple(plans), len(ids))
 
-    def fired(self, firing: Firing, superseded: Sequence[Change], *, counted: bool = True) -> None:
-        """The journal answered *firing*: a `Fire` it superseded (another writer moved the
+    @staticmethod
+    def fired(entries: Sequence[Entry], superseded: Sequence[Change]) -> list[bool]:
+        """The journal answered the `Fire`s of *entries*: for each, whether its job is there
+        (commit it) or not (retract it): a `Fire` it superseded (another writer moved the
         cursor, or the schedule was paused, replaced or dropped) appended none of its jobs,
-        and a tick's job it left out (its unique key reserved) is not there either: neither
-        waits for its due time.  *counted*: `fire` counted them (not a fleet member's)."""
-        if not counted or not superseded:
-            return
+        and a job whose unique key was reserved was left out."""
+        lost: set[int] = set()
         for change in superseded:
             if isinstance(change, Fire):
-                for _ in change.jobs:
-                    self.unschedule()
+                lost.update(job.job_id for job in change.jobs)
             elif isinstance(change, Append):
-                self.unschedule()
+                lost.add(change.job_id)
+        return [entry.id not in lost for entry in entries]
 
     def _spills(self, state: LaneState, key: str | None) -> bool:
         """Whether a new job of *key*, whose lane is *state*, stays in the journal only.

@@ -316,3 +316,30 @@ async def test_an_operator_changes_schedules_through_the_supervisor_that_holds_t
             with pytest.raises(inturn.ScheduleNotFound):
                 await operator.unschedule("s")
     assert handler.times() == [wall[0] + 300]
+
+
+def tasks_below(task: trio.lowlevel.Task) -> int:
+    return sum(
+        1 + tasks_below(child) for nursery in task.child_nurseries for child in nursery.child_tasks
+    )
+
+
+async def test_a_thousand_schedules_cost_no_task_each(
+    wall: list[float], autojump_clock: trio.testing.MockClock
+) -> None:
+    """1,000 schedules every minute: the supervisor runs as many tasks as with none (one task
+    fires them all), and each tick of each schedule gets its job."""
+    handler = Ticks(wall)
+    async with inturn.open_supervisor(handler, idle_timeout=1.0) as sup:
+        root = trio.lowlevel.current_root_task()
+        assert root is not None
+        before = tasks_below(root)
+        assert before >= 3  # the supervisor's own (the schedules', the scheduled jobs', ...)
+        for n in range(1000):
+            await sup.schedule(f"s{n}", f"k{n}", "tick", every=60)
+        assert tasks_below(root) == before
+        await trio.sleep(150)  # two ticks; every key's actor lingers a second, then ends
+        assert tasks_below(root) == before
+        for n in range(1000):
+            await sup.unschedule(f"s{n}")
+    assert len(handler.times()) == 2000

@@ -312,8 +312,9 @@ class Fire:
     The reservation of (schedule, tick time): applied only while the
     schedule runs (not paused) with its cursor at *at*, else superseded,
     jobs and all; so whoever moves the cursor first creates the ticks' jobs,
-    once.  *jobs* are scheduled jobs (due at their ticks); one whose unique
-    key is reserved (the schedule's ``unique_for``) is left out, and ``write``
+    once.  *jobs* follow an `Append`'s rules (a single holder's join their
+    keys at their ids; a fleet member's are scheduled, due at their ticks);
+    one whose unique key is reserved (the schedule's ``unique_for``) is left out, and ``write``
     returns it as superseded, while the cursor moves all the same.
     """
 
