@@ -298,8 +298,14 @@ def plan(stored: ScheduleInfo, now: float) -> Plan:
     recurrence = recurrence_of(stored)
     due: list[float] = [stored.next_at]
     counted = 1
-    next_at = stored.next_at
-    for tick in recurrence.ticks(stored.next_at):
+    next_at = after = stored.next_at
+    if recurrence.every is not None and now - after > (CATCH_UP + 1) * recurrence.every:
+        # An interval back after a long gap: count the ticks no job can get, not walk them
+        # (a week of every second is 604,800); the newest CATCH_UP + 1 are walked below.
+        skip_to = now - (CATCH_UP + 1) * recurrence.every
+        counted += math.floor((skip_to - after) / recurrence.every)
+        after = skip_to
+    for tick in recurrence.ticks(after):
         if tick > now:
             next_at = tick
             break

@@ -69,3 +69,14 @@ def test_the_newest_tick_within_the_grace_is_on_time_and_the_rest_are_missed() -
     """Every 60 s, back 1,000 s late: the newest tick (40 s late) is on time; the rest missed."""
     fired = plan(stored("skip", 60.0), 1000.0)
     assert (fired.ticks, fired.next_at, fired.dropped) == ((960.0,), 1020.0, 15)
+
+
+def test_a_long_gap_of_an_interval_is_counted_not_walked() -> None:
+    """Every second, back after a week: the newest 100 ticks, the rest counted as dropped."""
+    week = 7 * 86400.0
+    fired = plan(stored("all", 1.0, every=1.0), week + 0.5)
+    assert list(fired.ticks) == [week - 99 + n for n in range(100)]
+    assert fired.next_at == week + 1
+    assert fired.dropped == week - 100
+    one = plan(stored("one", 1.0, every=1.0), week + 0.5)
+    assert list(one.ticks) == [week]
