@@ -177,19 +177,15 @@ class Operator:
 
     async def unschedule(self, name: str) -> None:
         """Delete recurring schedule *name* (`ScheduleNotFound` if there is none)."""
-        await self._fixer.carry_out(Command(verb="unschedule", key=_name(name), actor=self.actor))
+        await self._fix(Command(verb="unschedule", key=_name(name), actor=self.actor))
 
     async def pause_schedule(self, name: str) -> None:
         """Pause recurring schedule *name*: it fires nothing until `resume_schedule`."""
-        await self._fixer.carry_out(
-            Command(verb="pause_schedule", key=_name(name), actor=self.actor)
-        )
+        await self._fix(Command(verb="pause_schedule", key=_name(name), actor=self.actor))
 
     async def resume_schedule(self, name: str) -> None:
         """Let paused schedule *name* fire again, from its first tick after now."""
-        await self._fixer.carry_out(
-            Command(verb="resume_schedule", key=_name(name), actor=self.actor)
-        )
+        await self._fix(Command(verb="resume_schedule", key=_name(name), actor=self.actor))
 
     async def requeue(self, job_id: int, *, head: bool = False) -> int:
         """Put dead letter *job_id* back on its key, attempts reset: at the tail under a new

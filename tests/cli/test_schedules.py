@@ -59,6 +59,11 @@ def test_pause_resume_and_unschedule_change_what_is_kept(cli: Cli, tmp_path: Pat
     gone = cli("unschedule", path, "hourly", "--json")
     assert (gone.code, json.loads(gone.out)) == (0, {"name": "hourly", "done": "unschedule"})
     assert column(cli("schedules", path).out, "NAME") == ["often"]
+    assert column(cli("audit", path).out, "WHAT") == [
+        "unschedule 'hourly'",
+        "resume_schedule 'often'",
+        "pause_schedule 'often'",
+    ]
 
 
 def test_a_schedule_that_is_not_there_exits_1(cli: Cli, tmp_path: Path) -> None:

@@ -315,7 +315,14 @@ async def test_an_operator_changes_schedules_through_the_supervisor_that_holds_t
             assert await operator.schedules() == []
             with pytest.raises(inturn.ScheduleNotFound):
                 await operator.unschedule("s")
+            trail = await operator.audit()
     assert handler.times() == [wall[0] + 300]
+    assert [(entry.verb, entry.key, entry.outcome) for entry in reversed(trail)] == [
+        ("pause_schedule", "s", "done"),
+        ("resume_schedule", "s", "done"),
+        ("unschedule", "s", "done"),
+        ("unschedule", "s", "not found"),
+    ]
 
 
 def tasks_below(task: trio.lowlevel.Task) -> int:
