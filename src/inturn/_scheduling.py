@@ -37,9 +37,9 @@ from .keys import validate_key
 __all__ = ["FIRE_PAGE", "Scheduling"]
 
 FIRE_PAGE: Final = 1000
-"""Schedules read (and fired, in one write) at a time: a row each, no payload to page in
-later, so a page is ten times the scheduled jobs' (`PAGE`); ten thousand schedules due at
-one second are ten reads and ten writes."""
+"""Schedules read (and fired, in one write) at a time: ten times the scheduled jobs' page
+(`PAGE`), so that ten thousand schedules due at one second are ten reads and ten writes
+(a hundred of each kept the firing a second behind, bench/schedules.py)."""
 
 
 class Scheduling(Journaling):
