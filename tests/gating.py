@@ -26,7 +26,7 @@ import attrs
 import trio
 
 import inturn
-from inturn.info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
+from inturn.info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview, ScheduleInfo
 from inturn.journal import Change, StoredJob
 from inturn.testing import FaultyJournal
 
@@ -279,6 +279,14 @@ class GatingJournal(FaultyJournal):
 
     async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         return await self._read("scheduled", lambda: self.inner.scheduled(key=key, limit=limit))
+
+    async def schedules(
+        self, *, after: str = "", limit: int = 100, name: str | None = None
+    ) -> list[ScheduleInfo]:
+        return await self.inner.schedules(after=after, limit=limit, name=name)
+
+    async def due_schedules(self, *, limit: int = 100) -> list[ScheduleInfo]:
+        return await self.inner.due_schedules(limit=limit)
 
     async def dead_letters(
         self,

@@ -33,6 +33,7 @@ PURE = [
     "journal._reads",
     "journal._rules",
     "journal._recovery",
+    "_core_recurring",
     "_checks",
 ]
 """The values-and-rules row and the decisions row of the layering table."""

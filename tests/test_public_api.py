@@ -34,6 +34,8 @@ ERRORS = [
     inturn.JobNotFound,
     inturn.KeyNotFound,
     inturn.JobStateError,
+    inturn.InvalidSchedule,
+    inturn.ScheduleNotFound,
 ]
 
 CONTRACT = {

@@ -10,6 +10,7 @@ from .errors import (
     EncodeError,
     InturnError,
     InvalidKey,
+    InvalidSchedule,
     JobDiscarded,
     JobNotFound,
     JobStateError,
@@ -21,6 +22,7 @@ from .errors import (
     LeaseLost,
     PermanentError,
     RetryAfter,
+    ScheduleNotFound,
     Snooze,
     SupervisorClosed,
 )
@@ -61,6 +63,7 @@ __all__ = [
     "JSONCodec",
     "InturnError",
     "InvalidKey",
+    "InvalidSchedule",
     "DuplicateError",
     "JobDiscarded",
     "PermanentError",
@@ -78,4 +81,5 @@ __all__ = [
     "JobNotFound",
     "JobStateError",
     "KeyNotFound",
+    "ScheduleNotFound",
 ]

@@ -341,6 +341,8 @@ def audit_what(entry: AuditEntry) -> str:
     if entry.verb == "purge_dead":
         what = f"purge_dead older than {format_age(entry.older_than or 0.0)}"
         return what if entry.key is None else f"{what} of key {printable(repr(entry.key))}"
+    if entry.verb.endswith("schedule"):  # its key is the schedule's name
+        return f"{entry.verb} {printable(repr(entry.key))}"
     if entry.job_id is not None:
         head = "" if entry.head is None else " to its head" if entry.head else " to the tail"
         of = "" if entry.key is None else f" of key {printable(repr(entry.key))}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import trio
 
 from ._conformance import BasicConformance, _expect, _raises, _replayed, _session, _state
+from ._conformance_recurring import RecurringConformance
 from ._conformance_schedule import ScheduleConformance
 from ._conformance_steps import StepConformance, TransactionConformance
 from .errors import DuplicateError, JournalError
@@ -324,6 +325,7 @@ class JournalConformance(
     BasicConformance,
     ArbiterConformance,
     ScheduleConformance,
+    RecurringConformance,
     StepConformance,
     TransactionConformance,
 ):

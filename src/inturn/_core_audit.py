@@ -16,10 +16,18 @@ from __future__ import annotations
 
 from typing import Final
 
-from .errors import MAX_ERROR_TEXT, JobNotFound, KeyNotFound
+from .errors import MAX_ERROR_TEXT, JobNotFound, KeyNotFound, ScheduleNotFound
 from .journal.records import Audit, Command
 
-__all__ = ["AUDIT_KEEP", "FIX_VERBS", "MAX_ACTOR", "audited", "check_actor", "error_text"]
+__all__ = [
+    "AUDIT_KEEP",
+    "FIX_VERBS",
+    "MAX_ACTOR",
+    "SCHEDULE_VERBS",
+    "audited",
+    "check_actor",
+    "error_text",
+]
 
 AUDIT_KEEP: Final = 10_000
 """Entries the trail keeps, the newest: each `Audit` deletes the ones beyond.  A fix is an
@@ -28,8 +36,13 @@ operator's act, not a job's: ten thousand is months of on-call work, a few megab
 MAX_ACTOR: Final = 200
 """The longest actor name, in characters."""
 
-FIX_VERBS: Final = frozenset(
-    ["skip", "requeue", "requeue_head", "pause", "resume", "retry_now", "purge_dead"]
+SCHEDULE_VERBS: Final = frozenset(["unschedule", "pause_schedule", "resume_schedule"])
+"""The fixes of a recurring schedule: the `Command`'s ``key`` (and its entry's) is the
+schedule's name."""
+
+FIX_VERBS: Final = (
+    frozenset(["skip", "requeue", "requeue_head", "pause", "resume", "retry_now", "purge_dead"])
+    | SCHEDULE_VERBS
 )
 """The `Command` verbs that are operators' fixes, each audited (``send`` is not a fix)."""
 
@@ -70,7 +83,7 @@ def audited(
         outcome = "done"
     elif superseded:
         outcome = "superseded"
-    elif isinstance(error, JobNotFound | KeyNotFound):
+    elif isinstance(error, JobNotFound | KeyNotFound | ScheduleNotFound):
         outcome = "not found"
     else:
         outcome = "error"

@@ -144,6 +144,11 @@ def check_fix(command: Command) -> None:
             validate_key(command.key)
         case "purge_dead":
             check_purge(command.older_than, command.key)
+        case "unschedule" | "pause_schedule" | "resume_schedule":
+            if not isinstance(command.key, str):
+                raise TypeError(
+                    f"a schedule's name must be a str, not {type(command.key).__name__}"
+                )
         case _:
             raise ValueError(
                 f"not an operator's fix: {command.verb!r} (one of {sorted(FIX_VERBS)})"

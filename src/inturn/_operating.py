@@ -38,7 +38,7 @@ from ._fixes import (
     schedule_point,
     skip_check,
 )
-from ._journaling import Journaling
+from ._scheduling import Scheduling
 from ._sending import received_jobs
 from ._tasks import start_task
 from .core import Entry, Lane, Skipping
@@ -58,7 +58,7 @@ from .keys import validate_key
 _T = TypeVar("_T")
 
 
-class Operating(Journaling):
+class Operating(Scheduling):
     """The operators' fixes of `Supervisor` (its base)."""
 
     async def resume(self, key: str) -> None:
@@ -587,6 +587,9 @@ class Operating(Journaling):
                 return await self.retry_now(_given(command.key))
             case "purge_dead":
                 return await self.purge_dead(older_than=_given(command.older_than), key=command.key)
+            case "unschedule" | "pause_schedule" | "resume_schedule":  # the name in key
+                await getattr(self, command.verb)(_given(command.key))
+                return None
         raise ValueError(f"not an operator's command: {command.verb!r}")
 
 

@@ -157,6 +157,9 @@ class Runtime:
         )
     )
     schedule: Schedule = attrs.field(factory=Schedule)
+    """The scheduled jobs' wait (`run_schedule`)."""
+    recurring: Schedule = attrs.field(factory=Schedule)
+    """The recurring schedules' wait (`run_recurring`)."""
     steps: StepLog = attrs.field(
         default=attrs.Factory(
             lambda self: StepLog(self.journal, self.codec, self.unix_now, self.max_payload),

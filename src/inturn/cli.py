@@ -44,6 +44,7 @@ import trio
 
 import inturn
 
+from . import _cli_schedules as schedules
 from ._cli_args import (
     actor as args_actor,
     duration as args_duration,
@@ -79,6 +80,7 @@ from .errors import (
     JobNotFound,
     JobStateError,
     KeyNotFound,
+    ScheduleNotFound,
 )
 from .info import JobInfo, KeyFilter
 from .journal import Journal, PostgresReader, SQLiteReader
@@ -479,6 +481,18 @@ def _audit(args: argparse.Namespace) -> int:
     return OK
 
 
+def _schedules(args: argparse.Namespace) -> int:
+    if (none := schedules.print_schedules(args, _reader(args))) is not None:
+        raise _Failed(none, NOTHING)
+    return OK
+
+
+def _change_schedule(args: argparse.Namespace) -> int:
+    done = schedules.change_schedule(args, lambda change: _operate(args, change))
+    _json({"name": args.name, "done": args.command}) if args.json else _out(done)
+    return OK
+
+
 # -- a fleet's members, and cutting a backoff short ------------------------------------
 
 
@@ -627,6 +641,9 @@ def _parser() -> _Parser:
     )
     purge.add_argument("--key", metavar="K", help="only the dead letters of key K")
     audit_arguments(command("audit", _audit, AUDIT_ABOUT))
+    schedules.schedules_arguments(command("schedules", _schedules, schedules.SCHEDULES_ABOUT))
+    for verb, about in schedules.SCHEDULE_FIXES.items():
+        fix(verb, _change_schedule, about).add_argument("name", metavar="NAME")
     web_arguments(fix("web", _web, WEB_ABOUT))
     return parser
 
@@ -664,7 +681,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else ERROR
     except _Failed as failure:
         return _fail(failure.message, failure.code)
-    except (JobNotFound, KeyNotFound) as exc:
+    except (JobNotFound, KeyNotFound, ScheduleNotFound) as exc:
         return _fail(str(exc), NOTHING)
     except BrokenPipeError:  # `inturn keys PATH | head`: the reader has gone
         with contextlib.suppress(OSError, ValueError):  # no flush error at exit either

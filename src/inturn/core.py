@@ -69,6 +69,7 @@ from typing import Literal, TypeAlias
 
 import attrs
 
+from ._core_recurring import Firing, Plan, fires, plan, unique_of
 from ._entries import (
     Accepted,
     Accepting,
@@ -85,10 +86,12 @@ from ._entries import (
     Run,
     new_entry,
 )
+from .info import ScheduleInfo
 from .journal.records import (
     Append,
     Change,
     Due,
+    Fire,
     MarkAttempt,
     Recovery,
     Requeue,
@@ -346,6 +349,48 @@ class Core(Operators):
         if self._skip_reads:
             self._promoted_meanwhile.add(entry.id)
         self.unschedule()
+
+    # -- recurring schedules (`_core_recurring`) -----------------------------
+
+    @staticmethod
+    def plan_firing(due: Sequence[ScheduleInfo], now: float) -> list[Plan]:
+        """What firing schedules *due* (each cursor at or before Unix time *now*) does, by
+        each one's misfire policy: the ticks that get a job, and where each cursor moves."""
+        return [plan(schedule, now) for schedule in due]
+
+    def fire(self, plans: Sequence[Plan]) -> tuple[Firing, list[Entry]]:
+        """The changes that carry out *plans*, and their ticks' jobs reserved (`reserve`):
+        each joins its key's sequence now, behind what the key holds, once the journal
+        takes its `Fire` (`fired`)."""
+        entries = [
+            self.reserve(each.stored.key, each.stored.data, unique_of(each.stored))
+            for each in plans
+            for _ in each.ticks
+        ]
+        changes = fires(plans, iter([entry.id for entry in entries]), scheduled=False)
+        return Firing(tuple(changes), tuple(plans), len(entries)), entries
+
+    @staticmethod
+    def fire_scheduled(plans: Sequence[Plan], ids: Sequence[int]) -> Firing:
+        """A fleet member's changes that carry out *plans*: its ticks' jobs scheduled jobs
+        due at their ticks, with the *ids* the journal gave the member; its scheduler (or
+        another member's) promotes them, and their keys' owners run them."""
+        changes = fires(plans, iter(ids), scheduled=True)
+        return Firing(tuple(changes), tuple(plans), len(ids))
+
+    @staticmethod
+    def fired(entries: Sequence[Entry], superseded: Sequence[Change]) -> list[bool]:
+        """The journal answered the `Fire`s of *entries*: for each, whether its job is there
+        (commit it) or not (retract it): a `Fire` it superseded (another writer moved the
+        cursor, or the schedule was paused, replaced or dropped) appended none of its jobs,
+        and a job whose unique key was reserved was left out."""
+        lost: set[int] = set()
+        for change in superseded:
+            if isinstance(change, Fire):
+                lost.update(job.job_id for job in change.jobs)
+            elif isinstance(change, Append):
+                lost.add(change.job_id)
+        return [entry.id not in lost for entry in entries]
 
     def _spills(self, state: LaneState, key: str | None) -> bool:
         """Whether a new job of *key*, whose lane is *state*, stays in the journal only.

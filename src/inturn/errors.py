@@ -17,6 +17,7 @@ __all__ = [
     "EncodeError",
     "InturnError",
     "InvalidKey",
+    "InvalidSchedule",
     "JobDiscarded",
     "JobNotFound",
     "JobStateError",
@@ -28,6 +29,7 @@ __all__ = [
     "LeaseLost",
     "PermanentError",
     "RetryAfter",
+    "ScheduleNotFound",
     "Snooze",
     "SupervisorClosed",
 ]
@@ -209,6 +211,22 @@ class KeyNotFound(InturnError, LookupError):
 
     def __str__(self) -> str:
         return f"key {self.key!r} has no unfinished jobs and is not halted"
+
+
+class InvalidSchedule(InturnError, ValueError):
+    """A schedule that cannot be: a bad name, cron expression, time zone, interval, misfire
+    policy or window, or both or neither of ``cron`` and ``every``.  Nothing was stored."""
+
+
+class ScheduleNotFound(InturnError, LookupError):
+    """No schedule has this name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"no schedule is named {self.name!r}"
 
 
 class JobStateError(InturnError):

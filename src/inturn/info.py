@@ -21,6 +21,7 @@ __all__ = [
     "MemberInfo",
     "Minute",
     "Overview",
+    "ScheduleInfo",
 ]
 
 JobState: TypeAlias = Literal["scheduled", "queued", "running", "retrying", "dead"]
@@ -220,3 +221,23 @@ class Overview:
     minutes: tuple[Minute, ...]
     """Jobs finished in each of the last 15 minutes, oldest first, the one *now* is in
     last; minutes with none included."""
+
+
+@final
+@attrs.frozen(kw_only=True)
+class ScheduleInfo:
+    """A recurring schedule as the journal holds it (`Supervisor.schedule`, and what became of it)."""
+
+    name: str
+    key: str | None
+    data: bytes
+    cron: str | None
+    every: float | None
+    tz: str
+    start: float
+    misfire: str
+    unique_for: float | None
+    next_at: float | None
+    """Unix time of its first tick not fired yet; None while it is paused."""
+    last_tick: float | None = None
+    """Unix time of the newest tick it fired (a job or not); None before its first."""

@@ -64,10 +64,11 @@ from .errors import (
     JournalError,
     JournalLocked,
     KeyNotFound,
+    ScheduleNotFound,
     SupervisorClosed,
 )
 from .fleet import Fleet, FleetJournal
-from .info import AuditEntry, JobInfo, KeyFilter, KeyInfo, MemberInfo, Overview
+from .info import AuditEntry, JobInfo, KeyFilter, KeyInfo, MemberInfo, Overview, ScheduleInfo
 from .jobs import Item, Job
 from .journal import Answer, Command, Journal, JournalReads, SentJob
 from .keys import validate_key
@@ -90,6 +91,7 @@ _ERRORS: Final[dict[str, type[Exception]]] = {
         JobStateError,
         JournalError,
         KeyNotFound,
+        ScheduleNotFound,
         SupervisorClosed,
         TypeError,
         ValueError,
@@ -114,6 +116,7 @@ class _Fixer(Protocol):
     async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]: ...
     async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
+    async def schedules(self, *, after: str = "", limit: int = 100) -> list[ScheduleInfo]: ...
     async def carry_out(self, command: Command) -> int | bool | list[int] | None: ...
     async def send(
         self,
@@ -192,6 +195,22 @@ class Operator:
     async def dead_letters(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]:
         """Dead letters, oldest first; of *key* only if given."""
         return await self._fixer.dead_letters(key=key, limit=limit)
+
+    async def schedules(self, *, after: str = "", limit: int = 100) -> list[ScheduleInfo]:
+        """The recurring schedules by name (those after *after*)."""
+        return await self._fixer.schedules(after=after, limit=check_limit(limit))
+
+    async def unschedule(self, name: str) -> None:
+        """Delete recurring schedule *name* (`ScheduleNotFound` if there is none)."""
+        await self._fix(Command(verb="unschedule", key=_name(name), actor=self.actor))
+
+    async def pause_schedule(self, name: str) -> None:
+        """Pause recurring schedule *name*: it fires nothing until `resume_schedule`."""
+        await self._fix(Command(verb="pause_schedule", key=_name(name), actor=self.actor))
+
+    async def resume_schedule(self, name: str) -> None:
+        """Let paused schedule *name* fire again, from its first tick after now."""
+        await self._fix(Command(verb="resume_schedule", key=_name(name), actor=self.actor))
 
     async def requeue(self, job_id: int, *, head: bool = False) -> int:
         """Put dead letter *job_id* back on its key, attempts reset: at the tail under a new
@@ -433,6 +452,9 @@ class _Remote:
             key = validate_key(key)
         return await self._reads.dead_letters(key=key, limit=check_limit(limit))
 
+    async def schedules(self, *, after: str = "", limit: int = 100) -> list[ScheduleInfo]:
+        return await self._reads.schedules(after=after, limit=check_limit(limit))
+
     async def carry_out(self, command: Command) -> int | bool | list[int] | None:
         return await self._send(command)
 
@@ -477,6 +499,12 @@ class _Remote:
         if answer.error is not None:
             raise _error(answer)
         return answer.result
+
+
+def _name(name: object) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"a schedule's name must be a str, not {type(name).__name__}")
+    return name
 
 
 def _error(answer: Answer) -> Exception:

@@ -619,10 +619,11 @@ async def open_supervisor(
                 if fleet is None and callable(getattr(journal, "commands", None)):
                     start_task(nursery, supervisor.serve_commands, name="inturn.commands")
                 start_task(nursery, supervisor.run_schedule, name="inturn.schedule")
+                start_task(nursery, supervisor.run_recurring, name="inturn.recurring")
                 yield supervisor
                 await runtime.wait_idle()
                 runtime.close()
-                nursery.cancel_scope.cancel()  # only the reaper and the schedule are left
+                nursery.cancel_scope.cancel()  # only the reaper and the schedules are left
         except BaseExceptionGroup as group:
             errors.extend(group.exceptions)
         finally:

@@ -29,7 +29,7 @@ from ._runtime import Handler
 from ._steps import encode_result, take_step
 from .codec import Codec, JSONCodec
 from .errors import JournalError
-from .info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
+from .info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview, ScheduleInfo
 from .jobs import Job
 from .journal import (
     Answer,
@@ -274,6 +274,14 @@ class FaultyJournal:
 
     async def steps(self, job_id: int) -> list[tuple[str, bytes]]:
         return await self.inner.steps(job_id)
+
+    async def schedules(
+        self, *, after: str = "", limit: int = 100, name: str | None = None
+    ) -> list[ScheduleInfo]:
+        return await self.inner.schedules(after=after, limit=limit, name=name)
+
+    async def due_schedules(self, *, limit: int = 100) -> list[ScheduleInfo]:
+        return await self.inner.due_schedules(limit=limit)
 
     async def dead_letters(
         self,

@@ -32,6 +32,10 @@ def test_the_runbook_shows_every_command() -> None:
         "purge",
         "audit",
         "retry-now",
+        "schedules",
+        "pause-schedule",
+        "resume-schedule",
+        "unschedule",
     }
 
 

@@ -23,12 +23,16 @@ from inturn.journal.records import (
     Change,
     Complete,
     Discard,
+    Fire,
     FleetChange,
     Halt,
     MarkAttempt,
     Release,
     Resume,
     Retrying,
+    ScheduleDrop,
+    SchedulePause,
+    ScheduleSet,
     StoredJob,
     Transaction,
 )
@@ -77,8 +81,8 @@ class ReferenceJournal:
                 self.halted.add(change.key)
             elif isinstance(change, Resume):
                 self.halted.discard(change.key)
-            elif isinstance(change, Audit):
-                pass  # the audit trail: no job's state
+            elif isinstance(change, Audit | ScheduleSet | ScheduleDrop | SchedulePause | Fire):
+                pass  # the audit trail, schedules: not modelled here
             elif isinstance(change, Release):
                 if self.waiting(change.key):
                     superseded.append(change)  # kept: a job waits

@@ -472,7 +472,7 @@ async def test_a_version_5_journal_is_upgraded_keeping_its_jobs_and_ids(
         f"SET search_path TO {pg_schema};"
         " DROP TABLE unplaced; DROP FUNCTION place_enqueued(); DROP SEQUENCE job_ids;"
         " ALTER TABLE commands DROP COLUMN items, DROP COLUMN data, DROP COLUMN actor;"
-        " DROP TABLE audit;"
+        " DROP TABLE audit; DROP TABLE schedules;"
         " ALTER TABLE processes DROP COLUMN renewed_at;"
         " DROP TABLE finished; DROP INDEX jobs_started, jobs_by_name, halted_by_name;"
         " UPDATE meta SET version = 5, high_id = 41;"

@@ -131,6 +131,8 @@ async def test_a_version_4_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
         pg_dsn,
         f"DROP INDEX {pg_schema}.jobs_started, {pg_schema}.jobs_by_name, {pg_schema}.halted_by_name",
     )
+    # and no recurring schedules (version 11)
+    sql(pg_dsn, f"DROP TABLE {pg_schema}.schedules")
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 4, high_id = {job_id}")
     ran: list[object] = []
 

@@ -33,8 +33,10 @@ def sql(dsn: str, statement: str, *params: object) -> list[tuple[Any, ...]]:
 
 
 def before_version_10(dsn: str, schema: str) -> None:
-    """Undo version 10 (finished jobs counted, keys indexed by name) in *schema*."""
+    """Undo versions 11 (recurring schedules) and 10 (finished jobs counted, keys indexed by
+    name) in *schema*."""
     for statement in (
+        f"DROP TABLE {schema}.schedules",
         f"DROP TABLE {schema}.finished",
         f"DROP INDEX {schema}.jobs_started, {schema}.jobs_by_name, {schema}.halted_by_name",
     ):
@@ -65,6 +67,7 @@ async def test_open_creates_the_schema_and_its_tables(pg_dsn: str, pg_schema: st
         "keys",
         "meta",
         "processes",
+        "schedules",
         "steps",
         "uniques",
         "unplaced",

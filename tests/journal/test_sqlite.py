@@ -31,6 +31,7 @@ from inturn.journal import (
     SQLiteReader,
     _sqlite_reads,
 )
+from inturn.journal._sqlite_schema import SCHEMA_VERSION
 from inturn.testing import JournalConformance, OperatorReadsConformance, Recorder, unfinished_jobs
 
 
@@ -426,14 +427,14 @@ def version_and_columns(path: Path) -> tuple[int, list[str]]:
 
 
 async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path: Path) -> None:
-    """Opening a version-1 journal adds the columns of versions 2 to 5 (what halted a key, dedup windows, places and due times, marked completions), renames its tables (version 6), adds the audit trail and the finished-job counters (version 8) and sets version 8; its jobs, dead letters and halts are kept, in id order."""
+    """Opening a version-1 journal adds the columns of versions 2 to 5 (what halted a key, dedup windows, places and due times, marked completions), renames its tables (version 6), adds the audit trail, the finished-job counters (version 8) and the schedules (version 9), and sets the version; its jobs, dead letters and halts are kept, in id order."""
     path = tmp_path / "jobs.db"
     make_version_1_file(path)
     journal = inturn.SQLiteJournal(path)
     recovery = await journal.open()
     try:
         assert version_and_columns(path) == (
-            8,
+            SCHEMA_VERSION,
             [
                 *("id", "key", "unique_key", "data", "attempts", "state", "error"),
                 *("accepted_at", "finished_at", "retry_at", "stopped_during", "unique_for"),
@@ -477,7 +478,7 @@ async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path:
     recovery = await journal.open()  # version 6 now: opens as it is
     await journal.aclose()
     assert [job.id for job in recovery.jobs] == [1, 4]
-    assert version_and_columns(path)[0] == 8
+    assert version_and_columns(path)[0] == SCHEMA_VERSION
 
 
 async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
@@ -507,7 +508,7 @@ async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
         assert (info.state, info.stopped_during, info.last_error) == ("dead", 3, "E")
     finally:
         await journal.aclose()
-    assert version_and_columns(path)[0] == 8
+    assert version_and_columns(path)[0] == SCHEMA_VERSION
 
 
 async def test_a_reader_reads_a_version_1_file_without_upgrading_it(tmp_path: Path) -> None:
@@ -581,7 +582,7 @@ async def test_a_version_3_file_is_upgraded_on_open(tmp_path: Path) -> None:
     journal = inturn.SQLiteJournal(path)
     recovery = await journal.open()
     try:
-        assert version_and_columns(path)[0] == 8
+        assert version_and_columns(path)[0] == SCHEMA_VERSION
         assert [(job.id, job.unique) for job in recovery.jobs] == [
             (2, "u-2"),
             (3, "u-3"),

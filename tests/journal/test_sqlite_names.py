@@ -34,6 +34,7 @@ INTURN_TABLES = {
     "inturn_steps",
     "inturn_halted",
     "inturn_commands",
+    "inturn_schedules",
     "inturn_audit",
     "inturn_finished",
 }
@@ -67,7 +68,11 @@ def version_6(path: Path) -> None:
         for statement in _UPGRADES[5]:
             connection.execute(statement)
         for index in INDEXES:
-            if "inturn_audit" not in index and "inturn_jobs_started" not in index:
+            if (
+                "inturn_audit" not in index
+                and "inturn_jobs_started" not in index
+                and "inturn_schedules" not in index
+            ):
                 connection.execute(index)
         connection.execute("PRAGMA user_version = 6")
         connection.execute("COMMIT")
@@ -148,7 +153,7 @@ async def test_an_older_file_is_renamed_in_place_and_keeps_every_job(
     try:
         assert recovery.next_id == high + 1
         after_version, objects, sequence = catalog(path)
-        assert after_version == SCHEMA_VERSION == 8
+        assert after_version == SCHEMA_VERSION == 9
         assert sequence == [("inturn_jobs", high)]
         assert {name for name, (kind, _) in objects.items() if kind == "table"} == {
             *INTURN_TABLES,

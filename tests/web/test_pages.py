@@ -236,3 +236,28 @@ async def test_mounted_under_a_path_its_links_and_errors_keep_it(pages_file: Pat
         assert (await client.get("/ops/static/app.js")).status_code == 200
         refused = await client.get("/ops/api/jobs/abc")
         assert refused.json()["error"]["type"] == "ValueError"
+
+
+async def test_recurring_schedules_are_listed_and_paused_from_the_page(
+    fixing: httpx.AsyncClient, pages_file: Path
+) -> None:
+    async def never(job: inturn.Job) -> None:
+        raise AssertionError("nothing runs here")
+
+    async with inturn.open_supervisor(never, journal=inturn.SQLiteJournal(pages_file)) as sup:
+        await sup.schedule("close-day", "acct", "close", cron="0 2 * * *", tz="Europe/Paris")
+        await sup.schedule(HOSTILE, None, "x", every=3600)
+        await sup.shutdown(grace=0)
+    [hostile, listed] = (await fixing.get("/api/schedules")).json()["schedules"]  # by name
+    assert (listed["name"], listed["paused"]) == ("close-day", False)
+    assert hostile["name"] == HOSTILE
+    html = await page(fixing, "/scheduled")
+    assert "cron &#39;0 2 * * *&#39; Europe/Paris" in html
+    assert "<script>alert" not in html
+    await sign_in(fixing)
+    csrf = csrf_of(await page(fixing, "/scheduled"))
+    done = await fixing.post("/api/schedules/close-day/pause", data={"csrf": csrf})
+    assert done.json() == {"outcome": "done", "schedule": "close-day"}
+    assert ">paused<" in await page(fixing, "/scheduled")
+    gone = await fixing.post("/api/schedules/nothing/unschedule", data={"csrf": csrf})
+    assert (gone.status_code, gone.json()["error"]["type"]) == (404, "ScheduleNotFound")

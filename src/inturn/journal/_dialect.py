@@ -16,7 +16,7 @@ import trio
 
 from .._checks import check_number
 from ..errors import JournalError
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview, ScheduleInfo
 from ._reads import (
     check_audit,
     check_dead_letters,
@@ -26,6 +26,7 @@ from ._reads import (
     check_keys_by_name,
     check_now,
     check_scheduled,
+    check_schedules,
 )
 from ._thread import JournalThread
 from .records import Answer, Change, Command, StoredJob, Transaction
@@ -52,6 +53,8 @@ class Dialect(Generic[_C]):
     select_scheduled: Callable[[_C, str | None, int], list[JobInfo]]
     select_steps: Callable[[_C, int], list[tuple[str, bytes]]]
     select_audit: Callable[[_C, int, int | None, int, str | None, int | None], list[AuditEntry]]
+    select_schedules: Callable[[_C, str, int, str | None], list[ScheduleInfo]]
+    select_due_schedules: Callable[[_C, int], list[ScheduleInfo]]
     take: Callable[[_C], list[Command]] = attrs.field(default=lambda connection: [])
     answer: Callable[[_C, int, Answer], None] = attrs.field(
         default=lambda connection, command_id, answer: None
@@ -136,6 +139,20 @@ class ThreadedJournal(Generic[_C]):
         check_scheduled(key, limit)
         return await self._read(
             lambda connection: self.dialect.select_scheduled(connection, key, limit)
+        )
+
+    async def schedules(
+        self, *, after: str = "", limit: int = 100, name: str | None = None
+    ) -> list[ScheduleInfo]:
+        check_schedules(after, limit, name)
+        return await self._read(
+            lambda connection: self.dialect.select_schedules(connection, after, limit, name)
+        )
+
+    async def due_schedules(self, *, limit: int = 100) -> list[ScheduleInfo]:
+        check_schedules("", limit)
+        return await self._read(
+            lambda connection: self.dialect.select_due_schedules(connection, limit)
         )
 
     async def dead_letters(
@@ -256,6 +273,15 @@ class DialectReader(Generic[_C]):
         """Scheduled jobs, the earliest due first, as `inturn.Journal.scheduled` returns them."""
         check_scheduled(key, limit)
         return self._read(lambda connection: self.dialect.select_scheduled(connection, key, limit))
+
+    def schedules(
+        self, *, after: str = "", limit: int = 100, name: str | None = None
+    ) -> list[ScheduleInfo]:
+        """Recurring schedules by name, as `inturn.Journal.schedules` returns them."""
+        check_schedules(after, limit, name)
+        return self._read(
+            lambda connection: self.dialect.select_schedules(connection, after, limit, name)
+        )
 
     def dead_letters(
         self,

@@ -1,4 +1,5 @@
-"""`MemoryJournal`'s reads over many keys: `overview`, `keys_by_name`, and each key's `KeyInfo`.
+"""`MemoryJournal`'s reads over many keys: `overview`, `keys`, `keys_by_name`, and each key's
+`KeyInfo`.
 
 Plain functions of the journal's dicts, each a pass over them: the fake has
 no index to keep, and the conformance kit holds the durable journals'
@@ -7,9 +8,10 @@ indexed reads to these results.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import heapq
+from collections.abc import Iterable, Mapping
 
-from ..info import KeyFilter, KeyInfo, Overview
+from ..info import JobInfo, KeyFilter, KeyInfo, Overview
 from ._memory_row import Row
 from ._reads import (
     Finished,
@@ -21,7 +23,7 @@ from ._reads import (
     prefix_end,
 )
 
-__all__ = ["key_info_of", "keys_by_name", "overview"]
+__all__ = ["key_info_of", "keys_by_name", "keys_oldest_first", "overview", "scheduled"]
 
 Halts = Mapping[str, tuple[int, str] | None]
 """Halted keys, each with the job whose discard halted it and its error (None: paused)."""
@@ -111,3 +113,42 @@ def overview(
         oldest_age=now - jobs[min(due)].accepted_at if due else None,
         minutes=minutes(finished.counts, now),
     )
+
+
+def keys_oldest_first(
+    jobs: Mapping[int, Row],
+    by_key: Mapping[str, Mapping[int, None]],
+    halted: Halts,
+    *,
+    state: KeyFilter | None,
+    limit: int,
+    now: float,
+) -> list[KeyInfo]:
+    """``Journal.keys``: the keys of *state* with jobs, the oldest head first, then the halted
+    keys without jobs, by name."""
+    heads = ((next(iter(ids)), key) for key, ids in by_key.items())
+    matching = [
+        (head_id, key)
+        for head_id, key in heads
+        if key_matches(state, jobs[head_id].state(), key in halted, halted.get(key, 0) is None)
+    ]
+    keys = [key for _, key in heapq.nsmallest(limit, matching)]
+    idle = sorted(  # halted keys without jobs, last
+        key
+        for key, halt in halted.items()
+        if key not in by_key and key_matches(state, None, True, halt is None)
+    )
+    keys += idle[: limit - len(keys)]
+    return [key_info_of(jobs, by_key, halted, key, now) for key in keys]
+
+
+def scheduled(
+    jobs: Mapping[int, Row], ids: Iterable[int], *, key: str | None, limit: int
+) -> list[JobInfo]:
+    """``Journal.scheduled``: the scheduled jobs *ids* (of *key* if given), earliest due first."""
+    rows = ((jobs[job_id], job_id) for job_id in ids)
+    earliest = heapq.nsmallest(
+        limit,
+        ((row.due_at or 0.0, job_id) for row, job_id in rows if key is None or row.key == key),
+    )
+    return [jobs[job_id].info(job_id) for _, job_id in earliest]

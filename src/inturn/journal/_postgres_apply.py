@@ -24,6 +24,7 @@ from ._postgres_schema import one_row
 from ._postgres_transactions import Failed, run_in_savepoint
 from ._reads import KEEP_MINUTES, audit_row, finished, minute_of
 from ._sql_apply import Held, Letter, Refused, apply, refuse_duplicate
+from ._sql_schedules import ScheduleSQL
 from ._thread import Request
 from ._transactions import Run
 from ._uniques import Uniques
@@ -33,6 +34,7 @@ from .records import (
     Complete,
     Discard,
     Due,
+    Fire,
     FleetChange,
     Halt,
     MarkAttempt,
@@ -42,6 +44,9 @@ from .records import (
     Resume,
     Retrying,
     Revive,
+    ScheduleDrop,
+    SchedulePause,
+    ScheduleSet,
     Step,
     Transaction,
 )
@@ -62,6 +67,16 @@ __all__ = [
 ]
 
 UNIQUES: Final = Uniques("%s", skip_locked=" FOR UPDATE SKIP LOCKED")
+
+
+SCHEDULES: Final = ScheduleSQL("schedules", "%s")
+
+LEASED: Final = (
+    " AND (owner IS NULL OR owner = %s OR NOT EXISTS (SELECT 1 FROM processes"
+    " WHERE processes.id = schedules.owner AND expires_at > clock_timestamp()))"
+)
+"""A fleet member's firing of a schedule: its lease is free, the member's, or an expired
+member's."""
 
 
 @attrs.define(eq=False)
@@ -330,6 +345,23 @@ class PostgresStatements:
         self.connection.execute("DELETE FROM halted WHERE key = %s", (change.key,))
         if self.member is not None:
             self.member.wake = True
+
+    def schedule_set(self, change: ScheduleSet) -> bool:
+        return SCHEDULES.set(self.connection, change)
+
+    def schedule_drop(self, change: ScheduleDrop) -> bool:
+        return SCHEDULES.drop(self.connection, change)
+
+    def schedule_pause(self, change: SchedulePause) -> bool:
+        return SCHEDULES.pause(self.connection, change)
+
+    def fire(self, change: Fire) -> bool:
+        if self.member is None:
+            return SCHEDULES.fire(self.connection, change)
+        # The schedule's lease: held by this member, or by none alive, and taken by this
+        # firing; the member's heartbeat, renewed first in this transaction, fences it.
+        process = self.member.process
+        return SCHEDULES.fire(self.connection, change, LEASED, (process, process))
 
     def other(self, change: FleetChange, request: Request) -> bool:
         if not isinstance(change, Release) or self.member is None or not self.fencing:

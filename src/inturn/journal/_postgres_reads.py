@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, final
 import attrs
 
 from ..errors import JournalError
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, MemberInfo, Overview
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, MemberInfo, Overview, ScheduleInfo
 from ._by_name import Range, Source, page_keys
 from ._dialect import Dialect, DialectReader
 from ._postgres_schema import (
@@ -43,6 +43,7 @@ from ._reads import (
     minute_of,
     overview_of,
 )
+from ._sql_schedules import COLUMNS as SCHEDULE_COLUMNS, ScheduleSQL, schedule_info
 from .records import StoredJob
 
 if TYPE_CHECKING:
@@ -334,6 +335,39 @@ def select_scheduled(
     return [info(row) for row in rows]
 
 
+_SCHEDULES: Final = ScheduleSQL("schedules", "%s")
+
+
+def select_schedules(
+    connection: psycopg.Connection[Any], after: str, limit: int, name: str | None
+) -> list[ScheduleInfo]:
+    """Recurring schedules by name, after *after*; or the one named *name*."""
+    sql, parameters = (
+        _SCHEDULES.listed(after, min(limit, PG_MAX)) if name is None else _SCHEDULES.one(name)
+    )
+    return [schedule_info(row) for row in connection.execute(sql, parameters).fetchall()]
+
+
+def select_due_schedules(connection: psycopg.Connection[Any], limit: int) -> list[ScheduleInfo]:
+    """Running schedules, the earliest cursor first: the due index."""
+    sql, parameters = _SCHEDULES.due(min(limit, PG_MAX))
+    return [schedule_info(row) for row in connection.execute(sql, parameters).fetchall()]
+
+
+def leased_schedules(
+    connection: psycopg.Connection[Any], process: int, limit: int
+) -> list[ScheduleInfo]:
+    """Running schedules fleet member *process* may fire, the earliest cursor first."""
+    rows = connection.execute(
+        f"SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE next_at IS NOT NULL"
+        " AND (owner IS NULL OR owner = %s OR NOT EXISTS (SELECT 1 FROM processes"
+        " WHERE processes.id = schedules.owner AND expires_at > clock_timestamp()))"
+        " ORDER BY next_at, name LIMIT %s",
+        (process, min(limit, PG_MAX)),
+    ).fetchall()
+    return [schedule_info(row) for row in rows]
+
+
 def select_dead_letters(
     connection: psycopg.Connection[Any],
     key: str | None,
@@ -392,6 +426,8 @@ POSTGRES_READS: Final = Dialect(
     select_scheduled,
     select_steps,
     select_audit,
+    select_schedules,
+    select_due_schedules,
 )
 
 

@@ -48,8 +48,8 @@ to send (``commands.items``, ``commands.data``), 7 had no audit trail
 (``audit``, ``commands.actor``: who sent a command), 8 did not record when a
 heartbeat was last renewed (``processes.renewed_at``, for `inturn members`), 9 did not
 count finished jobs nor index keys by name (``finished``, ``jobs_started``,
-``jobs_by_name``, ``halted_by_name``: `Journal.overview`, `keys_by_name`);
-each is upgraded
+``jobs_by_name``, ``halted_by_name``: `Journal.overview`, `keys_by_name`), 10
+had no recurring schedules (``schedules``); each is upgraded
 in place; a schema of a version this code does not know is refused
 untouched, with the version in the message.
 
@@ -92,7 +92,7 @@ __all__ = [
     "unregister",
 ]
 
-SCHEMA_VERSION: Final = 10
+SCHEMA_VERSION: Final = 11
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -202,6 +202,25 @@ STARTED: Final = "state = 'pending' AND (attempts > 0 OR retry_at IS NOT NULL)"
 """Pending jobs an attempt started (or a `Retrying` dated): the rows of ``jobs_started``."""
 
 _DASHBOARD: Final = _DASHBOARD_SQL.format(started=STARTED)
+_SCHEDULES: Final = """
+CREATE TABLE schedules (
+    name text PRIMARY KEY,
+    key text,
+    data bytea NOT NULL,
+    cron text,
+    every double precision,
+    tz text NOT NULL,
+    start double precision NOT NULL,
+    misfire text NOT NULL,
+    unique_for double precision,
+    next_at double precision,
+    last_tick double precision,
+    owner bigint
+);
+CREATE INDEX schedules_due ON schedules (next_at, name) WHERE next_at IS NOT NULL;
+"""
+"""Recurring schedules (`_sql_schedules`); ``owner`` is the fleet member holding a schedule's
+lease (`_postgres_apply`)."""
 
 _FLEET: Final = """
 CREATE TABLE keys (
@@ -277,11 +296,16 @@ HIGH_ID: Final = f"SELECT GREATEST(high_id, {ISSUED}) FROM meta"
 """The highest id ever used, by a single holder (``meta.high_id``) or from ``job_ids``."""
 
 _MEMBERS_VERSION: Final = 8
+"""The step (from version 8 to 9) that records heartbeats' renewals (``processes.renewed_at``):
+named, so the version numbers can be renumbered at a merge without touching it."""
+
 _DASHBOARD_VERSION: Final = 9
 """The step (from version 9 to 10) that counts finished jobs (``finished``) and indexes keys
 by name (`_DASHBOARD`)."""
-"""The step (from version 8 to 9) that records heartbeats' renewals (``processes.renewed_at``):
-named, so the version numbers can be renumbered at a merge without touching it."""
+
+_SCHEDULES_VERSION: Final = SCHEMA_VERSION - 1
+"""The step (from the version before) that adds recurring schedules: named, so the version
+numbers can be renumbered at a merge without touching it."""
 
 _UPGRADES: Final = {
     1: (
@@ -332,6 +356,9 @@ _UPGRADES: Final = {
     _DASHBOARD_VERSION: tuple(  # version 10: what the dashboard reads
         statement for statement in _DASHBOARD.split(";") if statement.strip()
     ),
+    _SCHEDULES_VERSION: tuple(  # version 11: recurring schedules
+        statement for statement in _SCHEDULES.split(";") if statement.strip()
+    ),
 }
 
 _PRODUCERS_VERSION: Final = 5
@@ -347,6 +374,7 @@ _TABLES_ADDED: Final = {
     _PRODUCERS_VERSION + 1: {"unplaced"},
     8: {"audit"},
     _DASHBOARD_VERSION + 1: {"finished"},
+    _SCHEDULES_VERSION + 1: {"schedules"},
 }
 """The tables each version added: a schema of an older version has none of them."""
 
@@ -480,6 +508,7 @@ def ensure_schema(connection: psycopg.Connection[Any], schema: str, name: str) -
                 connection.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
                 connection.execute(_TABLES)
                 connection.execute(_AUDIT)
+                connection.execute(_SCHEDULES)
                 connection.execute(_FLEET)
                 connection.execute(_DASHBOARD)
                 connection.execute(producers(schema))

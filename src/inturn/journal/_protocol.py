@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview, ScheduleInfo
 from .records import Answer, Change, Command, Recovery, StoredJob, Transaction
 
 __all__ = ["Journal", "JournalReads"]
@@ -35,6 +35,10 @@ class JournalReads(Protocol):
     async def jobs(self, key: str, *, limit: int = 100, after: int = 0) -> list[JobInfo]: ...
 
     async def scheduled(self, *, key: str | None = None, limit: int = 100) -> list[JobInfo]: ...
+
+    async def schedules(
+        self, *, after: str = "", limit: int = 100, name: str | None = None
+    ) -> list[ScheduleInfo]: ...
 
     async def steps(self, job_id: int) -> list[tuple[str, bytes]]: ...
 
@@ -229,6 +233,22 @@ class Journal(Protocol):
 
         The runtime reads them to promote those due (`Due`); an operator, to
         see what is to come.
+        """
+        ...
+
+    async def schedules(
+        self, *, after: str = "", limit: int = 100, name: str | None = None
+    ) -> list[ScheduleInfo]:
+        """Recurring schedules (`ScheduleSet`) with names after *after*, by name; at most *limit*;
+        with *name*, the one of that name (or none)."""
+        ...
+
+    async def due_schedules(self, *, limit: int = 100) -> list[ScheduleInfo]:
+        """Running (not paused) schedules, the earliest cursor (``next_at``) first; at most *limit*.
+
+        The runtime reads them to fire those due (`Fire`), and waits for the
+        first cursor of the rest: one read per due batch, however many
+        schedules the journal holds.
         """
         ...
 

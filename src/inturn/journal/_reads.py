@@ -39,6 +39,7 @@ __all__ = [
     "overview_of",
     "prefix_end",
     "check_scheduled",
+    "check_schedules",
     "check_now",
     "halted_key_info",
     "info",
@@ -281,6 +282,15 @@ def check_scheduled(key: object, limit: object) -> None:
     """Raise TypeError or ValueError for a bad argument of ``Journal.scheduled``."""
     if key is not None and not isinstance(key, str):
         raise TypeError(f"key must be a str or None, not {type(key).__name__}")
+    check_count("limit", limit, minimum=1)
+
+
+def check_schedules(after: object, limit: object, name: object = None) -> None:
+    """Raise TypeError or ValueError for a bad argument of ``Journal.schedules``."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"name must be a str or None, not {type(name).__name__}")
+    if not isinstance(after, str):
+        raise TypeError(f"after must be a str (a schedule's name), not {type(after).__name__}")
     check_count("limit", limit, minimum=1)
 
 

@@ -32,6 +32,7 @@ from .records import (
     Complete,
     Discard,
     Due,
+    Fire,
     FleetChange,
     Halt,
     MarkAttempt,
@@ -40,6 +41,9 @@ from .records import (
     Resume,
     Retrying,
     Revive,
+    ScheduleDrop,
+    SchedulePause,
+    ScheduleSet,
     Step,
     Transaction,
 )
@@ -129,6 +133,16 @@ class Statements(Protocol):
     def audit(self, change: Audit, now: float) -> None:
         """Add *change* to the audit trail at *now*, and delete the entries it leaves beyond
         its ``keep`` newest."""
+
+    def schedule_set(self, change: ScheduleSet) -> bool:
+        """Create or replace the schedule, unless its cursor is not after the tick the one it
+        replaces fired last."""
+
+    def schedule_drop(self, change: ScheduleDrop) -> bool: ...
+    def schedule_pause(self, change: SchedulePause) -> bool: ...
+    def fire(self, change: Fire) -> bool:
+        """Move the schedule's cursor, if it runs with its cursor at ``change.at``
+        (a fleet member's: if the member holds the schedule's lease)."""
 
     def other(self, change: FleetChange, request: Request) -> bool:
         """Apply a change only this dialect knows (a fleet's `Release`); False if it knows none."""
@@ -220,6 +234,21 @@ def apply(statements: Statements, request: Request, next_id: int) -> int:
             statements.resume(change)
         elif isinstance(change, Audit):
             statements.audit(change, request.now)
+        elif isinstance(change, Fire):
+            if settle(statements.fire(change), change, 0):
+                for job in change.jobs:  # scheduled jobs: no start goes with them
+                    new_id(job.job_id)
+                    if uniques.reserve(connection, job.unique, job.job_id, request.now) is not None:
+                        request.superseded.append(job)  # a tick's job still in its window
+                        continue
+                    statements.append(job, None)
+                    next_id = job.job_id + 1
+        elif isinstance(change, ScheduleSet):
+            settle(statements.schedule_set(change), change, 0)
+        elif isinstance(change, ScheduleDrop):
+            settle(statements.schedule_drop(change), change, 0)
+        elif isinstance(change, SchedulePause):
+            settle(statements.schedule_pause(change), change, 0)
         elif not statements.other(change, request):
             raise Refused(JournalError(f"{name}: not a journal change: {change!r}"))
     return next_id

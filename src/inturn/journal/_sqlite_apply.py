@@ -20,6 +20,7 @@ import attrs
 from ..errors import JournalError
 from ._reads import KEEP_MINUTES, audit_row, minute_of
 from ._sql_apply import Held, Letter, Refused, apply, refuse_duplicate
+from ._sql_schedules import ScheduleSQL
 from ._sqlite_schema import STARTED
 from ._thread import Request
 from ._transactions import RELEASE_STEP, Run, SQLiteGuard, TransactionEnded
@@ -30,6 +31,7 @@ from .records import (
     Complete,
     Discard,
     Due,
+    Fire,
     FleetChange,
     Halt,
     MarkAttempt,
@@ -38,6 +40,9 @@ from .records import (
     Resume,
     Retrying,
     Revive,
+    ScheduleDrop,
+    SchedulePause,
+    ScheduleSet,
     Step,
     Transaction,
 )
@@ -45,6 +50,7 @@ from .records import (
 __all__ = ["SQLiteStatements", "Usage", "apply_common", "count_finished", "count_marked", "plain"]
 
 UNIQUES: Final = Uniques("?", uniques="inturn_uniques", jobs="inturn_jobs")
+SCHEDULES: Final = ScheduleSQL("inturn_schedules", "?")
 
 
 @attrs.define
@@ -313,6 +319,18 @@ class SQLiteStatements:
         assert added is not None
         # Ids rise by one per entry (AUTOINCREMENT, none reused): the newest *keep* are these.
         self.connection.execute("DELETE FROM inturn_audit WHERE id <= ?", (added - change.keep,))
+
+    def schedule_set(self, change: ScheduleSet) -> bool:
+        return SCHEDULES.set(self.connection, change)
+
+    def schedule_drop(self, change: ScheduleDrop) -> bool:
+        return SCHEDULES.drop(self.connection, change)
+
+    def schedule_pause(self, change: SchedulePause) -> bool:
+        return SCHEDULES.pause(self.connection, change)
+
+    def fire(self, change: Fire) -> bool:
+        return SCHEDULES.fire(self.connection, change)
 
     def other(self, change: FleetChange, request: Request) -> bool:
         return False

@@ -22,7 +22,7 @@ from typing import ClassVar, Final, TypeVar, final
 import attrs
 
 from ..errors import JournalCorrupt, JournalError
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview, ScheduleInfo
 from ._by_name import Range, Source, page_keys
 from ._dialect import Dialect, DialectReader
 from ._reads import (
@@ -37,9 +37,12 @@ from ._reads import (
     minute_of,
     overview_of,
 )
+from ._sql_schedules import schedule_info
+from ._sqlite_apply import SCHEDULES
 from ._sqlite_schema import (
     COLUMNS,
     LIVE_JOBS,
+    SCHEMA_VERSION,
     SQLITE_MAX,
     STARTED,
     check_path,
@@ -306,6 +309,22 @@ def select_scheduled(connection: sqlite3.Connection, key: str | None, limit: int
     return [info(row) for row in rows]
 
 
+def select_schedules(
+    connection: sqlite3.Connection, after: str, limit: int, name: str | None
+) -> list[ScheduleInfo]:
+    """Recurring schedules by name, after *after*; or the one named *name*."""
+    sql, parameters = (
+        SCHEDULES.listed(after, min(limit, SQLITE_MAX)) if name is None else SCHEDULES.one(name)
+    )
+    return [schedule_info(row) for row in connection.execute(sql, parameters).fetchall()]
+
+
+def select_due_schedules(connection: sqlite3.Connection, limit: int) -> list[ScheduleInfo]:
+    """Running schedules, the earliest cursor first: the due index."""
+    sql, parameters = SCHEDULES.due(min(limit, SQLITE_MAX))
+    return [schedule_info(row) for row in connection.execute(sql, parameters).fetchall()]
+
+
 def select_dead_letters(
     connection: sqlite3.Connection,
     key: str | None,
@@ -376,6 +395,8 @@ SQLITE_READS: Final = Dialect(
     select_scheduled,
     select_steps,
     select_audit,
+    select_schedules,
+    select_due_schedules,
 )
 
 
@@ -463,10 +484,14 @@ def _views_of_older(version: int) -> tuple[str, ...]:
     """The temporary views through which the reads see a file of an older *version* as
     one of today's: its tables under today's names, what it never recorded as NULL, and
     its jobs, before places, in id order; before version 7, an empty audit trail; before
-    version 8, no finished jobs counted."""
+    version 8, no finished jobs counted; before version 9, no recurring schedules."""
+    no_schedules = (f"CREATE TEMP VIEW inturn_schedules AS SELECT {_NO_SCHEDULES} WHERE 0",)
+    if version == 8:
+        return no_schedules
     no_finished = (
         "CREATE TEMP VIEW inturn_finished AS SELECT 0 AS minute, 0 AS completed,"
         " 0 AS discarded WHERE 0",
+        *no_schedules,
     )
     if version == 7:
         return no_finished
@@ -500,7 +525,12 @@ _NO_AUDIT: Final = (
     " NULL AS older_than, '' AS outcome, NULL AS error, NULL AS result"
 )
 
-_VIEWS_OF_OLDER: Final = {version: _views_of_older(version) for version in range(1, 8)}
+_NO_SCHEDULES: Final = (
+    "'' AS name, NULL AS key, x'' AS data, NULL AS cron, NULL AS every, '' AS tz,"
+    " 0.0 AS start, '' AS misfire, NULL AS unique_for, NULL AS next_at, NULL AS last_tick"
+)
+
+_VIEWS_OF_OLDER: Final = {version: _views_of_older(version) for version in range(1, SCHEMA_VERSION)}
 """`_views_of_older` of each older version."""
 
 

@@ -44,7 +44,8 @@ prefix (``jobs``, ``uniques``, ``steps``, ``halted``, ``commands``), and its
 inbox took no jobs to send (``commands.items`` and ``commands.data``); 6 had no
 audit trail (``inturn_audit``, and ``inturn_commands.actor``: who sent a command); 7 did
 not count finished jobs (``inturn_finished``: completions and discards per minute, for
-`Journal.overview`, written in the commits that delete completed rows or discard jobs).
+`Journal.overview`, written in the commits that delete completed rows or discard jobs);
+8 had no recurring schedules (``inturn_schedules``).
 `SQLiteJournal.open` upgrades them in one transaction (version 6 renames the
 tables, which carries their rows, their ``sqlite_sequence`` row and SQLite's
 own indexes along, and makes inturn's indexes again under their new names).
@@ -78,7 +79,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 
 PREFIX: Final = "inturn_"
 """What the name of every table and index inturn makes begins with: reserved."""
@@ -143,6 +144,19 @@ CREATE TABLE inturn_finished (
     minute INTEGER PRIMARY KEY,
     completed INTEGER NOT NULL,
     discarded INTEGER NOT NULL
+);
+CREATE TABLE inturn_schedules (
+    name TEXT PRIMARY KEY,
+    key TEXT,
+    data BLOB NOT NULL,
+    cron TEXT,
+    every REAL,
+    tz TEXT NOT NULL,
+    start REAL NOT NULL,
+    misfire TEXT NOT NULL,
+    unique_for REAL,
+    next_at REAL,
+    last_tick REAL
 );
 """
 
@@ -216,6 +230,20 @@ _FINISHED: Final[tuple[_Column, ...]] = (  # version 8
     ("discarded", "INTEGER", True, False),
 )
 
+_SCHEDULES: Final[tuple[_Column, ...]] = (  # version 9
+    ("name", "TEXT", False, True),
+    ("key", "TEXT", False, False),
+    ("data", "BLOB", True, False),
+    ("cron", "TEXT", False, False),
+    ("every", "REAL", False, False),
+    ("tz", "TEXT", True, False),
+    ("start", "REAL", True, False),
+    ("misfire", "TEXT", True, False),
+    ("unique_for", "REAL", False, False),
+    ("next_at", "REAL", False, False),
+    ("last_tick", "REAL", False, False),
+)
+
 _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
     1: {"jobs": _JOBS[:9], "halted": _HALTED[:1]},
     2: {"jobs": _JOBS[:10], "halted": _HALTED[:1]},
@@ -259,6 +287,10 @@ _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
         "inturn_finished": _FINISHED,
     },
 }
+_TABLES_OF_VERSION[9] = {  # recurring schedules
+    **_TABLES_OF_VERSION[8],
+    "inturn_schedules": _SCHEDULES,
+}
 """The tables of each schema version this code reads, column by column: a
 file that has them reads as inturn expects, while a view or another type
 could hang a query or hand back values no reader converts."""
@@ -293,6 +325,9 @@ INDEXES: Final = (
     " WHERE key IS NOT NULL",
     "CREATE INDEX IF NOT EXISTS inturn_audit_by_job ON inturn_audit (job_id, id)"
     " WHERE job_id IS NOT NULL",
+    # running schedules, the earliest cursor first
+    "CREATE INDEX IF NOT EXISTS inturn_schedules_due ON inturn_schedules (next_at, name)"
+    " WHERE next_at IS NOT NULL",
 )
 """Created on open if missing, as files made by earlier versions lack some;
 an index changes no row, so it needs no version bump."""
@@ -453,6 +488,11 @@ _UPGRADES: Final = {
         "CREATE TABLE inturn_finished (minute INTEGER PRIMARY KEY, completed INTEGER NOT NULL,"
         " discarded INTEGER NOT NULL)",
     ),
+    8: (  # version 9: recurring schedules
+        "CREATE TABLE inturn_schedules (name TEXT PRIMARY KEY, key TEXT, data BLOB NOT NULL,"
+        " cron TEXT, every REAL, tz TEXT NOT NULL, start REAL NOT NULL, misfire TEXT NOT NULL,"
+        " unique_for REAL, next_at REAL, last_tick REAL)",
+    ),
 }
 """What turns each version into the next."""
 
@@ -466,11 +506,15 @@ _RESERVED: Final = frozenset(
 """The names inturn's tables and indexes have now: in an older file, nothing else may have
 them, or its upgrade could not rename its tables."""
 
+_SCHEDULES_MADE: Final = frozenset(["inturn_schedules", "inturn_schedules_due"])
+
 _MADE_SINCE: Final = {
-    6: frozenset(["inturn_audit", "inturn_audit_by_key", "inturn_audit_by_job", "inturn_finished"]),
-    7: frozenset(["inturn_finished"]),
+    6: frozenset(["inturn_audit", "inturn_audit_by_key", "inturn_audit_by_job", "inturn_finished"])
+    | _SCHEDULES_MADE,
+    7: frozenset(["inturn_finished"]) | _SCHEDULES_MADE,
+    8: _SCHEDULES_MADE,
 }
-"""The names a file of version 6 or 7 has none of: those its upgrade makes."""
+"""The names a file of version 6, 7 or 8 has none of: those its upgrade makes."""
 
 
 def upgrade(connection: sqlite3.Connection, version: int) -> None:

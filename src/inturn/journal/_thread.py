@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     import trio.testing
 
 from ..errors import JournalError, LeaseLost
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
-from .records import Append, FleetChange, Requeue, Revive, Transaction
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview, ScheduleInfo
+from .records import Append, Fire, FleetChange, Requeue, Revive, Transaction
 
 __all__ = [
     "JournalThread",
@@ -104,12 +104,13 @@ def needs_savepoint(changes: Sequence[FleetChange]) -> bool:
     """Whether a batch needs a savepoint of its own to be refused alone.
 
     A batch of several changes does; so does one change that takes a unique
-    key, whose check (the reservation) and row are two statements.
+    key, whose check (the reservation) and row are two statements, and a
+    `Fire`, which moves a cursor and appends its jobs.
     """
     if len(changes) != 1:
         return True
     only = changes[0]
-    return isinstance(only, Requeue | Revive) or (
+    return isinstance(only, Requeue | Revive | Fire) or (
         isinstance(only, Append) and only.unique is not None
     )
 
@@ -435,6 +436,10 @@ class SyncReads(Protocol):
 
     def steps(self, job_id: int) -> list[tuple[str, bytes]]: ...
 
+    def schedules(
+        self, *, after: str = "", limit: int = 100, name: str | None = None
+    ) -> list[ScheduleInfo]: ...
+
     def dead_letters(
         self,
         *,
@@ -495,6 +500,11 @@ class ThreadedReader:
 
     async def steps(self, job_id: int) -> list[tuple[str, bytes]]:
         return await off_thread(self.reader.steps, job_id)
+
+    async def schedules(
+        self, *, after: str = "", limit: int = 100, name: str | None = None
+    ) -> list[ScheduleInfo]:
+        return await off_thread(lambda: self.reader.schedules(after=after, limit=limit, name=name))
 
     async def dead_letters(
         self,

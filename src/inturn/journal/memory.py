@@ -22,10 +22,11 @@ import trio
 
 from .._checks import check_number
 from ..errors import JournalError, JournalLocked
-from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview
+from ..info import AuditEntry, JobInfo, KeyFilter, KeyInfo, Overview, ScheduleInfo
 from . import _memory_reads as reads
 from ._inbox import check_timeout
 from ._memory_row import Row
+from ._memory_schedules import SCHEDULE_CHANGES, Schedules
 from ._reads import (
     Finished,
     audit_entry,
@@ -38,7 +39,7 @@ from ._reads import (
     check_keys_by_name,
     check_now,
     check_scheduled,
-    key_matches,
+    check_schedules,
 )
 from ._recovery import KeyCount, recovery
 from ._rules import Held, judge, starts_on_halted
@@ -109,6 +110,7 @@ class MemoryJournal:
     """Jobs completed and discarded per minute, for `overview`."""
     _audit: collections.deque[AuditEntry] = attrs.field(factory=collections.deque, init=False)
     """The audit trail, oldest first: the newest entries, as many as the last `Audit` kept."""
+    _schedules: Schedules = attrs.field(factory=Schedules, init=False)
     _is_open: bool = attrs.field(default=False, init=False)
     _commands: dict[int, Command] = attrs.field(factory=dict, init=False)
     """Submitted and not taken yet, oldest first."""
@@ -292,23 +294,9 @@ class MemoryJournal:
         check_keys(state, limit, now)
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
-        halted = self._halted
-        heads = ((next(iter(ids)), key) for key, ids in self._by_key.items())
-        matching = [
-            (head_id, key)
-            for head_id, key in heads
-            if key_matches(
-                state, self._jobs[head_id].state(), key in halted, halted.get(key, 0) is None
-            )
-        ]
-        keys = [key for _, key in heapq.nsmallest(limit, matching)]
-        idle = sorted(  # halted keys without jobs, last
-            key
-            for key, halt in halted.items()
-            if key not in self._by_key and key_matches(state, None, True, halt is None)
+        return reads.keys_oldest_first(
+            self._jobs, self._by_key, self._halted, state=state, limit=limit, now=now
         )
-        keys += idle[: limit - len(keys)]
-        return [reads.key_info_of(self._jobs, self._by_key, halted, key, now) for key in keys]
 
     async def keys_by_name(
         self,
@@ -371,12 +359,21 @@ class MemoryJournal:
         check_scheduled(key, limit)
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
-        rows = ((self._jobs[job_id], job_id) for job_id in self._scheduled)
-        earliest = heapq.nsmallest(
-            limit,
-            ((row.due_at or 0.0, job_id) for row, job_id in rows if key is None or row.key == key),
-        )
-        return [self._jobs[job_id].info(job_id) for _, job_id in earliest]
+        return reads.scheduled(self._jobs, self._scheduled, key=key, limit=limit)
+
+    async def schedules(
+        self, *, after: str = "", limit: int = 100, name: str | None = None
+    ) -> list[ScheduleInfo]:
+        check_schedules(after, limit, name)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        return self._schedules.listed(after, limit, name)
+
+    async def due_schedules(self, *, limit: int = 100) -> list[ScheduleInfo]:
+        check_schedules("", limit)
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._check_open()
+        return self._schedules.due(limit)
 
     async def dead_letters(
         self,
@@ -455,11 +452,15 @@ class MemoryJournal:
         """
         self._check_open()
         clock = time.time() if now is None else now
+        if changes and isinstance(changes[0], SCHEDULE_CHANGES):
+            return self._schedules.write(changes, clock, self._next_id, self._held, self._apply)
         if changes:
             short = self._short_ways.get(type(changes[0]))
             many = None if short is None else short(self, changes, clock)
             if many is not None:
                 return many
+        if any(isinstance(change, SCHEDULE_CHANGES) for change in changes):
+            raise JournalError("a batch of schedule changes holds nothing else")
         superseded = judge(changes, self._held, self._next_id, clock)  # all or nothing
         self._carry_out(changes, superseded, clock)
         if not superseded:
@@ -626,8 +627,8 @@ class MemoryJournal:
                 self._audit.append(audit_entry((last + 1, *audit_row(change, now))))
                 while len(self._audit) > change.keep:
                     self._audit.popleft()
-            case _:
-                assert_never(change)
+            case _:  # a schedule's (`_memory_schedules`) comes in a batch of its own
+                assert_never(change)  # type: ignore[arg-type]
 
     def _append(
         self,

@@ -60,7 +60,12 @@ from ._postgres_apply import (
     placed_keys,
 )
 from ._postgres_lease import Lease, incarnation
-from ._postgres_reads import POSTGRES_READS, PostgresReader
+from ._postgres_reads import (
+    POSTGRES_READS,
+    PostgresReader,
+    leased_schedules,
+    select_due_schedules,
+)
 from ._postgres_schema import (
     COLUMNS,
     HIGH_ID,
@@ -74,7 +79,7 @@ from ._postgres_schema import (
     unregister,
 )
 from ._postgres_transactions import lone_transaction, transact_all
-from ._reads import check_now
+from ._reads import check_now, check_schedules
 from ._recovery import RecoveryReads, read_recovery
 from ._sql_apply import Refused
 from ._thread import (
@@ -101,7 +106,7 @@ from .records import (
 if TYPE_CHECKING:
     import psycopg
 
-    from ..info import MemberInfo
+    from ..info import MemberInfo, ScheduleInfo
 
 __all__ = ["PostgresJournal", "PostgresReader"]
 
@@ -311,6 +316,16 @@ class PostgresJournal(Lease, ThreadedJournal["psycopg.Connection[Any]"]):
 
         claims, jobs, _ = await self._transact(take, then=held)
         return claims, jobs
+
+    async def due_schedules(self, *, limit: int = 100) -> list[ScheduleInfo]:
+        """Running schedules, the earliest cursor first; for a fleet member, those whose lease
+        is its own, free, or an expired member's (`_postgres_apply.LEASED`)."""
+        check_schedules("", limit)
+        if not self.fleet:
+            return await self._read(lambda connection: select_due_schedules(connection, limit))
+        return await self._read(
+            lambda connection: leased_schedules(connection, self._process, limit)
+        )
 
     def reaped(self) -> list[Expiry]:
         """The members whose heartbeat expired that this member's claims forgot (their keys

@@ -41,6 +41,10 @@ __all__ = [
     "MarkAttempt",
     "Purge",
     "FleetChange",
+    "Fire",
+    "ScheduleDrop",
+    "SchedulePause",
+    "ScheduleSet",
     "Recovery",
     "Release",
     "Requeue",
@@ -258,6 +262,71 @@ class Audit:
     """How many entries the trail keeps, this one included (the newest)."""
 
 
+@attrs.frozen(kw_only=True)
+class ScheduleSet:
+    """Recurring schedule *name* is created, or replaces the one of that name.
+
+    Its cursor, *next_at*, is the Unix time of its first tick not fired yet.
+    A schedule it replaces passes on the tick it fired last (``last_tick``):
+    superseded if *next_at* is not after that, so a tick never fires twice
+    (the writer reads the schedule again and decides anew).  A replaced
+    schedule is running (not paused).
+    """
+
+    name: str
+    key: str | None
+    data: bytes
+    cron: str | None
+    every: float | None
+    tz: str
+    start: float
+    misfire: str
+    unique_for: float | None
+    next_at: float
+
+
+@attrs.frozen
+class ScheduleDrop:
+    """Schedule *name* is deleted (superseded if there is none)."""
+
+    name: str
+
+
+@attrs.frozen
+class SchedulePause:
+    """Schedule *name* is paused (*next_at* None), or resumed with its cursor at *next_at*.
+
+    A paused schedule fires nothing; the ticks it was paused through are not
+    missed, they are gone (resuming moves the cursor past them).  Superseded
+    if there is no such schedule, or it is already as asked.
+    """
+
+    name: str
+    next_at: float | None
+
+
+@attrs.frozen
+class Fire:
+    """Schedule *name* fires: its cursor moves from *at* to *next_at*, and *jobs* are appended.
+
+    The reservation of (schedule, tick time): applied only while the
+    schedule runs (not paused) with its cursor at *at*, else superseded,
+    jobs and all; so whoever moves the cursor first creates the ticks' jobs,
+    once.  *jobs* follow an `Append`'s rules (a single holder's join their
+    keys at their ids; a fleet member's are scheduled, due at their ticks);
+    one whose unique key is reserved (the schedule's ``unique_for``) is left out, and ``write``
+    returns it as superseded, while the cursor moves all the same.
+    """
+
+    name: str
+    at: float
+    next_at: float
+    last_tick: float
+    """The newest tick this firing passes (with a job or not): a replacement's first tick
+    comes after it (`ScheduleSet`)."""
+    jobs: tuple[Append, ...] = ()
+
+
 Change: TypeAlias = (
     Append
     | Due
@@ -272,6 +341,10 @@ Change: TypeAlias = (
     | Halt
     | Resume
     | Audit
+    | ScheduleSet
+    | ScheduleDrop
+    | SchedulePause
+    | Fire
 )
 
 

@@ -19,8 +19,16 @@ import attrs
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from .._cli_schedules import schedule_json
 from .._cli_text import data_fields
-from ..errors import InturnError, JobNotFound, JobStateError, JournalError, KeyNotFound
+from ..errors import (
+    InturnError,
+    JobNotFound,
+    JobStateError,
+    JournalError,
+    KeyNotFound,
+    ScheduleNotFound,
+)
 from ..info import JobInfo, MemberInfo, Overview
 from ..journal import JournalReads
 from ..journal._reads import KEY_FILTERS
@@ -126,6 +134,12 @@ class Api:
         )
         return JSONResponse({"audit": [attrs.asdict(entry) for entry in found]})
 
+    async def schedules(self, request: Request) -> Response:
+        """Recurring schedules by name: a page of up to ``limit`` after the name ``after``."""
+        after, limit = request.query_params.get("after", ""), limit_of(request.query_params)
+        found = await self.read(lambda reads: reads.schedules(after=after, limit=limit))
+        return JSONResponse({"schedules": [schedule_json(info) for info in found]})
+
     async def read(self, read: Callable[[JournalReads], Awaitable[Any]]) -> Any:
         """*read* on the source, its refusals as 4xx and a journal that fails as 503."""
         try:
@@ -182,7 +196,7 @@ class Api:
         try:
             async with self.source.operate(actor) as operator:
                 return await action(operator)
-        except (JobNotFound, KeyNotFound) as exc:
+        except (JobNotFound, KeyNotFound, ScheduleNotFound) as exc:
             raise ApiError(404, type(exc).__name__, str(exc)) from None
         except JobStateError as exc:
             raise ApiError(409, type(exc).__name__, str(exc)) from None
@@ -216,6 +230,27 @@ class Api:
     ) -> dict[str, Any]:
         key = path_key(request)
         return {"key": key, "cut_short": await operator.retry_now(key)}
+
+    async def pause_schedule(
+        self, operator: Operator, request: Request, params: Params
+    ) -> dict[str, Any]:
+        name = request.path_params["name"]
+        await operator.pause_schedule(name)
+        return {"schedule": name}
+
+    async def resume_schedule(
+        self, operator: Operator, request: Request, params: Params
+    ) -> dict[str, Any]:
+        name = request.path_params["name"]
+        await operator.resume_schedule(name)
+        return {"schedule": name}
+
+    async def unschedule(
+        self, operator: Operator, request: Request, params: Params
+    ) -> dict[str, Any]:
+        name = request.path_params["name"]
+        await operator.unschedule(name)
+        return {"schedule": name}
 
     async def purge(self, operator: Operator, request: Request, params: Params) -> dict[str, Any]:
         older_than, key = seconds(params, "older_than"), optional_key(params)

@@ -74,6 +74,10 @@ def create_app(
         Route("/api/dead/purge", api.fix(api.purge), methods=["POST"]),
         Route("/api/scheduled", api.scheduled),
         Route("/api/audit", api.audit),
+        Route("/api/schedules", api.schedules),
+        Route("/api/schedules/{name:path}/pause", api.fix(api.pause_schedule), methods=["POST"]),
+        Route("/api/schedules/{name:path}/resume", api.fix(api.resume_schedule), methods=["POST"]),
+        Route("/api/schedules/{name:path}/unschedule", api.fix(api.unschedule), methods=["POST"]),
     ]
 
     async def http_error(request: Request, exc: Exception) -> Response:

@@ -192,7 +192,10 @@ class Pages:
     async def scheduled(self, request: Request) -> Response:
         key = optional_key(request.query_params)
         found = await self.api.read(lambda reads: reads.scheduled(key=key, limit=ROWS))
-        return self.render(request, "scheduled.html", title="Scheduled", scheduled=found)
+        recurring = await self.api.read(lambda reads: reads.schedules(limit=ROWS))
+        return self.render(
+            request, "scheduled.html", title="Scheduled", scheduled=found, recurring=recurring
+        )
 
     async def audit(self, request: Request) -> Response:
         before = integer(request.query_params, "before", 0) or None

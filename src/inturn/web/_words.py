@@ -8,10 +8,21 @@ from __future__ import annotations
 
 from typing import Final
 
+from .._cli_schedules import when
 from .._cli_text import first_line, format_age, stamp
-from ..info import JobInfo, KeyInfo, MemberInfo
+from ..info import JobInfo, KeyInfo, MemberInfo, ScheduleInfo
 
-__all__ = ["age", "clock", "member_state", "owner", "payload", "reason", "state_names"]
+__all__ = [
+    "age",
+    "clock",
+    "member_state",
+    "owner",
+    "payload",
+    "reason",
+    "state_names",
+    "ticks",
+    "when",
+]
 
 state_names: Final = {
     "running": "running",
@@ -82,3 +93,12 @@ def payload(info: JobInfo) -> str:
     except UnicodeDecodeError:
         kind = "binary"
     return f"{len(info.data)} bytes, {kind}"
+
+
+def ticks(info: ScheduleInfo, now: float) -> str:
+    """A recurring schedule's next tick: ``2026-12-07 01:00:00 UTC (in 1h35m)``, ``paused``."""
+    if info.next_at is None:
+        return "paused"
+    if info.next_at == float("inf"):
+        return "never"
+    return f"{clock(info.next_at)} ({'in ' + age(info.next_at - now) if info.next_at > now else 'due now'})"
