@@ -14,6 +14,7 @@ import trio
 from ._conformance import BasicConformance, _expect, _raises, _replayed, _session, _state
 from ._conformance_schedule import ScheduleConformance
 from ._conformance_steps import StepConformance, TransactionConformance
+from ._conformance_trace import TraceConformance
 from .errors import DuplicateError, JournalError
 from .journal import (
     Append,
@@ -326,6 +327,7 @@ class JournalConformance(
     ScheduleConformance,
     StepConformance,
     TransactionConformance,
+    TraceConformance,
 ):
     """Tests every `inturn.Journal` must pass; mix into a test class.
 

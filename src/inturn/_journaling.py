@@ -59,12 +59,25 @@ class Journaling:
         A fleet member only journals them (the journal places each, and its key's
         owner runs it); otherwise the core reserves their ids and places first.
         """
+        observer = self._runtime.observer
+        if observer is None:
+            return await self._accept_traced(batch, None)
+        with observer.sending([key for key, *_ in batch]) as sending:
+            ids = await self._accept_traced(batch, sending.trace)
+            sending.accepted(ids)
+        if self._fleet is None:
+            observer.accepted(ids)
+        return ids
+
+    async def _accept_traced(self, batch: Sequence[NewJob], trace: str | None) -> list[int]:
+        """`_accept_new`, the jobs sent in the context *trace*."""
         runtime = self._runtime
         if self._fleet is not None:
             ids = await self._fleet.new_ids(len(batch))
-            await self._fleet.append(runtime.core.appends(ids, batch), now=runtime.unix_now())
+            appends = runtime.core.appends(ids, batch, trace)
+            await self._fleet.append(appends, now=runtime.unix_now())
             return ids
-        accepting = runtime.core.accept(batch)
+        accepting = runtime.core.accept(batch, trace)
         await self._journal_new(accepting)
         return list(accepting.ids)
 
@@ -274,6 +287,7 @@ class Journaling:
                     data=info.data,
                     unique=info.unique,
                     attempts=info.attempts,
+                    trace=info.trace,
                 )
                 for info in due
             ]

@@ -131,6 +131,7 @@ async def test_a_version_4_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
         pg_dsn,
         f"DROP INDEX {pg_schema}.jobs_started, {pg_schema}.jobs_by_name, {pg_schema}.halted_by_name",
     )
+    sql(pg_dsn, f"ALTER TABLE {pg_schema}.jobs DROP COLUMN trace")  # and version 12's
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 4, high_id = {job_id}")
     ran: list[object] = []
 

@@ -48,8 +48,9 @@ to send (``commands.items``, ``commands.data``), 7 had no audit trail
 (``audit``, ``commands.actor``: who sent a command), 8 did not record when a
 heartbeat was last renewed (``processes.renewed_at``, for `inturn members`), 9 did not
 count finished jobs nor index keys by name (``finished``, ``jobs_started``,
-``jobs_by_name``, ``halted_by_name``: `Journal.overview`, `keys_by_name`);
-each is upgraded
+``jobs_by_name``, ``halted_by_name``: `Journal.overview`, `keys_by_name`), 10 and 11
+kept no trace context with a job (``jobs.trace``; version 11 is the recurring schedules',
+a step of its own, empty on this branch until they merge); each is upgraded
 in place; a schema of a version this code does not know is refused
 untouched, with the version in the message.
 
@@ -75,6 +76,7 @@ __all__ = [
     "COLUMNS",
     "PG_MAX",
     "SCHEMA_VERSION",
+    "TRACED_VERSION",
     "STARTED",
     "HIGH_ID",
     "producers",
@@ -92,7 +94,7 @@ __all__ = [
     "unregister",
 ]
 
-SCHEMA_VERSION: Final = 10
+SCHEMA_VERSION: Final = 12
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -128,7 +130,8 @@ CREATE TABLE jobs (
     unique_for double precision,
     seq bigint,
     due_at double precision,
-    owner bigint
+    owner bigint,
+    trace text
 );
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
@@ -283,6 +286,13 @@ by name (`_DASHBOARD`)."""
 """The step (from version 8 to 9) that records heartbeats' renewals (``processes.renewed_at``):
 named, so the version numbers can be renumbered at a merge without touching it."""
 
+_TRACES_VERSION: Final = 11
+"""The step (from version 11 to 12) that keeps each job's trace context (``jobs.trace``): named,
+so the version numbers can be renumbered at a merge without touching it."""
+
+TRACED_VERSION: Final = _TRACES_VERSION + 1
+"""The first version that keeps each job's trace context: a reader reads it as NULL before."""
+
 _UPGRADES: Final = {
     1: (
         "ALTER TABLE meta ADD COLUMN owner bigint, ADD COLUMN epoch bigint NOT NULL DEFAULT 0,"
@@ -332,6 +342,8 @@ _UPGRADES: Final = {
     _DASHBOARD_VERSION: tuple(  # version 10: what the dashboard reads
         statement for statement in _DASHBOARD.split(";") if statement.strip()
     ),
+    10: (),  # version 11: the recurring schedules' step (their branch), empty here
+    _TRACES_VERSION: ("ALTER TABLE jobs ADD COLUMN trace text",),  # version 12
 }
 
 _PRODUCERS_VERSION: Final = 5
@@ -350,7 +362,7 @@ _TABLES_ADDED: Final = {
 }
 """The tables each version added: a schema of an older version has none of them."""
 
-COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at, seq, due_at"
+COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at, seq, due_at, trace"
 
 PG_MAX: Final = 2**63 - 1
 """The largest bigint: no id is above it, and a larger limit means no limit."""

@@ -40,8 +40,10 @@ from ._reads import (
 from ._sqlite_schema import (
     COLUMNS,
     LIVE_JOBS,
+    LIVE_UNTRACED_JOBS,
     SQLITE_MAX,
     STARTED,
+    TRACED_VERSION,
     check_path,
     database_error,
     rollback,
@@ -67,7 +69,7 @@ _INFO_COLUMNS: Final = (
     "id, CAST(key AS TEXT), CAST(unique_key AS TEXT), CAST(data AS BLOB),"
     " CAST(attempts AS INTEGER), state, CAST(error AS TEXT), CAST(accepted_at AS REAL),"
     " CAST(finished_at AS REAL), CAST(retry_at AS REAL), CAST(stopped_during AS INTEGER),"
-    " CAST(seq AS INTEGER), CAST(due_at AS REAL)"
+    " CAST(seq AS INTEGER), CAST(due_at AS REAL), CAST(trace AS TEXT)"
 )
 """The columns of a `JobInfo`, cast as `COLUMNS` are."""
 _HALT_COLUMNS: Final = "CAST(inturn_halted.job_id AS INTEGER), CAST(inturn_halted.error AS TEXT)"
@@ -452,7 +454,7 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
             for view in _VIEWS_OF_OLDER.get(version, ()):
                 connection.execute(view)
             if version >= 6:  # a completed job's row may wait, marked, to be deleted
-                connection.execute(LIVE_JOBS)
+                connection.execute(LIVE_JOBS if version >= TRACED_VERSION else LIVE_UNTRACED_JOBS)
         except BaseException:
             connection.close()
             raise
@@ -477,7 +479,7 @@ def _views_of_older(version: int) -> tuple[str, ...]:
         1: ", NULL AS retry_at, NULL AS stopped_during, id AS seq, NULL AS due_at",
         2: ", NULL AS stopped_during, id AS seq, NULL AS due_at",
         3: ", id AS seq, NULL AS due_at",
-    }.get(version, "")
+    }.get(version, "") + ", NULL AS trace"
     live = " WHERE completed_at IS NULL OR state <> 'pending'" if version == 5 else ""
     views = [f"CREATE TEMP VIEW inturn_jobs AS SELECT *{missing} FROM main.jobs{live}"]
     if version < 4:  # nor what halted its keys, nor steps

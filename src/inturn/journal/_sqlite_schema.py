@@ -44,7 +44,9 @@ prefix (``jobs``, ``uniques``, ``steps``, ``halted``, ``commands``), and its
 inbox took no jobs to send (``commands.items`` and ``commands.data``); 6 had no
 audit trail (``inturn_audit``, and ``inturn_commands.actor``: who sent a command); 7 did
 not count finished jobs (``inturn_finished``: completions and discards per minute, for
-`Journal.overview`, written in the commits that delete completed rows or discard jobs).
+`Journal.overview`, written in the commits that delete completed rows or discard jobs);
+8 and 9 kept no trace context with a job (``inturn_jobs.trace``, read as NULL for their jobs:
+version 9 is the recurring schedules', a step of its own, empty on this branch until they merge).
 `SQLiteJournal.open` upgrades them in one transaction (version 6 renames the
 tables, which carries their rows, their ``sqlite_sequence`` row and SQLite's
 own indexes along, and makes inturn's indexes again under their new names).
@@ -67,6 +69,8 @@ __all__ = [
     "COLUMNS",
     "INDEXES",
     "LIVE_JOBS",
+    "LIVE_UNTRACED_JOBS",
+    "TRACED_VERSION",
     "SCHEMA",
     "SCHEMA_VERSION",
     "SQLITE_MAX",
@@ -78,7 +82,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 10
 
 PREFIX: Final = "inturn_"
 """What the name of every table and index inturn makes begins with: reserved."""
@@ -99,7 +103,8 @@ CREATE TABLE inturn_jobs (
     unique_for REAL,
     seq INTEGER,
     due_at REAL,
-    completed_at REAL
+    completed_at REAL,
+    trace TEXT
 );
 CREATE UNIQUE INDEX inturn_jobs_unique_pending ON inturn_jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
@@ -165,6 +170,7 @@ _JOBS: Final[tuple[_Column, ...]] = (
     ("seq", "INTEGER", False, False),  # version 4
     ("due_at", "REAL", False, False),  # version 4
     ("completed_at", "REAL", False, False),  # version 5
+    ("trace", "TEXT", False, False),  # version 10
 )
 _HALTED: Final[tuple[_Column, ...]] = (
     ("key", "TEXT", False, True),
@@ -216,6 +222,12 @@ _FINISHED: Final[tuple[_Column, ...]] = (  # version 8
     ("discarded", "INTEGER", True, False),
 )
 
+_TRACES_VERSION: Final = 9
+"""The step (from version 9 to 10) that keeps each job's trace context (``inturn_jobs.trace``):
+named, so the version numbers can be renumbered at a merge without touching it."""
+TRACED_VERSION: Final = _TRACES_VERSION + 1
+"""The first version that keeps each job's trace context: older files read it as NULL."""
+
 _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
     1: {"jobs": _JOBS[:9], "halted": _HALTED[:1]},
     2: {"jobs": _JOBS[:10], "halted": _HALTED[:1]},
@@ -228,21 +240,21 @@ _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
         "steps": _STEPS,
     },
     5: {
-        "jobs": _JOBS,
+        "jobs": _JOBS[:15],
         "halted": _HALTED,
         "commands": _COMMANDS[:9],
         "uniques": _UNIQUES,
         "steps": _STEPS,
     },
     6: {  # every name under the prefix
-        "inturn_jobs": _JOBS,
+        "inturn_jobs": _JOBS[:15],
         "inturn_halted": _HALTED,
         "inturn_commands": _COMMANDS[:11],
         "inturn_uniques": _UNIQUES,
         "inturn_steps": _STEPS,
     },
     7: {  # the operators' audit trail
-        "inturn_jobs": _JOBS,
+        "inturn_jobs": _JOBS[:15],
         "inturn_halted": _HALTED,
         "inturn_commands": _COMMANDS,
         "inturn_uniques": _UNIQUES,
@@ -250,6 +262,24 @@ _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
         "inturn_audit": _AUDIT,
     },
     8: {  # jobs finished per minute, for `Journal.overview`
+        "inturn_jobs": _JOBS[:15],
+        "inturn_halted": _HALTED,
+        "inturn_commands": _COMMANDS,
+        "inturn_uniques": _UNIQUES,
+        "inturn_steps": _STEPS,
+        "inturn_audit": _AUDIT,
+        "inturn_finished": _FINISHED,
+    },
+    9: {  # the recurring schedules' (a branch of its own): as 8 here until they merge
+        "inturn_jobs": _JOBS[:15],
+        "inturn_halted": _HALTED,
+        "inturn_commands": _COMMANDS,
+        "inturn_uniques": _UNIQUES,
+        "inturn_steps": _STEPS,
+        "inturn_audit": _AUDIT,
+        "inturn_finished": _FINISHED,
+    },
+    _TRACES_VERSION + 1: {  # the trace context each job was sent in
         "inturn_jobs": _JOBS,
         "inturn_halted": _HALTED,
         "inturn_commands": _COMMANDS,
@@ -304,11 +334,13 @@ LIVE_JOBS: Final = (
 """The jobs table as the reads see it, without the rows marked completed and not deleted
 yet; it shadows the table by name on a connection of a version-6 file (``temp.inturn_jobs``
 over ``main.inturn_jobs``), so what writes says ``main.inturn_jobs``."""
+LIVE_UNTRACED_JOBS: Final = LIVE_JOBS.replace("SELECT *", "SELECT *, NULL AS trace")
+"""`LIVE_JOBS` of a file of a version that kept no trace context (before 10): read as NULL."""
 
 COLUMNS: Final = (
     "id, CAST(key AS TEXT), CAST(unique_key AS TEXT), CAST(data AS BLOB),"
     " CAST(attempts AS INTEGER), CAST(error AS TEXT), CAST(retry_at AS REAL),"
-    " CAST(seq AS INTEGER), CAST(due_at AS REAL)"
+    " CAST(seq AS INTEGER), CAST(due_at AS REAL), CAST(trace AS TEXT)"
 )
 """The columns of a `StoredJob`.  Cast, as a declared type only prefers a type
 (SQLite stores text in a BLOB column): a hand-made row still reads as the types
@@ -453,6 +485,8 @@ _UPGRADES: Final = {
         "CREATE TABLE inturn_finished (minute INTEGER PRIMARY KEY, completed INTEGER NOT NULL,"
         " discarded INTEGER NOT NULL)",
     ),
+    8: (),  # version 9: the recurring schedules' step (their branch), empty here
+    _TRACES_VERSION: ("ALTER TABLE inturn_jobs ADD COLUMN trace TEXT",),  # version 10
 }
 """What turns each version into the next."""
 
@@ -469,8 +503,10 @@ them, or its upgrade could not rename its tables."""
 _MADE_SINCE: Final = {
     6: frozenset(["inturn_audit", "inturn_audit_by_key", "inturn_audit_by_job", "inturn_finished"]),
     7: frozenset(["inturn_finished"]),
+    8: frozenset(),
+    _TRACES_VERSION: frozenset(),
 }
-"""The names a file of version 6 or 7 has none of: those its upgrade makes."""
+"""The names a file of version 6 or later has none of: those its upgrade makes."""
 
 
 def upgrade(connection: sqlite3.Connection, version: int) -> None:

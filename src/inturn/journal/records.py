@@ -73,6 +73,11 @@ class Append:
     due_at: float | None = None
     """Unix time a *scheduled* job falls due: until a `Due` it holds its
     unique key but is in no key's sequence, so it blocks nothing."""
+    trace: str | None = None
+    """The trace context it was sent in: W3C's ``traceparent``, then a space and
+    ``tracestate`` if any.  Opaque to the journal, which keeps it with the job like
+    its payload (and its dead letter, and a requeue's new job), so every attempt,
+    in whichever process, links to the request that sent it."""
 
 
 @attrs.frozen
@@ -315,6 +320,8 @@ class StoredJob:
     """Its place in its key's sequence, if not its id: the number a `Due` gave it."""
     due_at: float | None = None
     """Unix time a scheduled job falls due (`Journal.scheduled` only)."""
+    trace: str | None = None
+    """The trace context it was sent in (`Append.trace`), if any."""
 
     @property
     def place(self) -> int:
