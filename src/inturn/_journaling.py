@@ -53,16 +53,17 @@ class Journaling:
     def _encode(self, payload: object) -> bytes:
         return encode_checked(self._runtime.codec, payload, self._runtime.max_payload)
 
-    async def _accept_new(self, batch: Sequence[NewJob]) -> list[int]:
-        """Journal the jobs of *batch*, checked, in one write, all or none; their ids.
+    async def _accept_new(self, batch: Sequence[NewJob], parent: str | None = None) -> list[int]:
+        """Journal the jobs of *batch*, checked, in one write, all or none; their ids.  Traced
+        as sent in the current context, or in *parent*'s (another program's send).
 
         A fleet member only journals them (the journal places each, and its key's
         owner runs it); otherwise the core reserves their ids and places first.
         """
         observer = self._runtime.observer
-        if observer is None:
-            return await self._accept_traced(batch, None)
-        with observer.sending([key for key, *_ in batch]) as sending:
+        if observer is None:  # the jobs keep their sender's context all the same
+            return await self._accept_traced(batch, parent)
+        with observer.sending([key for key, *_ in batch], parent=parent) as sending:
             ids = await self._accept_traced(batch, sending.trace)
             sending.accepted(ids)
         if self._fleet is None:

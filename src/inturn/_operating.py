@@ -458,8 +458,9 @@ class Operating(Journaling):
         self._check_open()
         return await purge_dead(self._runtime.journal, older_than, key, self._runtime.unix_now())
 
-    async def accept_sent(self, jobs: Sequence[SentJob]) -> list[int]:
-        """Accept *jobs*, sent encoded from elsewhere (`inturn.Operator.send`), all or none.
+    async def accept_sent(self, jobs: Sequence[SentJob], trace: str | None = None) -> list[int]:
+        """Accept *jobs*, sent encoded from elsewhere (`inturn.Operator.send`) in the context
+        *trace*, all or none.
 
         Each is checked again as `send_many` checks its items, and its payload
         decoded once with this supervisor's codec (`received_jobs`): what fails
@@ -473,7 +474,7 @@ class Operating(Journaling):
         batch = received_jobs(
             jobs, codec=runtime.codec, max_payload=runtime.max_payload, now=runtime.unix_now()
         )
-        ids = await self._accept_new(batch)
+        ids = await self._accept_new(batch, parent=trace)
         await schedule_point()
         return ids
 
@@ -585,7 +586,7 @@ class Operating(Journaling):
     async def _carry_out(self, command: Command) -> int | bool | list[int] | None:
         match command.verb:
             case "send":
-                return await self.accept_sent(command.jobs)
+                return await self.accept_sent(command.jobs, command.trace)
             case "skip":
                 await self.skip(_given(command.job_id))
                 return None

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 import trio
 from opentelemetry import metrics, trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -69,12 +70,16 @@ def link_to(text: str | None) -> Link | None:
     """A link to the context *text* (`current_trace`'s form); None if it names none."""
     if not text:
         return None
+    context = trace.get_current_span(_context_of(text)).get_span_context()
+    return Link(context) if context.is_valid else None
+
+
+def _context_of(text: str) -> Context:
     parent, _, state = text.partition(" ")
     carrier = {"traceparent": parent}
     if state:
         carrier["tracestate"] = state
-    context = trace.get_current_span(_PROPAGATOR.extract(carrier)).get_span_context()
-    return Link(context) if context.is_valid else None
+    return _PROPAGATOR.extract(carrier)
 
 
 @attrs.define(eq=False)
@@ -168,8 +173,9 @@ class Observer:
     # -- sends ---------------------------------------------------------------
 
     @contextmanager
-    def sending(self, keys: Sequence[str | None]) -> Iterator[Sending]:
-        """A ``send`` producer span around accepting jobs for *keys* (one per job)."""
+    def sending(self, keys: Sequence[str | None], parent: str | None = None) -> Iterator[Sending]:
+        """A ``send`` producer span around accepting jobs for *keys* (one per job): a child of
+        the current span, or of context *parent* (the program that sent them, elsewhere)."""
         first = keys[0]
         one = all(key == first for key in keys)
         destination = (first or _KEYLESS) if one else "(many)"
@@ -185,6 +191,7 @@ class Observer:
             attributes["inturn.key"] = first
         with self.tracer.start_as_current_span(
             f"send {destination}",
+            context=None if parent is None else _context_of(parent),
             kind=SpanKind.PRODUCER,
             attributes=attributes,
             record_exception=False,

@@ -433,11 +433,11 @@ async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path:
     recovery = await journal.open()
     try:
         assert version_and_columns(path) == (
-            8,
+            10,
             [
                 *("id", "key", "unique_key", "data", "attempts", "state", "error"),
                 *("accepted_at", "finished_at", "retry_at", "stopped_during", "unique_for"),
-                *("seq", "due_at", "completed_at"),
+                *("seq", "due_at", "completed_at", "trace"),
             ],
         )
         assert [(job.id, job.attempts, job.unique) for job in recovery.jobs] == [
@@ -477,7 +477,7 @@ async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path:
     recovery = await journal.open()  # version 6 now: opens as it is
     await journal.aclose()
     assert [job.id for job in recovery.jobs] == [1, 4]
-    assert version_and_columns(path)[0] == 8
+    assert version_and_columns(path)[0] == 10
 
 
 async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
@@ -494,12 +494,13 @@ async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
     journal = inturn.SQLiteJournal(path)
     await journal.open()
     try:
-        assert version_and_columns(path)[1][-5:] == [
+        assert version_and_columns(path)[1][-6:] == [
             "stopped_during",
             "unique_for",
             "seq",
             "due_at",
             "completed_at",
+            "trace",
         ]
         await journal.write([MarkAttempt(1, 3), Discard(1, "E", stopped_during=3)])
         info = await journal.job(1)
@@ -507,7 +508,7 @@ async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
         assert (info.state, info.stopped_during, info.last_error) == ("dead", 3, "E")
     finally:
         await journal.aclose()
-    assert version_and_columns(path)[0] == 8
+    assert version_and_columns(path)[0] == 10
 
 
 async def test_a_reader_reads_a_version_1_file_without_upgrading_it(tmp_path: Path) -> None:
@@ -581,7 +582,7 @@ async def test_a_version_3_file_is_upgraded_on_open(tmp_path: Path) -> None:
     journal = inturn.SQLiteJournal(path)
     recovery = await journal.open()
     try:
-        assert version_and_columns(path)[0] == 8
+        assert version_and_columns(path)[0] == 10
         assert [(job.id, job.unique) for job in recovery.jobs] == [
             (2, "u-2"),
             (3, "u-3"),

@@ -433,6 +433,8 @@ class Command:
     actor: str | None = None
     """Who asks for the fix, for the audit trail (`Audit`); None: the process that
     carries it out."""
+    trace: str | None = None
+    """For ``send``: the trace context it was sent in (`Append.trace`), if the sender traced."""
 
 
 @attrs.frozen(kw_only=True)
