@@ -6,6 +6,7 @@ from pathlib import Path
 
 import psycopg
 import trio
+import trio.testing
 
 import inturn
 
@@ -43,7 +44,7 @@ async def test_an_enqueued_job_links_to_the_producers_trace(
 
 
 async def test_an_operators_send_carries_its_context_to_the_supervisor(
-    autojump_clock: object, tmp_path: Path, telemetry: Telemetry
+    autojump_clock: trio.testing.MockClock, tmp_path: Path, telemetry: Telemetry
 ) -> None:
     """`Operator.send` inside the sender's span, to a supervisor holding an SQLite journal: the
     supervisor's send span is the sender's span's child, and the attempt links to it."""
@@ -65,4 +66,6 @@ async def test_an_operators_send_carries_its_context_to_the_supervisor(
     assert send.parent is not None
     assert send.parent.span_id == admin.get_span_context().span_id
     [attempt] = telemetry.spans("process ")
-    assert [link.context.span_id for link in attempt.links] == [send.get_span_context().span_id]
+    sent = send.get_span_context()
+    assert sent is not None
+    assert [link.context.span_id for link in attempt.links] == [sent.span_id]
