@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import trio
-from opentelemetry import metrics, trace
+from opentelemetry import context, metrics, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -70,8 +70,8 @@ def link_to(text: str | None) -> Link | None:
     """A link to the context *text* (`current_trace`'s form); None if it names none."""
     if not text:
         return None
-    context = trace.get_current_span(_context_of(text)).get_span_context()
-    return Link(context) if context.is_valid else None
+    found = trace.get_current_span(_context_of(text)).get_span_context()
+    return Link(found) if found.is_valid else None
 
 
 def _context_of(text: str) -> Context:
@@ -255,16 +255,19 @@ class Observer:
             accepted_at = self._accepted_at.pop(entry.id, None)
             if accepted_at is not None:
                 self.waited.record(now - accepted_at, _SYSTEM)
-        with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-            try:
-                yield
-            except Exception as exc:
-                record.error_type = type(exc).__qualname__
-                raise
-            except BaseException:
-                skipped = any(entry.skipped for entry in entries)
-                self._end(record, "skipped" if skipped else "interrupted")
-                raise
+        # Made current by hand: ``trace.use_span`` is a generator of its own, per attempt.
+        token = context.attach(trace.set_span_in_context(span))
+        try:
+            yield
+        except Exception as exc:
+            record.error_type = type(exc).__qualname__
+            raise
+        except BaseException:
+            skipped = any(entry.skipped for entry in entries)
+            self._end(record, "skipped" if skipped else "interrupted")
+            raise
+        finally:
+            context.detach(token)
 
     def settled(self, job_id: int | None, outcome: str, fields: dict[str, Any]) -> None:
         """Job *job_id*'s attempt had *outcome*: its span records it, and ends once every
