@@ -50,6 +50,8 @@ _PROPAGATOR: Final = TraceContextTextMapPropagator()
 _SYSTEM: Final = {"messaging.system": "inturn"}
 _KEYLESS: Final = "(keyless)"
 """A keyless job's destination in a span's name: it has no key to name."""
+_FAILED: Final = frozenset(["retrying", "discarded", "halted"])
+"""The outcomes of an attempt that failed (a snooze, say, is no failure)."""
 _WAITS_KEPT: Final = 100_000
 """The most jobs whose acceptance time is kept for the wait histogram at once."""
 
@@ -286,7 +288,7 @@ class Observer:
             at = fields.get("at")
             if isinstance(at, float):
                 span.set_attribute("inturn.retry.delay", max(0.0, at - trio.current_time()))
-        if isinstance(error, str) and outcome != "completed":
+        if isinstance(error, str) and outcome in _FAILED:
             _failed(span, record.error_type or error.partition(":")[0], error)
         if not record.batch or outcome != "completed" or not record.jobs:
             self._end(record, outcome)
@@ -373,6 +375,7 @@ class Observer:
                 self._count("snoozed")
                 self.settled(job_id, "snoozed", fields)
             case "job.discarded":
+                self._no_wait(job_id)  # maybe discarded before its first attempt
                 outcome = "halted" if fields.get("halt") else "discarded"
                 self.dead.add(1, _SYSTEM)
                 self._count(outcome)
@@ -380,10 +383,11 @@ class Observer:
             case "key.halted":
                 self.halts.add(1, _SYSTEM)
             case "job.superseded":
+                self._no_wait(job_id)
                 self._count("superseded")
                 self.settled(job_id, "superseded", fields)
             case "job.skipped":
-                self._accepted_at.pop(job_id, None)  # type: ignore[arg-type]
+                self._no_wait(job_id)
                 self._count("skipped")
                 self.settled(job_id, "skipped", fields)
             case "key.taken_over":
@@ -392,6 +396,11 @@ class Observer:
                 self.refusals.add(1, _SYSTEM)
             case _:
                 pass
+
+    def _no_wait(self, job_id: int | None) -> None:
+        """Job *job_id* will not start (or not here): its wait is not timed."""
+        if job_id is not None:
+            self._accepted_at.pop(job_id, None)
 
     def _count(self, outcome: str) -> None:
         labels = {**_SYSTEM, "messaging.operation.name": "process", "inturn.outcome": outcome}

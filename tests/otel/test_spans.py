@@ -148,6 +148,8 @@ async def test_an_attempt_span_says_its_outcome(
         await sup.wait_idle()
     first = telemetry.spans("process ")[0]
     assert attribute(first, "inturn.outcome") == outcome
+    failed = first.status.status_code == trace.StatusCode.ERROR
+    assert failed == (outcome != "snoozed")  # a snooze is no failure
 
 
 async def test_a_skip_is_a_fix_span_linked_to_the_job_and_ends_its_attempt(
