@@ -34,6 +34,7 @@ from .operator import Operator, operate
 from .producers import enqueue, enqueue_async
 from .retry import Retry
 from .supervisor import Supervisor, open_supervisor
+from .tracing import Tracing
 
 __version__ = "0.1.0"
 """This release's version: the build reads it from here (pyproject.toml's ``tool.hatch.version``)."""
@@ -50,6 +51,7 @@ __all__ = [
     "Overview",
     "JobInfo",
     "Event",
+    "Tracing",
     "operate",
     "Operator",
     "enqueue",

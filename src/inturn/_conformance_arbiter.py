@@ -15,6 +15,7 @@ from ._conformance import BasicConformance, _expect, _raises, _replayed, _sessio
 from ._conformance_recurring import RecurringConformance
 from ._conformance_schedule import ScheduleConformance
 from ._conformance_steps import StepConformance, TransactionConformance
+from ._conformance_trace import TraceConformance
 from .errors import DuplicateError, JournalError
 from .journal import (
     Append,
@@ -328,6 +329,7 @@ class JournalConformance(
     RecurringConformance,
     StepConformance,
     TransactionConformance,
+    TraceConformance,
 ):
     """Tests every `inturn.Journal` must pass; mix into a test class.
 

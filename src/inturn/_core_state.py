@@ -276,7 +276,7 @@ class CoreState:
             entry.attempt, entry.exhausted = stored.attempts, True
         else:
             entry.attempt = stored.attempts + 1
-        entry.last_error = stored.error
+        entry.last_error, entry.trace = stored.error, stored.trace
         if stored.retry_at is not None:
             entry.not_before = self.clock_time(stored.retry_at)
         return entry

@@ -78,6 +78,8 @@ class Entry:
     """Exhausted by a batch that failed as a whole (`Core.spent`), not by process stops."""
     not_before: float | None = None
     """Recovered in a backoff: its next attempt waits until this (trio) time."""
+    trace: str | None = None
+    """The trace context it was sent in (`Append.trace`): data the core carries, never reads."""
 
 
 def new_entry(
@@ -108,7 +110,7 @@ def new_entry(
     entry.snoozes = 0
     entry.spilled = entry.skipped = entry.slotted = entry.batch_failed = False
     entry.last_error = None
-    entry.not_before = None
+    entry.not_before = entry.trace = None
     return entry
 
 

@@ -48,6 +48,8 @@ class Fixing:
     """It lost its race to another writer, or to its job's own attempt."""
     key: str | None = None
     """Its job's key, once read."""
+    trace: str | None = None
+    """Its job's trace context, if this supervisor holds the job (for its span's link)."""
 
 
 FIXING: ContextVar[Fixing | None] = ContextVar("inturn_fixing", default=None)
@@ -65,7 +67,7 @@ def _noted(info: JobInfo) -> JobInfo:
     """*info*, the job the fix under way is of: its entry names the job's key."""
     fixing = FIXING.get()
     if fixing is not None:
-        fixing.key = info.key
+        fixing.key, fixing.trace = info.key, info.trace
     return info
 
 

@@ -53,18 +53,32 @@ class Journaling:
     def _encode(self, payload: object) -> bytes:
         return encode_checked(self._runtime.codec, payload, self._runtime.max_payload)
 
-    async def _accept_new(self, batch: Sequence[NewJob]) -> list[int]:
-        """Journal the jobs of *batch*, checked, in one write, all or none; their ids.
+    async def _accept_new(self, batch: Sequence[NewJob], parent: str | None = None) -> list[int]:
+        """Journal the jobs of *batch*, checked, in one write, all or none; their ids.  Traced
+        as sent in the current context, or in *parent*'s (another program's send).
 
         A fleet member only journals them (the journal places each, and its key's
         owner runs it); otherwise the core reserves their ids and places first.
         """
+        observer = self._runtime.observer
+        if observer is None:  # the jobs keep their sender's context all the same
+            return await self._accept_traced(batch, parent)
+        with observer.sending([key for key, *_ in batch], parent=parent) as sending:
+            ids = await self._accept_traced(batch, sending.trace)
+            sending.accepted(ids)
+        if self._fleet is None:
+            observer.accepted(ids)
+        return ids
+
+    async def _accept_traced(self, batch: Sequence[NewJob], trace: str | None) -> list[int]:
+        """`_accept_new`, the jobs sent in the context *trace*."""
         runtime = self._runtime
         if self._fleet is not None:
             ids = await self._fleet.new_ids(len(batch))
-            await self._fleet.append(runtime.core.appends(ids, batch), now=runtime.unix_now())
+            appends = runtime.core.appends(ids, batch, trace)
+            await self._fleet.append(appends, now=runtime.unix_now())
             return ids
-        accepting = runtime.core.accept(batch)
+        accepting = runtime.core.accept(batch, trace)
         await self._journal_new(accepting)
         return list(accepting.ids)
 
@@ -274,6 +288,7 @@ class Journaling:
                     data=info.data,
                     unique=info.unique,
                     attempts=info.attempts,
+                    trace=info.trace,
                 )
                 for info in due
             ]

@@ -118,6 +118,7 @@ class Operating(Scheduling):
         if head:
             return await self._revive(info)
         entry = self._runtime.core.reserve(info.key, info.data, info.unique)
+        entry.trace = info.trace  # the journal's `Requeue` keeps it too
         if not await self._journal([entry], requeue_of=info.id):
             lost_race()
             await requeue_check(journal, info.id)  # requeued meanwhile: say so
@@ -171,7 +172,9 @@ class Operating(Scheduling):
                 runtime.core.revive_refused(info.id)
                 self._answer_skips()
                 raise
-            stored = StoredJob(id=info.id, key=info.key, data=info.data, unique=info.unique)
+            stored = StoredJob(
+                id=info.id, key=info.key, data=info.data, unique=info.unique, trace=info.trace
+            )
             needs_actor = runtime.core.revived(reviving, stored, superseded)
             if needs_actor is not None and reviving.resume:
                 runtime.log.info("key.resumed", key=info.key)
@@ -455,8 +458,9 @@ class Operating(Scheduling):
         self._check_open()
         return await purge_dead(self._runtime.journal, older_than, key, self._runtime.unix_now())
 
-    async def accept_sent(self, jobs: Sequence[SentJob]) -> list[int]:
-        """Accept *jobs*, sent encoded from elsewhere (`inturn.Operator.send`), all or none.
+    async def accept_sent(self, jobs: Sequence[SentJob], trace: str | None = None) -> list[int]:
+        """Accept *jobs*, sent encoded from elsewhere (`inturn.Operator.send`) in the context
+        *trace*, all or none.
 
         Each is checked again as `send_many` checks its items, and its payload
         decoded once with this supervisor's codec (`received_jobs`): what fails
@@ -470,7 +474,7 @@ class Operating(Scheduling):
         batch = received_jobs(
             jobs, codec=runtime.codec, max_payload=runtime.max_payload, now=runtime.unix_now()
         )
-        ids = await self._accept_new(batch)
+        ids = await self._accept_new(batch, parent=trace)
         await schedule_point()
         return ids
 
@@ -526,7 +530,20 @@ class Operating(Scheduling):
             return await self._carry_out(command)
         check_fix(command)
         actor = default_actor() if command.actor is None else check_actor(command.actor)
-        fixing = Fixing()
+        observer = self._runtime.observer
+        if observer is None:
+            return await self._fix(command, actor)
+        with observer.fixing(command.verb, command.job_id, command.key) as span:
+            fixing = Fixing()
+            result = await self._fix(command, actor, fixing)
+            observer.fixed(span, key=fixing.key, trace_text=fixing.trace, outcome="done")
+        return result
+
+    async def _fix(
+        self, command: Command, actor: str, fixing: Fixing | None = None
+    ) -> int | bool | list[int] | None:
+        """`carry_out` of fix *command*, audited (what it learns on its way in *fixing*)."""
+        fixing = Fixing() if fixing is None else fixing
         token = FIXING.set(fixing)
         try:
             result = await self._carry_out(command)
@@ -569,7 +586,7 @@ class Operating(Scheduling):
     async def _carry_out(self, command: Command) -> int | bool | list[int] | None:
         match command.verb:
             case "send":
-                return await self.accept_sent(command.jobs)
+                return await self.accept_sent(command.jobs, command.trace)
             case "skip":
                 await self.skip(_given(command.job_id))
                 return None

@@ -41,6 +41,7 @@ from .jobs import Job
 from .journal import Journal
 
 if TYPE_CHECKING:
+    from ._otel import Observer
     from .journal.records import Change, FleetChange, Release
 
 
@@ -186,6 +187,8 @@ class Runtime:
     stop_waiters: int = 0
     """How many wait in `stopped`: a plain count, which an attempt's end asks for (the
     parking lot's own ``bool`` is a Python call)."""
+    observer: Observer | None = None
+    """OpenTelemetry's spans and metrics (`observe`), if the supervisor traces."""
     halt_writes: dict[str, trio.Event] = attrs.field(factory=dict)
     """Keys with a write in flight that halts them (a failure for good under
     ``on_discard="halt"``) or lifts their halt (`Resume`, a resuming `Revive`).
@@ -440,19 +443,34 @@ class Runtime:
             waiter.result, waiter.error = result, error
             waiter.event.set()
 
-    async def call_handler(self, job: Job | list[Job]) -> object:
-        """Call the handler with *job*, or with a batch of jobs; ``running`` counts the jobs."""
-        count = 1 if isinstance(job, Job) else len(job)
+    def observe(self, observer: Observer) -> None:
+        """Report to *observer*: every event it is told (its log tee), attempts and steps."""
+        from ._otel import ObservingLog
+
+        self.observer = self.steps.observer = observer
+        self.log = ObservingLog(self.log, observer)
+        self.debug = True
+
+    async def call_handler(self, job: Job | list[Job], entries: Sequence[Entry]) -> object:
+        """Call the handler with *job*, or with a batch of jobs (*entries*'); ``running``
+        counts the jobs; the observer, if any, spans the call (`Observer.processing`)."""
+        count = len(entries)
         self.running += count
         try:
-            if self.job_timeout is None:
-                return await self.handler(job)
-            with trio.move_on_after(self.job_timeout):
-                return await self.handler(job)
-            what = f"job {job.id}" if isinstance(job, Job) else f"the batch from job {job[0].id}"
-            raise TimeoutError(f"{what} ran longer than job_timeout={self.job_timeout}s")
+            if self.observer is None:
+                return await self._handle(job)
+            with self.observer.processing(entries, self.core.epoch(entries[0].lane)):
+                return await self._handle(job)
         finally:
             self.ran(count)
+
+    async def _handle(self, job: Job | list[Job]) -> object:
+        if self.job_timeout is None:
+            return await self.handler(job)
+        with trio.move_on_after(self.job_timeout):
+            return await self.handler(job)
+        what = f"job {job.id}" if isinstance(job, Job) else f"the batch from job {job[0].id}"
+        raise TimeoutError(f"{what} ran longer than job_timeout={self.job_timeout}s")
 
     async def wait_stopped(self) -> None:
         """Wait until an attempt stops (a skip waiting for the one it cut short)."""

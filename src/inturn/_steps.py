@@ -30,6 +30,7 @@ from .core import Core
 from .errors import EncodeError, JobStateError, PermanentError
 
 if TYPE_CHECKING:
+    from ._otel import Observer
     from .codec import Codec
     from .journal import Journal
 
@@ -53,6 +54,8 @@ class StepLog:
     """Unix time by the supervisor's clock, for the journal's write."""
     max_payload: int = 16 * 1024 * 1024
     """The largest encoded result, as for payloads."""
+    observer: Observer | None = attrs.field(default=None, init=False)
+    """OpenTelemetry's, if the supervisor traces: a span per step (`Observer.step`)."""
     attempts: dict[int, _Attempt] = attrs.field(factory=dict, init=False)
     """The attempts running now that took a step (read-only outside: an attempt's end asks
     whether any did before it calls `ended`)."""
@@ -62,8 +65,8 @@ class StepLog:
     ) -> Any:
         """Step *name* of job *job_id*: its journaled result, or ``fn(*args)``'s, journaled first."""
         check_step(name, fn)
-        return await self._take(
-            job_id, name, lambda: self._record(job_id, name, fn, args), read_first=True
+        return await self._traced(
+            "step", job_id, name, lambda: self._record(job_id, name, fn, args), read_first=True
         )
 
     async def transaction(
@@ -85,8 +88,11 @@ class StepLog:
             )
         change = Core.transaction_taken(job_id, attempt_number, name)
         codec, limit = self.codec, self.max_payload
+        ran = False
 
         def run(connection: object) -> bytes:
+            nonlocal ran
+            ran = True
             result = fn(connection, *args)
             if inspect.isawaitable(result):
                 if inspect.iscoroutine(result):
@@ -97,7 +103,7 @@ class StepLog:
                 )
             return encode_result(codec, job_id, name, result, limit)
 
-        async def record() -> bytes:
+        async def record() -> tuple[bytes, bool]:
             data = await transaction(change, run, now=self.now())
             if data is None:
                 raise JobStateError(
@@ -105,20 +111,38 @@ class StepLog:
                     "finished",
                     f"it finished, or a later attempt started: transaction {name!r} rolled back",
                 )
-            return bytes(data)
+            return bytes(data), not ran  # a name recorded before: its result, not run
 
         # The journal answers a name recorded before itself, in the transaction: no read
         # first (a round trip per job, for a handler that takes only transactions).
-        return await self._take(job_id, name, record, read_first=False)
+        return await self._traced("transaction", job_id, name, record, read_first=False)
+
+    async def _traced(
+        self,
+        kind: str,
+        job_id: int,
+        name: str,
+        record: Callable[[], Awaitable[tuple[bytes, bool]]],
+        *,
+        read_first: bool,
+    ) -> Any:
+        """`_take`, in a span of its own if the supervisor traces."""
+        if self.observer is None:
+            data, _ = await self._take(job_id, name, record, read_first=read_first)
+            return self.codec.decode(data)
+        with self.observer.step(kind, name) as stepping:
+            data, stepping.reused = await self._take(job_id, name, record, read_first=read_first)
+        return self.codec.decode(data)
 
     async def _take(
         self,
         job_id: int,
         name: str,
-        record: Callable[[], Awaitable[bytes]],
+        record: Callable[[], Awaitable[tuple[bytes, bool]]],
         *,
         read_first: bool,
-    ) -> Any:
+    ) -> tuple[bytes, bool]:
+        """Step *name*'s encoded result, and whether it was journaled before (reused)."""
         attempt = self.attempts.setdefault(job_id, _Attempt())
         if name in attempt.called:
             raise ValueError(
@@ -130,24 +154,25 @@ class StepLog:
             if attempt.done is None and read_first:
                 attempt.done = dict(await self.journal.steps(job_id))
             data = None if attempt.done is None else attempt.done.get(name)
+            reused = data is not None
             if data is None:
-                data = await record()
+                data, reused = await record()
                 if attempt.done is not None:
                     attempt.done[name] = data
         except BaseException:
             attempt.called.discard(name)  # not recorded: the handler may take it again
             raise
-        return self.codec.decode(data)
+        return data, reused
 
     async def _record(
         self, job_id: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...]
-    ) -> bytes:
+    ) -> tuple[bytes, bool]:
         data = await take_step(self.codec, job_id, name, fn, args, self.max_payload)
         if await self.journal.write([Core.step_taken(job_id, name, data)], now=self.now()):
             raise JobStateError(
                 job_id, "finished", f"another writer finished it: step {name!r} not recorded"
             )
-        return data
+        return data, False
 
     def ended(self, *job_ids: int) -> None:
         """The attempts of jobs *job_ids* (one, or a batch's) ended: the next ones start

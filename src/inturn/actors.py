@@ -184,7 +184,7 @@ class Actor:
                 return
             result: object = None
             try:
-                result = await runtime.call_handler(job)
+                result = await runtime.call_handler(job, (entry,))
             except Exception as exc:
                 failed: Exception | None = exc
             except BaseException:
@@ -393,7 +393,7 @@ class Actor:
                     "job.started", key=entry.key, job_id=entry.id, attempt=entry.attempt
                 )
         try:
-            returned = await runtime.call_handler(jobs)
+            returned = await runtime.call_handler(jobs, batch)
         except Exception as exc:
             await self._batch_failed(batch, exc)
             return
@@ -539,6 +539,7 @@ class Actor:
                     job_id=entry.id,
                     attempt=entry.attempt,
                     error=text,
+                    halt=halt,
                 )
                 if halt:
                     runtime.log.warning("key.halted", key=entry.key, job_id=entry.id)

@@ -144,8 +144,10 @@ class Core(Operators):
         self._place(entry, self._lane(entry.lane))
         return entry
 
-    def accept(self, jobs: Sequence[NewJob]) -> Accepting:
+    def accept(self, jobs: Sequence[NewJob], trace: str | None = None) -> Accepting:
         """Give new *jobs* their ids and places, in order, and the changes that journal them.
+
+        *trace*, the context they were sent in, goes with each (`Append.trace`).
 
         A job due now joins its lane's FIFO, or is spilled (`_spills`): the
         core keeps no `Entry` for a spilled job, and its lane pages it in
@@ -166,7 +168,7 @@ class Core(Operators):
         state: LaneState
         fifo: list[Entry]
         for key, data, unique, window, due in jobs:
-            append = Append(job_id, key, data, unique, window, due)
+            append = Append(job_id, key, data, unique, window, due, trace)
             changes.append(append)
             if due is not None:
                 later.append(append)
@@ -182,6 +184,7 @@ class Core(Operators):
                     state.on_disk += 1
                 else:  # `_buffer`, with the run's list and key
                     entry = new_entry(job_id, job_id, run_key, data, unique, run.lane)
+                    entry.trace = trace
                     fifo.append(entry)
                     state.tail = job_id
                     self._buffered += 1
@@ -201,11 +204,14 @@ class Core(Operators):
         )
 
     @staticmethod
-    def appends(ids: Sequence[int], jobs: Sequence[NewJob]) -> list[Append]:
-        """The `Append`s of a fleet member's new *jobs*, with the *ids* the journal gave them:
-        the journal places them, and their keys' owners run them (`owned`)."""
+    def appends(
+        ids: Sequence[int], jobs: Sequence[NewJob], trace: str | None = None
+    ) -> list[Append]:
+        """The `Append`s of a fleet member's new *jobs*, with the *ids* the journal gave them
+        (and the *trace* context they were sent in): the journal places them, and their keys'
+        owners run them (`owned`)."""
         return [
-            Append(job_id, key, data, unique, window, due)
+            Append(job_id, key, data, unique, window, due, trace)
             for job_id, (key, data, unique, window, due) in zip(ids, jobs, strict=True)
         ]
 

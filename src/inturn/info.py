@@ -70,6 +70,11 @@ class JobInfo:
     """For a dead letter that ran out of attempts because its process stopped
     (killed, crashed) during the last one: that attempt's number.
     ``last_error`` then keeps the last error its handler raised, if any."""
+    trace: str | None = None
+    """The trace context it was sent in, W3C's ``traceparent`` (then a space and
+    ``tracestate``, if any), when the sender traced (``open_supervisor(...,
+    tracing=...)``, or `inturn.enqueue` in a program that loaded OpenTelemetry):
+    which request sent it.  versionadded:: Unreleased"""
 
 
 @final

@@ -74,6 +74,7 @@ from .journal import Answer, Command, Journal, JournalReads, SentJob
 from .keys import validate_key
 from .retry import Retry
 from .supervisor import Supervisor
+from .tracing import ambient_trace
 
 __all__ = ["Operator", "operate", "operator_of"]
 
@@ -487,7 +488,7 @@ class _Remote:
         return encode_checked(self._codec, payload, MAX_PAYLOAD)
 
     async def _send_jobs(self, jobs: list[SentJob]) -> list[int]:
-        ids = await self._send(Command(verb="send", jobs=tuple(jobs)))
+        ids = await self._send(Command(verb="send", jobs=tuple(jobs), trace=ambient_trace()))
         if not isinstance(ids, list) or len(ids) != len(jobs):
             raise JournalError(
                 f"the supervisor answered a send of {len(jobs)} jobs with {ids!r}, not their ids"

@@ -34,6 +34,7 @@ from .errors import JournalError
 from .journal._postgres_enqueue import NewJob, Query, Rows, check, steps
 from .journal._postgres_schema import check_schema
 from .keys import validate_key, validate_unique, validate_unique_for
+from .tracing import ambient_trace
 
 if TYPE_CHECKING:
     import psycopg
@@ -167,7 +168,7 @@ def _prepare(
         raise TypeError(f"codec must have encode() and decode(), not {type(codec).__name__}")
     assert isinstance(key, str | None)
     data = encode_checked(codec, payload, MAX_PAYLOAD)  # type: ignore[arg-type]
-    return NewJob(key, data, unique, window, due, now), schema
+    return NewJob(key, data, unique, window, due, now, ambient_trace()), schema
 
 
 def _psycopg(conn: object, *, asynchronous: bool) -> Any:

@@ -44,6 +44,7 @@ import attrs
 import trio
 
 from ._checks import MAX_COUNT, MAX_PAYLOAD, check_count, check_float, check_handler
+from ._entries import NewJob
 from ._fixes import (
     check_job_id,
     check_limit,
@@ -70,6 +71,7 @@ from .journal import (
 )
 from .keys import validate_key
 from .retry import Retry
+from .tracing import Tracing, observer_for
 
 __all__ = ["Supervisor", "open_supervisor"]
 
@@ -444,11 +446,24 @@ class Supervisor(Operating):
         job = new_job(
             key, payload, unique, unique_for, delay, at, encode=self._encode, now=runtime.unix_now()
         )
+        if runtime.observer is None:
+            return await self._accept_one(job, None)
+        with runtime.observer.sending([key]) as sending:
+            job_id = await self._accept_one(job, sending.trace)
+            sending.accepted([job_id])
+        if self._fleet is None:
+            runtime.observer.accepted([job_id])
+        return job_id
+
+    async def _accept_one(self, job: NewJob, trace: str | None) -> int:
+        """Journal *job*, sent in the context *trace*; its id."""
+        runtime = self._runtime
         if self._fleet is not None:  # the journal places it; its key's owner runs it
             [job_id] = await self._fleet.new_ids(1)
-            await self._fleet.append(runtime.core.appends([job_id], [job]), now=runtime.unix_now())
+            appends = runtime.core.appends([job_id], [job], trace)
+            await self._fleet.append(appends, now=runtime.unix_now())
             return job_id
-        accepting = runtime.core.accept([job])
+        accepting = runtime.core.accept([job], trace)
         await self._journal_new(accepting)
         return accepting.ids[0]
 
@@ -473,6 +488,7 @@ async def open_supervisor(
     restart_window: float = 5.0,
     random: Callable[[], float] | None = None,
     on_event: Callable[[Event], object] | None = None,
+    tracing: bool | Tracing = False,
 ) -> AsyncIterator[Supervisor]:
     """Run *handler* for every accepted job, one at a time per key.
 
@@ -522,10 +538,16 @@ async def open_supervisor(
         on_event: called with an `inturn.Event` for every lifecycle event
             inturn logs (same names), to feed metrics; what it raises is
             logged and ignored.
+        tracing: OpenTelemetry spans and metrics (``pip install 'inturn[otel]'``):
+            True reports through the global providers, an `inturn.Tracing` through
+            those it names; False (the default) imports no OpenTelemetry module.
+            Every job keeps the trace context it was sent in, in the journal,
+            and each attempt's span links to it (docs/observability.md).
 
     Raises:
         TypeError, ValueError: an argument is invalid (before anything starts);
             a handler that is not an ``async def`` function is a TypeError.
+        ImportError: *tracing* is on and ``opentelemetry-api`` is not installed.
 
     Exceptions from the ``async with`` body, and a runtime error escalated
     beyond the restart budget, come out as themselves, not wrapped in an
@@ -561,6 +583,7 @@ async def open_supervisor(
         raise TypeError(f"random must be a callable returning a float, not {random!r}")
     if on_event is not None and not callable(on_event):
         raise TypeError(f"on_event must be a callable taking an inturn.Event, not {on_event!r}")
+    observer = observer_for(tracing)
     if journal is None:
         journal = MemoryJournal()
     elif not all(
@@ -600,6 +623,8 @@ async def open_supervisor(
         if on_event is not None:
             runtime.log = EventTee(runtime.log, on_event)
             runtime.debug = not debug_is_off(runtime.log)
+        if observer is not None:
+            runtime.observe(observer)
         errors: list[BaseException] = []
         try:
             async with trio.open_nursery() as nursery:

@@ -439,6 +439,7 @@ def test_show_json_is_the_job_object(cli: Cli, scenario: Scenario) -> None:
         "stopped_during",
         "place",
         "due_at",
+        "trace",
         "data",
         "data_encoding",
     }

@@ -475,6 +475,7 @@ async def test_a_version_5_journal_is_upgraded_keeping_its_jobs_and_ids(
         " DROP TABLE audit; DROP TABLE schedules;"
         " ALTER TABLE processes DROP COLUMN renewed_at;"
         " DROP TABLE finished; DROP INDEX jobs_started, jobs_by_name, halted_by_name;"
+        " ALTER TABLE jobs DROP COLUMN trace;"
         " UPDATE meta SET version = 5, high_id = 41;"
         " INSERT INTO jobs (id, key, data, accepted_at, seq) VALUES"
         " (40, 'k', '\\x31', 0, 40), (41, 'k', '\\x32', 0, 41);"

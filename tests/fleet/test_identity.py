@@ -133,6 +133,7 @@ async def test_a_version_4_journal_is_upgraded_in_place(pg_dsn: str, pg_schema: 
     )
     # and no recurring schedules (version 11)
     sql(pg_dsn, f"DROP TABLE {pg_schema}.schedules")
+    sql(pg_dsn, f"ALTER TABLE {pg_schema}.jobs DROP COLUMN trace")  # and version 12's
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 4, high_id = {job_id}")
     ran: list[object] = []
 

@@ -287,6 +287,7 @@ def test_a_version_8_journal_gains_heartbeat_renewals(pg_dsn: str, pg_schema: st
         f"DROP INDEX {pg_schema}.jobs_started, {pg_schema}.jobs_by_name, {pg_schema}.halted_by_name",
     )
     sql(pg_dsn, f"DROP TABLE {pg_schema}.schedules")  # (version 11's)
+    sql(pg_dsn, f"ALTER TABLE {pg_schema}.jobs DROP COLUMN trace")  # and version 12's
     sql(pg_dsn, f"UPDATE {pg_schema}.meta SET version = 8")
     sql(
         pg_dsn,

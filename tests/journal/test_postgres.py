@@ -33,9 +33,10 @@ def sql(dsn: str, statement: str, *params: object) -> list[tuple[Any, ...]]:
 
 
 def before_version_10(dsn: str, schema: str) -> None:
-    """Undo versions 11 (recurring schedules) and 10 (finished jobs counted, keys indexed by
-    name) in *schema*."""
+    """Undo versions 10 to 12 (finished jobs counted, keys indexed by name; recurring
+    schedules; jobs' trace contexts) in *schema*."""
     for statement in (
+        f"ALTER TABLE {schema}.jobs DROP COLUMN trace",
         f"DROP TABLE {schema}.schedules",
         f"DROP TABLE {schema}.finished",
         f"DROP INDEX {schema}.jobs_started, {schema}.jobs_by_name, {schema}.halted_by_name",

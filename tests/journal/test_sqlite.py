@@ -438,7 +438,7 @@ async def test_a_version_1_file_is_upgraded_on_open_and_keeps_its_jobs(tmp_path:
             [
                 *("id", "key", "unique_key", "data", "attempts", "state", "error"),
                 *("accepted_at", "finished_at", "retry_at", "stopped_during", "unique_for"),
-                *("seq", "due_at", "completed_at"),
+                *("seq", "due_at", "completed_at", "trace"),
             ],
         )
         assert [(job.id, job.attempts, job.unique) for job in recovery.jobs] == [
@@ -495,12 +495,13 @@ async def test_a_version_2_file_is_upgraded_on_open(tmp_path: Path) -> None:
     journal = inturn.SQLiteJournal(path)
     await journal.open()
     try:
-        assert version_and_columns(path)[1][-5:] == [
+        assert version_and_columns(path)[1][-6:] == [
             "stopped_during",
             "unique_for",
             "seq",
             "due_at",
             "completed_at",
+            "trace",
         ]
         await journal.write([MarkAttempt(1, 3), Discard(1, "E", stopped_during=3)])
         info = await journal.job(1)

@@ -153,7 +153,7 @@ async def test_an_older_file_is_renamed_in_place_and_keeps_every_job(
     try:
         assert recovery.next_id == high + 1
         after_version, objects, sequence = catalog(path)
-        assert after_version == SCHEMA_VERSION == 9
+        assert after_version == SCHEMA_VERSION == 10
         assert sequence == [("inturn_jobs", high)]
         assert {name for name, (kind, _) in objects.items() if kind == "table"} == {
             *INTURN_TABLES,

@@ -261,3 +261,17 @@ async def test_recurring_schedules_are_listed_and_paused_from_the_page(
     assert ">paused<" in await page(fixing, "/scheduled")
     gone = await fixing.post("/api/schedules/nothing/unschedule", data={"csrf": csrf})
     assert (gone.status_code, gone.json()["error"]["type"]) == (404, "ScheduleNotFound")
+
+
+async def test_the_job_page_shows_the_trace_it_was_sent_in(tmp_path: Path) -> None:
+    from inturn.journal import Append
+
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    path = tmp_path / "traced.db"
+    journal = inturn.SQLiteJournal(path)
+    await journal.open()
+    await journal.write([Append(job_id=1, key="k", data=b'"x"', trace=f"{parent} vendor=7")])
+    await journal.aclose()
+    async with client_of(path) as client:
+        html = await page(client, "/jobs/1")
+    assert f"<code>{parent}</code> (traceparent)" in html

@@ -23,7 +23,7 @@ from ._reads import (
     prefix_end,
 )
 
-__all__ = ["key_info_of", "keys_by_name", "keys_oldest_first", "overview", "scheduled"]
+__all__ = ["key_info_of", "keys_by_name", "keys_oldest_first", "overview", "queue", "scheduled"]
 
 Halts = Mapping[str, tuple[int, str] | None]
 """Halted keys, each with the job whose discard halted it and its error (None: paused)."""
@@ -152,3 +152,15 @@ def scheduled(
         ((row.due_at or 0.0, job_id) for row, job_id in rows if key is None or row.key == key),
     )
     return [jobs[job_id].info(job_id) for _, job_id in earliest]
+
+
+def queue(jobs: Mapping[int, Row], ids: Iterable[int], *, limit: int, after: int) -> list[JobInfo]:
+    """``Journal.jobs``: a key's jobs *ids* (in place order: appended so) placed after *after*."""
+    found: list[JobInfo] = []
+    for job_id in ids:
+        if len(found) >= limit:
+            break
+        row = jobs[job_id]
+        if row.place(job_id) > after:
+            found.append(row.info(job_id))
+    return found

@@ -20,6 +20,8 @@ class Row:
     unique_for: float | None = None
     due_at: float | None = None
     """Set while it is scheduled."""
+    trace: str | None = None
+    """The trace context it was sent in (`Append.trace`)."""
     attempts: int = 0
     last_error: str | None = None
     retry_at: float | None = None
@@ -42,6 +44,7 @@ class Row:
             self.retry_at,
             self.seq,
             self.due_at,
+            self.trace,
         )
 
     def place(self, job_id: int) -> int:
@@ -76,4 +79,5 @@ class Row:
             place=None if self.due_at is not None else self.place(job_id),
             due_at=self.due_at,
             stopped_during=self.stopped_during,
+            trace=self.trace,
         )

@@ -175,8 +175,8 @@ class PostgresStatements:
     def append(self, change: Append, start: MarkAttempt | None) -> bool:
         place = None if change.due_at is not None else self._placed(change.key, change.job_id)
         inserted = self.connection.execute(
-            "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq, due_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (unique_key)"
+            "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq, due_at,"
+            " trace) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (unique_key)"
             " WHERE state = 'pending' AND unique_key IS NOT NULL DO NOTHING",
             (
                 change.job_id,
@@ -187,6 +187,7 @@ class PostgresStatements:
                 self.now,
                 place,
                 change.due_at,
+                change.trace,
             ),
         ).rowcount
         if not inserted:
@@ -288,8 +289,8 @@ class PostgresStatements:
     def requeue(self, change: Requeue, letter: Letter) -> None:
         connection = self.connection
         inserted = connection.execute(
-            "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq)"
-            " SELECT %s, key, unique_key, unique_for, data, %s, %s FROM jobs WHERE id = %s"
+            "INSERT INTO jobs (id, key, unique_key, unique_for, data, accepted_at, seq, trace)"
+            " SELECT %s, key, unique_key, unique_for, data, %s, %s, trace FROM jobs WHERE id = %s"
             " ON CONFLICT (unique_key) WHERE state = 'pending' AND unique_key IS NOT NULL"
             " DO NOTHING",
             (change.new_id, self.now, self._placed(letter.key, change.new_id), change.job_id),
@@ -449,8 +450,8 @@ def _append_all(
                 member.wake |= bool(unowned)
                 cursor.nextset()
     connection.cursor().executemany(
-        "INSERT INTO jobs (id, key, unique_for, data, accepted_at, seq, due_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        "INSERT INTO jobs (id, key, unique_for, data, accepted_at, seq, due_at, trace)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
         [
             (
                 append.job_id,
@@ -460,6 +461,7 @@ def _append_all(
                 now,
                 None if append.due_at is not None else place,
                 append.due_at,
+                append.trace,
             )
             for append, place in zip(appends, places, strict=True)
         ],

@@ -64,6 +64,8 @@ class NewJob:
     due_at: float | None
     now: float
     """The producer's Unix time: when the job was accepted, and what a dedup window is judged by."""
+    trace: str | None = None
+    """The trace context it was sent in (`Append.trace`)."""
 
 
 @attrs.frozen
@@ -135,7 +137,7 @@ def steps(schema: str, name: str, job: NewJob) -> Steps:
     queued = job.due_at is None
     insert = (
         f"WITH job AS (INSERT INTO {s}jobs (id, key, unique_key, unique_for, data, accepted_at,"
-        " seq, due_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (unique_key)"
+        " seq, due_at, trace) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (unique_key)"
         " WHERE state = 'pending' AND unique_key IS NOT NULL DO NOTHING RETURNING id, key) "
     )
     row = (
@@ -147,6 +149,7 @@ def steps(schema: str, name: str, job: NewJob) -> Steps:
         job.now,
         job_id if queued and job.key is None else None,  # keyed: placed at COMMIT
         job.due_at,
+        job.trace,
     )
     if queued and job.key is not None:
         then = f"INSERT INTO {s}unplaced (job_id, key) SELECT id, key FROM job"

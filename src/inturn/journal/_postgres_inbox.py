@@ -16,7 +16,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from ._sent import pack, unpack
+from ._sent import pack, sent_trace, unpack
 from .records import Answer, Command
 
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ _KEEP_ANSWERS: Final = 86_400.0
 
 def submit(connection: psycopg.Connection[Any], command: Command) -> int:
     """Queue *command*; return its id."""
-    items, data = pack(command.jobs)
+    items, data = pack(command.jobs, command.trace)
     row = connection.execute(
         "INSERT INTO commands (verb, job_id, key, older_than, submitted_at, items, data, actor)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
@@ -87,6 +87,7 @@ def take(connection: psycopg.Connection[Any]) -> list[Command]:
             older_than=older_than,
             jobs=unpack(items, data),
             actor=actor,
+            trace=sent_trace(items),
         )
         for command_id, verb, job_id, key, older_than, items, data, actor in sorted(
             rows, key=lambda row: row[0]

@@ -23,6 +23,7 @@ from ._postgres_schema import (
     COLUMNS,
     PG_MAX,
     STARTED,
+    TRACED_VERSION,
     check_dsn,
     check_schema,
     connect,
@@ -64,7 +65,7 @@ _T = TypeVar("_T")
 
 _INFO_COLUMNS: Final = (
     "id, key, unique_key, data, attempts, state, error, accepted_at, finished_at, retry_at,"
-    " stopped_during, seq, due_at"
+    " stopped_during, seq, due_at, trace"
 )
 
 
@@ -472,11 +473,6 @@ class PostgresReader(DialectReader["psycopg.Connection[Any]"]):
                     f" NULL::text AS error FROM {self.schema}.halted"
                 )
                 connection.execute(
-                    "CREATE TEMP VIEW jobs AS SELECT *, id AS seq,"
-                    " NULL::double precision AS due_at, NULL::bigint AS owner"
-                    f" FROM {self.schema}.jobs"
-                )
-                connection.execute(
                     "CREATE TEMP VIEW steps AS SELECT 0::bigint AS job_id, 0 AS n,"
                     " ''::text AS name, ''::bytea AS data WHERE false"
                 )
@@ -484,11 +480,16 @@ class PostgresReader(DialectReader["psycopg.Connection[Any]"]):
                 connection.execute(
                     "CREATE TEMP VIEW keys AS SELECT ''::text AS key, 0::bigint AS owner WHERE false"
                 )
-                if version == 3:  # nor a keyless job (before 3, the view above says so)
-                    connection.execute(
-                        "CREATE TEMP VIEW jobs AS SELECT *, NULL::bigint AS owner"
-                        f" FROM {self.schema}.jobs"
-                    )
+            missing = {  # before 3, jobs in id order; before 4, no keyless job has an owner
+                1: "id AS seq, NULL::double precision AS due_at, NULL::bigint AS owner, ",
+                2: "id AS seq, NULL::double precision AS due_at, NULL::bigint AS owner, ",
+                3: "NULL::bigint AS owner, ",
+            }.get(version, "")
+            if version < TRACED_VERSION:  # and no trace contexts kept
+                connection.execute(
+                    f"CREATE TEMP VIEW jobs AS SELECT *, {missing}NULL::text AS trace"
+                    f" FROM {self.schema}.jobs"
+                )
             if version < 8:  # before the audit trail: an empty one
                 connection.execute(
                     "CREATE TEMP VIEW audit AS SELECT 0::bigint AS id, 0.0::double precision AS at,"

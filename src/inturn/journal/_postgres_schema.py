@@ -49,7 +49,8 @@ to send (``commands.items``, ``commands.data``), 7 had no audit trail
 heartbeat was last renewed (``processes.renewed_at``, for `inturn members`), 9 did not
 count finished jobs nor index keys by name (``finished``, ``jobs_started``,
 ``jobs_by_name``, ``halted_by_name``: `Journal.overview`, `keys_by_name`), 10
-had no recurring schedules (``schedules``); each is upgraded
+had no recurring schedules (``schedules``), 11 kept no trace context with a job
+(``jobs.trace``); each is upgraded
 in place; a schema of a version this code does not know is refused
 untouched, with the version in the message.
 
@@ -75,6 +76,7 @@ __all__ = [
     "COLUMNS",
     "PG_MAX",
     "SCHEMA_VERSION",
+    "TRACED_VERSION",
     "STARTED",
     "HIGH_ID",
     "producers",
@@ -92,7 +94,7 @@ __all__ = [
     "unregister",
 ]
 
-SCHEMA_VERSION: Final = 11
+SCHEMA_VERSION: Final = 12
 
 _TABLES: Final = """
 CREATE TABLE meta (
@@ -128,7 +130,8 @@ CREATE TABLE jobs (
     unique_for double precision,
     seq bigint,
     due_at double precision,
-    owner bigint
+    owner bigint,
+    trace text
 );
 CREATE UNIQUE INDEX jobs_unique_pending ON jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
@@ -303,9 +306,16 @@ _DASHBOARD_VERSION: Final = 9
 """The step (from version 9 to 10) that counts finished jobs (``finished``) and indexes keys
 by name (`_DASHBOARD`)."""
 
-_SCHEDULES_VERSION: Final = SCHEMA_VERSION - 1
-"""The step (from the version before) that adds recurring schedules: named, so the version
+_SCHEDULES_VERSION: Final = 10
+"""The step (from version 10 to 11) that adds recurring schedules: named, so the version
 numbers can be renumbered at a merge without touching it."""
+
+_TRACES_VERSION: Final = 11
+"""The step (from version 11 to 12) that keeps each job's trace context (``jobs.trace``): named,
+so the version numbers can be renumbered at a merge without touching it."""
+
+TRACED_VERSION: Final = _TRACES_VERSION + 1
+"""The first version that keeps each job's trace context: a reader reads it as NULL before."""
 
 _UPGRADES: Final = {
     1: (
@@ -359,6 +369,7 @@ _UPGRADES: Final = {
     _SCHEDULES_VERSION: tuple(  # version 11: recurring schedules
         statement for statement in _SCHEDULES.split(";") if statement.strip()
     ),
+    _TRACES_VERSION: ("ALTER TABLE jobs ADD COLUMN trace text",),  # version 12
 }
 
 _PRODUCERS_VERSION: Final = 5
@@ -378,7 +389,7 @@ _TABLES_ADDED: Final = {
 }
 """The tables each version added: a schema of an older version has none of them."""
 
-COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at, seq, due_at"
+COLUMNS: Final = "id, key, unique_key, data, attempts, error, retry_at, seq, due_at, trace"
 
 PG_MAX: Final = 2**63 - 1
 """The largest bigint: no id is above it, and a larger limit means no limit."""

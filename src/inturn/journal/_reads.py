@@ -395,11 +395,20 @@ def key_infos(
 
 def stored(
     row: tuple[
-        int, str | None, str | None, bytes, int, str | None, float | None, int | None, float | None
+        int,
+        str | None,
+        str | None,
+        bytes,
+        int,
+        str | None,
+        float | None,
+        int | None,
+        float | None,
+        str | None,
     ],
 ) -> StoredJob:
     """The `StoredJob` of a row of the SQL journals' ``COLUMNS``."""
-    job_id, key, unique, data, attempts, error, retry_at, seq, due_at = row
+    job_id, key, unique, data, attempts, error, retry_at, seq, due_at, trace = row
     return StoredJob(  # positional: once per job paged in
         job_id,
         key,
@@ -410,6 +419,7 @@ def stored(
         retry_at,
         None if seq == job_id else seq,  # a job's place is its id unless it says otherwise
         due_at,
+        trace,
     )
 
 
@@ -429,6 +439,7 @@ def info(row: tuple[Any, ...]) -> JobInfo:
         stopped_during,
         seq,
         due_at,
+        trace,
     ) = row
     dead = state == "dead"
     scheduled = seq is None and not dead
@@ -446,6 +457,7 @@ def info(row: tuple[Any, ...]) -> JobInfo:
         place=None if scheduled else job_id if seq is None else seq,
         due_at=due_at,
         stopped_during=stopped_during,
+        trace=trace,
     )
 
 

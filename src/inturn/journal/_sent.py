@@ -4,7 +4,7 @@ A `Command` of verb ``send`` carries jobs whose payloads the sender encoded
 (`SentJob`).  The SQL inboxes (`_sqlite_inbox`, `_postgres_inbox`) keep them
 in one row, so a ``send_many`` is one command, taken and answered as one:
 ``items`` is JSON text, one ``[key, unique, unique_for, due_at, size]`` per
-job, readable by an operator who looks at the table, and ``data`` is the
+job (and the sender's trace context after *size*, if it traced), readable by an operator who looks at the table, and ``data`` is the
 payloads' bytes one after another (*size* bytes each), never decoded or
 shown here.  A row whose columns do not hold that (made by hand, or torn)
 unpacks to no jobs, and the supervisor answers such a send with an error
@@ -18,18 +18,32 @@ from collections.abc import Sequence
 
 from .records import SentJob
 
-__all__ = ["pack", "unpack"]
+__all__ = ["pack", "sent_trace", "unpack"]
 
 
-def pack(jobs: Sequence[SentJob]) -> tuple[str | None, bytes | None]:
-    """The ``items`` and ``data`` columns of a command sending *jobs* (NULL, NULL: none)."""
+def pack(jobs: Sequence[SentJob], trace: str | None = None) -> tuple[str | None, bytes | None]:
+    """The ``items`` and ``data`` columns of a command sending *jobs* (NULL, NULL: none), sent
+    in the context *trace*."""
     if not jobs:
         return None, None
+    traced = [] if trace is None else [trace]
     items = [
-        [key, unique, unique_for, due_at, len(data)]
+        [key, unique, unique_for, due_at, len(data), *traced]
         for key, data, unique, unique_for, due_at in jobs
     ]
     return json.dumps(items), b"".join(data for _, data, _, _, _ in jobs)
+
+
+def sent_trace(items: object) -> str | None:
+    """The trace context a send's ``items`` say it was sent in (None: none, or not `pack`'s)."""
+    try:
+        rows = json.loads(items) if isinstance(items, str) else None
+    except ValueError:
+        return None
+    if isinstance(rows, list) and rows and isinstance(rows[0], list) and len(rows[0]) == 6:
+        trace = rows[0][5]
+        return trace if isinstance(trace, str) else None
+    return None
 
 
 def unpack(items: object, data: object) -> tuple[SentJob, ...]:
@@ -46,9 +60,9 @@ def unpack(items: object, data: object) -> tuple[SentJob, ...]:
     jobs: list[SentJob] = []
     offset = 0
     for row in rows:
-        if not (isinstance(row, list) and len(row) == 5):
+        if not (isinstance(row, list) and len(row) in (5, 6)):
             return ()
-        key, unique, unique_for, due_at, size = row
+        key, unique, unique_for, due_at, size = row[:5]
         if not (
             isinstance(key, str)
             and (unique is None or isinstance(unique, str))

@@ -124,7 +124,12 @@ class SQLiteStatements:
         if start is not None and change.key is not None and self.usage.halts:
             start = None
         attempts = 0 if start is None else start.attempt
-        if change.unique is None and change.unique_for is None and change.due_at is None:
+        if (
+            change.unique is None
+            and change.unique_for is None
+            and change.due_at is None
+            and change.trace is None
+        ):
             # The common row, its NULL columns left out: each None bound
             # costs about what a column does (sqlite3 looks for an adapter).
             sql = _INSERT_PLAIN
@@ -148,6 +153,7 @@ class SQLiteStatements:
                 None if change.due_at is not None else change.job_id,
                 change.due_at,
                 attempts,
+                change.trace,
             )
         try:
             self.connection.execute(sql, row)
@@ -270,8 +276,8 @@ class SQLiteStatements:
         cursor = self.connection
         try:
             cursor.execute(
-                "INSERT INTO main.inturn_jobs (id, key, unique_key, unique_for, data, accepted_at, seq)"
-                " SELECT ?, key, unique_key, unique_for, data, ?, ? FROM main.inturn_jobs WHERE id = ?",
+                "INSERT INTO main.inturn_jobs (id, key, unique_key, unique_for, data, accepted_at, seq, trace)"
+                " SELECT ?, key, unique_key, unique_for, data, ?, ?, trace FROM main.inturn_jobs WHERE id = ?",
                 (change.new_id, self.now, change.new_id, change.job_id),
             )
         except sqlite3.IntegrityError:
@@ -377,7 +383,12 @@ def apply_common(statements: SQLiteStatements, request: Request, next_id: int) -
     count = len(changes)
     first = changes[0]
     if isinstance(first, Append):
-        if first.unique is not None or first.unique_for is not None or first.due_at is not None:
+        if (
+            first.unique is not None
+            or first.unique_for is not None
+            or first.due_at is not None
+            or first.trace is not None
+        ):
             return None
         if first.job_id < next_id or count > 2:
             return None
@@ -436,8 +447,8 @@ def mark(cursor: sqlite3.Cursor, change: MarkAttempt, usage: Usage) -> bool:
 
 
 _INSERT: Final = (
-    "INSERT INTO main.inturn_jobs (id, key, unique_key, unique_for, data, accepted_at, seq, due_at, attempts)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO main.inturn_jobs (id, key, unique_key, unique_for, data, accepted_at, seq, due_at, attempts, trace)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_PLAIN: Final = "INSERT INTO main.inturn_jobs (id, key, data, accepted_at, seq, attempts) VALUES (?, ?, ?, ?, ?, ?)"
 """A new job's row; the plain one for a job with neither a unique key nor a due time."""

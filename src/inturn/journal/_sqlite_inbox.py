@@ -24,7 +24,7 @@ import time
 from typing import Final
 
 from ..errors import JournalError
-from ._sent import pack, unpack
+from ._sent import pack, sent_trace, unpack
 from ._sqlite_schema import SCHEMA_VERSION, database_error, schema_version
 from .records import Answer, Command
 
@@ -61,7 +61,7 @@ def connect(path: str) -> sqlite3.Connection:
 
 def submit(connection: sqlite3.Connection, command: Command) -> int:
     """Queue *command*; return its id."""
-    items, data = pack(command.jobs)
+    items, data = pack(command.jobs, command.trace)
     cursor = connection.execute(
         "INSERT INTO inturn_commands (verb, job_id, key, older_than, submitted_at, items, data, actor)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -129,6 +129,7 @@ def take(connection: sqlite3.Connection) -> list[Command]:
             older_than=older_than,
             jobs=unpack(items, data),
             actor=actor,
+            trace=sent_trace(items),
         )
         for command_id, verb, job_id, key, older_than, items, data, actor in rows
     ]

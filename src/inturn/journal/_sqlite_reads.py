@@ -42,9 +42,10 @@ from ._sqlite_apply import SCHEDULES
 from ._sqlite_schema import (
     COLUMNS,
     LIVE_JOBS,
-    SCHEMA_VERSION,
+    LIVE_UNTRACED_JOBS,
     SQLITE_MAX,
     STARTED,
+    TRACED_VERSION,
     check_path,
     database_error,
     rollback,
@@ -70,7 +71,7 @@ _INFO_COLUMNS: Final = (
     "id, CAST(key AS TEXT), CAST(unique_key AS TEXT), CAST(data AS BLOB),"
     " CAST(attempts AS INTEGER), state, CAST(error AS TEXT), CAST(accepted_at AS REAL),"
     " CAST(finished_at AS REAL), CAST(retry_at AS REAL), CAST(stopped_during AS INTEGER),"
-    " CAST(seq AS INTEGER), CAST(due_at AS REAL)"
+    " CAST(seq AS INTEGER), CAST(due_at AS REAL), CAST(trace AS TEXT)"
 )
 """The columns of a `JobInfo`, cast as `COLUMNS` are."""
 _HALT_COLUMNS: Final = "CAST(inturn_halted.job_id AS INTEGER), CAST(inturn_halted.error AS TEXT)"
@@ -473,7 +474,7 @@ class SQLiteReader(DialectReader[sqlite3.Connection]):
             for view in _VIEWS_OF_OLDER.get(version, ()):
                 connection.execute(view)
             if version >= 6:  # a completed job's row may wait, marked, to be deleted
-                connection.execute(LIVE_JOBS)
+                connection.execute(LIVE_JOBS if version >= TRACED_VERSION else LIVE_UNTRACED_JOBS)
         except BaseException:
             connection.close()
             raise
@@ -502,7 +503,7 @@ def _views_of_older(version: int) -> tuple[str, ...]:
         1: ", NULL AS retry_at, NULL AS stopped_during, id AS seq, NULL AS due_at",
         2: ", NULL AS stopped_during, id AS seq, NULL AS due_at",
         3: ", id AS seq, NULL AS due_at",
-    }.get(version, "")
+    }.get(version, "") + ", NULL AS trace"
     live = " WHERE completed_at IS NULL OR state <> 'pending'" if version == 5 else ""
     views = [f"CREATE TEMP VIEW inturn_jobs AS SELECT *{missing} FROM main.jobs{live}"]
     if version < 4:  # nor what halted its keys, nor steps
@@ -530,8 +531,9 @@ _NO_SCHEDULES: Final = (
     " 0.0 AS start, '' AS misfire, NULL AS unique_for, NULL AS next_at, NULL AS last_tick"
 )
 
-_VIEWS_OF_OLDER: Final = {version: _views_of_older(version) for version in range(1, SCHEMA_VERSION)}
-"""`_views_of_older` of each older version."""
+_VIEWS_OF_OLDER: Final = {version: _views_of_older(version) for version in range(1, 9)}
+"""`_views_of_older` of each older version (9 lacks only the trace context:
+`LIVE_UNTRACED_JOBS`)."""
 
 
 def _no_shm(exc: sqlite3.Error) -> bool:

@@ -45,7 +45,8 @@ inbox took no jobs to send (``commands.items`` and ``commands.data``); 6 had no
 audit trail (``inturn_audit``, and ``inturn_commands.actor``: who sent a command); 7 did
 not count finished jobs (``inturn_finished``: completions and discards per minute, for
 `Journal.overview`, written in the commits that delete completed rows or discard jobs);
-8 had no recurring schedules (``inturn_schedules``).
+8 had no recurring schedules (``inturn_schedules``); 9 kept no trace context with a job
+(``inturn_jobs.trace``, read as NULL for older files' jobs).
 `SQLiteJournal.open` upgrades them in one transaction (version 6 renames the
 tables, which carries their rows, their ``sqlite_sequence`` row and SQLite's
 own indexes along, and makes inturn's indexes again under their new names).
@@ -68,6 +69,8 @@ __all__ = [
     "COLUMNS",
     "INDEXES",
     "LIVE_JOBS",
+    "LIVE_UNTRACED_JOBS",
+    "TRACED_VERSION",
     "SCHEMA",
     "SCHEMA_VERSION",
     "SQLITE_MAX",
@@ -79,7 +82,7 @@ __all__ = [
     "upgrade",
 ]
 
-SCHEMA_VERSION: Final = 9
+SCHEMA_VERSION: Final = 10
 
 PREFIX: Final = "inturn_"
 """What the name of every table and index inturn makes begins with: reserved."""
@@ -100,7 +103,8 @@ CREATE TABLE inturn_jobs (
     unique_for REAL,
     seq INTEGER,
     due_at REAL,
-    completed_at REAL
+    completed_at REAL,
+    trace TEXT
 );
 CREATE UNIQUE INDEX inturn_jobs_unique_pending ON inturn_jobs (unique_key)
     WHERE state = 'pending' AND unique_key IS NOT NULL;
@@ -179,6 +183,7 @@ _JOBS: Final[tuple[_Column, ...]] = (
     ("seq", "INTEGER", False, False),  # version 4
     ("due_at", "REAL", False, False),  # version 4
     ("completed_at", "REAL", False, False),  # version 5
+    ("trace", "TEXT", False, False),  # version 10
 )
 _HALTED: Final[tuple[_Column, ...]] = (
     ("key", "TEXT", False, True),
@@ -244,6 +249,12 @@ _SCHEDULES: Final[tuple[_Column, ...]] = (  # version 9
     ("last_tick", "REAL", False, False),
 )
 
+_TRACES_VERSION: Final = 9
+"""The step (from version 9 to 10) that keeps each job's trace context (``inturn_jobs.trace``):
+named, so the version numbers can be renumbered at a merge without touching it."""
+TRACED_VERSION: Final = _TRACES_VERSION + 1
+"""The first version that keeps each job's trace context: older files read it as NULL."""
+
 _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
     1: {"jobs": _JOBS[:9], "halted": _HALTED[:1]},
     2: {"jobs": _JOBS[:10], "halted": _HALTED[:1]},
@@ -256,21 +267,21 @@ _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
         "steps": _STEPS,
     },
     5: {
-        "jobs": _JOBS,
+        "jobs": _JOBS[:15],
         "halted": _HALTED,
         "commands": _COMMANDS[:9],
         "uniques": _UNIQUES,
         "steps": _STEPS,
     },
     6: {  # every name under the prefix
-        "inturn_jobs": _JOBS,
+        "inturn_jobs": _JOBS[:15],
         "inturn_halted": _HALTED,
         "inturn_commands": _COMMANDS[:11],
         "inturn_uniques": _UNIQUES,
         "inturn_steps": _STEPS,
     },
     7: {  # the operators' audit trail
-        "inturn_jobs": _JOBS,
+        "inturn_jobs": _JOBS[:15],
         "inturn_halted": _HALTED,
         "inturn_commands": _COMMANDS,
         "inturn_uniques": _UNIQUES,
@@ -278,7 +289,7 @@ _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
         "inturn_audit": _AUDIT,
     },
     8: {  # jobs finished per minute, for `Journal.overview`
-        "inturn_jobs": _JOBS,
+        "inturn_jobs": _JOBS[:15],
         "inturn_halted": _HALTED,
         "inturn_commands": _COMMANDS,
         "inturn_uniques": _UNIQUES,
@@ -286,10 +297,26 @@ _TABLES_OF_VERSION: Final[dict[int, dict[str, tuple[_Column, ...]]]] = {
         "inturn_audit": _AUDIT,
         "inturn_finished": _FINISHED,
     },
-}
-_TABLES_OF_VERSION[9] = {  # recurring schedules
-    **_TABLES_OF_VERSION[8],
-    "inturn_schedules": _SCHEDULES,
+    9: {  # recurring schedules
+        "inturn_jobs": _JOBS[:15],
+        "inturn_halted": _HALTED,
+        "inturn_commands": _COMMANDS,
+        "inturn_uniques": _UNIQUES,
+        "inturn_steps": _STEPS,
+        "inturn_audit": _AUDIT,
+        "inturn_finished": _FINISHED,
+        "inturn_schedules": _SCHEDULES,
+    },
+    _TRACES_VERSION + 1: {  # the trace context each job was sent in
+        "inturn_jobs": _JOBS,
+        "inturn_halted": _HALTED,
+        "inturn_commands": _COMMANDS,
+        "inturn_uniques": _UNIQUES,
+        "inturn_steps": _STEPS,
+        "inturn_audit": _AUDIT,
+        "inturn_finished": _FINISHED,
+        "inturn_schedules": _SCHEDULES,
+    },
 }
 """The tables of each schema version this code reads, column by column: a
 file that has them reads as inturn expects, while a view or another type
@@ -339,11 +366,13 @@ LIVE_JOBS: Final = (
 """The jobs table as the reads see it, without the rows marked completed and not deleted
 yet; it shadows the table by name on a connection of a version-6 file (``temp.inturn_jobs``
 over ``main.inturn_jobs``), so what writes says ``main.inturn_jobs``."""
+LIVE_UNTRACED_JOBS: Final = LIVE_JOBS.replace("SELECT *", "SELECT *, NULL AS trace")
+"""`LIVE_JOBS` of a file of a version that kept no trace context (before 10): read as NULL."""
 
 COLUMNS: Final = (
     "id, CAST(key AS TEXT), CAST(unique_key AS TEXT), CAST(data AS BLOB),"
     " CAST(attempts AS INTEGER), CAST(error AS TEXT), CAST(retry_at AS REAL),"
-    " CAST(seq AS INTEGER), CAST(due_at AS REAL)"
+    " CAST(seq AS INTEGER), CAST(due_at AS REAL), CAST(trace AS TEXT)"
 )
 """The columns of a `StoredJob`.  Cast, as a declared type only prefers a type
 (SQLite stores text in a BLOB column): a hand-made row still reads as the types
@@ -493,6 +522,7 @@ _UPGRADES: Final = {
         " cron TEXT, every REAL, tz TEXT NOT NULL, start REAL NOT NULL, misfire TEXT NOT NULL,"
         " unique_for REAL, next_at REAL, last_tick REAL)",
     ),
+    _TRACES_VERSION: ("ALTER TABLE inturn_jobs ADD COLUMN trace TEXT",),  # version 10
 }
 """What turns each version into the next."""
 
@@ -513,8 +543,9 @@ _MADE_SINCE: Final = {
     | _SCHEDULES_MADE,
     7: frozenset(["inturn_finished"]) | _SCHEDULES_MADE,
     8: _SCHEDULES_MADE,
+    _TRACES_VERSION: frozenset(),
 }
-"""The names a file of version 6, 7 or 8 has none of: those its upgrade makes."""
+"""The names a file of version 6 or later has none of: those its upgrade makes."""
 
 
 def upgrade(connection: sqlite3.Connection, version: int) -> None:

@@ -339,14 +339,7 @@ class MemoryJournal:
         check_jobs(key, limit, after)
         await trio.lowlevel.checkpoint_if_cancelled()
         self._check_open()
-        found: list[JobInfo] = []
-        for job_id in self._by_key.get(key, ()):  # in place order: appended so
-            if len(found) >= limit:
-                break
-            row = self._jobs[job_id]
-            if row.place(job_id) > after:
-                found.append(row.info(job_id))
-        return found
+        return reads.queue(self._jobs, self._by_key.get(key, ()), limit=limit, after=after)
 
     async def steps(self, job_id: int) -> list[tuple[str, bytes]]:
         check_job_id(job_id)
@@ -486,7 +479,9 @@ class MemoryJournal:
         row: Row | None = None
         for change in changes:
             if isinstance(change, Append):
-                row = self._append(change.job_id, change.key, change.data, None, None, None, now)
+                row = self._append(
+                    change.job_id, change.key, change.data, None, None, None, now, change.trace
+                )
             else:
                 assert isinstance(change, MarkAttempt)
                 assert row is not None
@@ -574,6 +569,7 @@ class MemoryJournal:
                     change.unique_for,
                     change.due_at,
                     now,
+                    change.trace,
                 )
             case Due(job_id=job_id, seq=seq):
                 del self._scheduled[job_id]
@@ -608,7 +604,7 @@ class MemoryJournal:
                 requeued = self._append(
                     new_id, letter.key, letter.data, letter.unique, letter.unique_for, None, now
                 )
-                requeued.steps = letter.steps  # the steps it made go with it
+                requeued.steps, requeued.trace = letter.steps, letter.trace  # they go with it
                 key = letter.key
                 reason = None if key is None else self._halted.get(key)
                 if key is not None and reason is not None and reason[0] == job_id:
@@ -639,10 +635,11 @@ class MemoryJournal:
         unique_for: float | None,
         due_at: float | None,
         accepted_at: float,
+        trace: str | None = None,
     ) -> Row:
         """An `Append`'s fields, applied (judged); its row."""
         # Positional: keywords cost a third of building it, once per job.
-        row = self._jobs[job_id] = Row(key, data, unique, accepted_at, unique_for, due_at)
+        row = self._jobs[job_id] = Row(key, data, unique, accepted_at, unique_for, due_at, trace)
         if due_at is not None:
             self._scheduled[job_id] = None
         elif key is not None:

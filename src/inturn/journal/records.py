@@ -77,6 +77,11 @@ class Append:
     due_at: float | None = None
     """Unix time a *scheduled* job falls due: until a `Due` it holds its
     unique key but is in no key's sequence, so it blocks nothing."""
+    trace: str | None = None
+    """The trace context it was sent in: W3C's ``traceparent``, then a space and
+    ``tracestate`` if any.  Opaque to the journal, which keeps it with the job like
+    its payload (and its dead letter, and a requeue's new job), so every attempt,
+    in whichever process, links to the request that sent it."""
 
 
 @attrs.frozen
@@ -388,6 +393,8 @@ class StoredJob:
     """Its place in its key's sequence, if not its id: the number a `Due` gave it."""
     due_at: float | None = None
     """Unix time a scheduled job falls due (`Journal.scheduled` only)."""
+    trace: str | None = None
+    """The trace context it was sent in (`Append.trace`), if any."""
 
     @property
     def place(self) -> int:
@@ -499,6 +506,8 @@ class Command:
     actor: str | None = None
     """Who asks for the fix, for the audit trail (`Audit`); None: the process that
     carries it out."""
+    trace: str | None = None
+    """For ``send``: the trace context it was sent in (`Append.trace`), if the sender traced."""
 
 
 @attrs.frozen(kw_only=True)
