@@ -65,7 +65,7 @@ def print_schedules(args: argparse.Namespace, reader: SyncReads) -> str | None:
                     "-" if each.key is None else cell(each.key),
                     when(each),
                     each.misfire,
-                    "paused" if each.next_at is None else _next(each.next_at, now),
+                    next_tick(each, now),
                     "-" if each.last_tick is None else stamp(each.last_tick),
                 ]
                 for each in found
@@ -111,8 +111,13 @@ def when(info: ScheduleInfo) -> str:
     return f"every {info.every:g}s"
 
 
-def _next(next_at: float, now: float) -> str:
-    return f"{stamp(next_at)} ({until(next_at, now)})" if next_at != float("inf") else "never"
+def next_tick(info: ScheduleInfo, now: float) -> str:
+    """*info*'s next tick: ``2026-12-07T01:00:00Z (in 1h35m)``, ``paused`` or ``never``."""
+    if info.next_at is None:
+        return "paused"
+    if info.next_at == float("inf"):
+        return "never"
+    return f"{stamp(info.next_at)} ({until(info.next_at, now)})"
 
 
 def _count(text: str) -> int:

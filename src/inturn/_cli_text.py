@@ -224,6 +224,11 @@ def owner_cell(info: KeyInfo) -> str:
     return cell(info.owner) + (f" ({said})" if said else "")
 
 
+def member_state(member: MemberInfo) -> str:
+    """``EXPIRED``, or ``live, expires in 9s``."""
+    return "EXPIRED" if member.expired else f"live, expires in {format_age(member.expires_in)}"
+
+
 def members_table(members: Sequence[MemberInfo]) -> None:
     table(
         ["MEMBER", "ID", "STARTED", "HEARTBEAT", "STATE", "KEYS", "KEYLESS JOBS"],
@@ -233,9 +238,7 @@ def members_table(members: Sequence[MemberInfo]) -> None:
                 str(member.id),
                 stamp(member.started_at),
                 "-" if member.heartbeat_age is None else f"{format_age(member.heartbeat_age)} ago",
-                "EXPIRED"
-                if member.expired
-                else f"live, expires in {format_age(member.expires_in)}",
+                member_state(member),
                 str(member.keys),
                 str(member.keyless_jobs),
             ]

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Final
 
-from .._cli_schedules import when
-from .._cli_text import first_line, format_age, stamp
-from ..info import JobInfo, KeyInfo, MemberInfo, ScheduleInfo
+from .._cli_schedules import next_tick, when
+from .._cli_text import first_line, format_age, member_state, owner_cell as owner, stamp
+from ..info import JobInfo, KeyInfo
 
 __all__ = [
     "age",
@@ -20,7 +20,7 @@ __all__ = [
     "payload",
     "reason",
     "state_names",
-    "ticks",
+    "next_tick",
     "when",
 ]
 
@@ -68,23 +68,6 @@ def reason(info: KeyInfo, now: float) -> str:
     return "no unfinished jobs"
 
 
-def owner(info: KeyInfo) -> str:
-    """Who owns *info*'s key in a fleet, with its heartbeat: ``host:pid (heartbeat 2s ago)``,
-    ``... (EXPIRED, heartbeat 31s ago)``; a dash outside a fleet or with no owner."""
-    if info.owner is None:
-        return "-"
-    said = "EXPIRED, " if info.owner_expired else ""
-    if info.owner_heartbeat_age is not None:
-        said += f"heartbeat {age(info.owner_heartbeat_age)} ago"
-    return f"{info.owner} ({said.rstrip(', ')})" if said else info.owner
-
-
-def member_state(member: MemberInfo) -> str:
-    if member.expired:
-        return "EXPIRED"
-    return f"live, expires in {age(member.expires_in)}"
-
-
 def payload(info: JobInfo) -> str:
     """What the pages show of a payload unless told to show it: its size and kind."""
     try:
@@ -93,12 +76,3 @@ def payload(info: JobInfo) -> str:
     except UnicodeDecodeError:
         kind = "binary"
     return f"{len(info.data)} bytes, {kind}"
-
-
-def ticks(info: ScheduleInfo, now: float) -> str:
-    """A recurring schedule's next tick: ``2026-12-07 01:00:00 UTC (in 1h35m)``, ``paused``."""
-    if info.next_at is None:
-        return "paused"
-    if info.next_at == float("inf"):
-        return "never"
-    return f"{clock(info.next_at)} ({'in ' + age(info.next_at - now) if info.next_at > now else 'due now'})"
