@@ -10,12 +10,19 @@ from ._cli_text import parse_duration
 from ._core_audit import check_actor
 from .journal._postgres_schema import check_schema
 
-__all__ = ["actor", "duration", "job_id", "limit", "schema", "seconds"]
+__all__ = ["actor", "duration", "entry_id", "job_id", "limit", "schema", "seconds"]
 
 
 def job_id(text: str) -> int:
     if not text.isascii() or not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"bad job id {text!r}: a job id is a whole number >= 1")
+    return int(text)
+
+
+def entry_id(text: str) -> int:
+    """An audit trail entry's id (``inturn audit --before``)."""
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"bad entry id {text!r}: a whole number >= 1")
     return int(text)
 
 

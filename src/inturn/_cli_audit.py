@@ -12,6 +12,7 @@ import argparse
 import sys
 from typing import Final
 
+from ._cli_args import entry_id, job_id, limit
 from ._cli_text import audit_json, audit_table, print_json
 from .journal._thread import SyncReads
 from .keys import validate_key
@@ -24,10 +25,10 @@ AUDIT_ABOUT: Final = "the operators' fixes, newest first: who, when, what, and t
 def audit_arguments(audit: argparse.ArgumentParser) -> None:
     """The options of ``inturn audit``, beside the journal and ``--schema``, ``--json``."""
     audit.add_argument("--key", metavar="K", help="only the fixes of key K")
-    audit.add_argument("--job", dest="job_id", type=_entry_id, metavar="ID", help="only of job ID")
-    audit.add_argument("--limit", type=_entry_id, default=100, metavar="N", help="at most N")
+    audit.add_argument("--job", dest="job_id", type=job_id, metavar="ID", help="only of job ID")
+    audit.add_argument("--limit", type=limit, default=100, metavar="N", help="at most N")
     audit.add_argument(
-        "--before", type=_entry_id, metavar="ID", help="only entries older than entry ID: a page"
+        "--before", type=entry_id, metavar="ID", help="only entries older than entry ID: a page"
     )
 
 
@@ -50,13 +51,3 @@ def print_audit(args: argparse.Namespace, reader: SyncReads) -> str | None:
     of = "" if key is None else f" of key {key!r}"
     of += "" if args.job_id is None else f" of job {args.job_id}"
     return f"no fixes in the audit trail{of}"
-
-
-def _entry_id(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
-    return value

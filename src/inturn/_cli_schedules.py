@@ -13,6 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from ._cli_args import limit
 from ._cli_text import cell, print_json, stamp, table, until
 from .info import ScheduleInfo
 from .journal._thread import SyncReads
@@ -47,7 +48,7 @@ _DONE: Final = {
 def schedules_arguments(schedules: argparse.ArgumentParser) -> None:
     """The options of ``inturn schedules``, beside the journal and ``--schema``, ``--json``."""
     schedules.add_argument("--after", default="", metavar="NAME", help="only those after NAME")
-    schedules.add_argument("--limit", type=_count, default=100, metavar="N", help="at most N")
+    schedules.add_argument("--limit", type=limit, default=100, metavar="N", help="at most N")
 
 
 def print_schedules(args: argparse.Namespace, reader: SyncReads) -> str | None:
@@ -118,13 +119,3 @@ def next_tick(info: ScheduleInfo, now: float) -> str:
     if info.next_at == float("inf"):
         return "never"
     return f"{stamp(info.next_at)} ({until(info.next_at, now)})"
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, not {value}")
-    return value

@@ -32,6 +32,7 @@ from .errors import ScheduleNotFound, describe
 from .events import exception_text
 from .info import ScheduleInfo
 from .journal import Change, ScheduleSet
+from .journal._reads import set_schedule_info
 from .keys import validate_key
 
 __all__ = ["FIRE_PAGE", "Scheduling"]
@@ -117,7 +118,7 @@ class Scheduling(Journaling):
         runtime.recurring.noticed(runtime.core.clock_time(change.next_at))
         runtime.log.info("schedule.set", schedule=change.name, key=key, next_at=change.next_at)
         await schedule_point()
-        return _info(change, last_tick)
+        return set_schedule_info(change, last_tick)
 
     async def schedules(self, *, after: str = "", limit: int = 100) -> list[ScheduleInfo]:
         """The recurring schedules by name (those after *after*); at most *limit*."""
@@ -262,19 +263,3 @@ def _named(name: object) -> str:
     if not isinstance(name, str):
         raise TypeError(f"a schedule's name must be a str, not {type(name).__name__}")
     return name
-
-
-def _info(change: ScheduleSet, last_tick: float | None) -> ScheduleInfo:
-    return ScheduleInfo(
-        name=change.name,
-        key=change.key,
-        data=change.data,
-        cron=change.cron,
-        every=change.every,
-        tz=change.tz,
-        start=change.start,
-        misfire=change.misfire,
-        unique_for=change.unique_for,
-        next_at=change.next_at,
-        last_tick=last_tick,
-    )

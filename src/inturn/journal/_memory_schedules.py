@@ -16,6 +16,7 @@ import attrs
 
 from ..errors import JournalError
 from ..info import ScheduleInfo
+from ._reads import set_schedule_info
 from ._rules import Held, used_before
 from .records import Append, Change, Fire, ScheduleDrop, SchedulePause, ScheduleSet
 
@@ -61,19 +62,8 @@ class Schedules:
                 ):
                     superseded.append(change)
                     continue
-                staged[change.name] = ScheduleInfo(
-                    name=change.name,
-                    key=change.key,
-                    data=change.data,
-                    cron=change.cron,
-                    every=change.every,
-                    tz=change.tz,
-                    start=change.start,
-                    misfire=change.misfire,
-                    unique_for=change.unique_for,
-                    next_at=change.next_at,
-                    last_tick=None if row is None else row.last_tick,
-                )
+                last_tick = None if row is None else row.last_tick
+                staged[change.name] = set_schedule_info(change, last_tick)
             elif isinstance(change, ScheduleDrop):
                 if row is None:
                     superseded.append(change)

@@ -15,8 +15,17 @@ from typing import Any, Final
 import attrs
 
 from .._checks import check_count, check_number
-from ..info import AuditEntry, JobInfo, JobState, KeyFilter, KeyInfo, Minute, Overview
-from .records import Audit, Complete, Discard, StoredJob
+from ..info import (
+    AuditEntry,
+    JobInfo,
+    JobState,
+    KeyFilter,
+    KeyInfo,
+    Minute,
+    Overview,
+    ScheduleInfo,
+)
+from .records import Audit, Complete, Discard, ScheduleSet, StoredJob
 
 __all__ = [
     "AUDIT_COLUMNS",
@@ -527,3 +536,21 @@ def audit_where(
         where += f" AND job_id = {mark}"
         parameters.append(job_id)
     return where, parameters
+
+
+def set_schedule_info(change: ScheduleSet, last_tick: float | None) -> ScheduleInfo:
+    """The schedule *change* sets, as a journal then holds it: running, at its cursor, with the
+    tick its predecessor fired last (*last_tick*) passed on."""
+    return ScheduleInfo(
+        name=change.name,
+        key=change.key,
+        data=change.data,
+        cron=change.cron,
+        every=change.every,
+        tz=change.tz,
+        start=change.start,
+        misfire=change.misfire,
+        unique_for=change.unique_for,
+        next_at=change.next_at,
+        last_tick=last_tick,
+    )
